@@ -1,0 +1,111 @@
+"""The LightningModule: training and validation steps, metrics and the paper's optimizer."""
+
+from typing import Any
+
+import lightning as L
+import torch
+from torch import Tensor
+from torchmetrics import SumMetric
+from torchmetrics.text import SacreBLEUScore
+
+from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, BPETokenizer
+from transformer_nmt.loss import label_smoothed_nll, perplexity
+from transformer_nmt.lr_schedule import inverse_sqrt_warmup
+from transformer_nmt.model import Transformer, greedy_search
+
+
+class TranslationModule(L.LightningModule):
+    """Trains a `Transformer` as in section 5 of the paper and scores it with sacreBLEU.
+
+    Args:
+        model: the encoder-decoder, built from the `model` config and the tokenizer's vocabulary.
+        tokenizer: the joint BPE; saved inside every checkpoint so a checkpoint alone translates.
+        label_smoothing: eps_ls (paper: 0.1).
+        lr_factor: multiplies the paper's learning rate (paper: 1).
+        warmup_steps: warm-up of the inverse-square-root schedule (paper: 4000).
+        betas, eps: Adam's (paper: 0.9, 0.98 and 1e-9).
+        max_len_b: validation translations stop at source length + max_len_b (paper: 50).
+    """
+
+    def __init__(
+        self,
+        model: Transformer,
+        tokenizer: BPETokenizer,
+        label_smoothing: float = 0.1,
+        lr_factor: float = 1.0,
+        warmup_steps: int = 4000,
+        betas: tuple[float, float] = (0.9, 0.98),
+        eps: float = 1e-9,
+        max_len_b: int = 50,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters(ignore=["model", "tokenizer"])
+        self.model = model
+        self.tokenizer = tokenizer
+        # Sums, not means, so that validation over several ranks weighs every token alike.
+        self.val_loss_sum = SumMetric()
+        self.val_nll_sum = SumMetric()
+        self.val_tokens = SumMetric()
+        self.val_bleu = SacreBLEUScore(tokenize="13a")
+
+    def _loss(self, batch: dict[str, Any]) -> tuple[Tensor, Tensor, Tensor]:
+        logits = self.model(batch["src"], batch["tgt_in"])  # (B, T, V)
+        return label_smoothed_nll(
+            logits, batch["tgt_out"], self.hparams.label_smoothing, PAD_ID
+        )
+
+    def training_step(self, batch: dict[str, Any], batch_idx: int) -> Tensor:
+        loss_sum, nll_sum, num_tokens = self._loss(batch)
+        loss = loss_sum / num_tokens
+        self.log("train/loss", loss, prog_bar=True)
+        self.log("train/ppl", perplexity(nll_sum, num_tokens))
+        return loss
+
+    def validation_step(self, batch: dict[str, Any], batch_idx: int) -> None:
+        loss_sum, nll_sum, num_tokens = self._loss(batch)
+        self.val_loss_sum.update(loss_sum)
+        self.val_nll_sum.update(nll_sum)
+        self.val_tokens.update(num_tokens)
+        hypotheses = self.translate_ids(batch["src"])
+        self.val_bleu.update(hypotheses, [[ref] for ref in batch["tgt_text"]])
+
+    def on_validation_epoch_end(self) -> None:
+        num_tokens = self.val_tokens.compute()
+        self.log("val/loss", self.val_loss_sum.compute() / num_tokens)
+        self.log("val/ppl", perplexity(self.val_nll_sum.compute(), num_tokens))
+        self.log("val/bleu", 100 * self.val_bleu.compute(), prog_bar=True)
+        for metric in (self.val_loss_sum, self.val_nll_sum, self.val_tokens, self.val_bleu):
+            metric.reset()
+
+    @torch.no_grad()
+    def translate_ids(self, src: Tensor) -> list[str]:
+        """Greedy translations of a padded source batch (B, S), detokenized."""
+        out = greedy_search(self.model, src, BOS_ID, EOS_ID, self.hparams.max_len_b)
+        return self.tokenizer.decode_batch([cut_at_eos(row) for row in out.tolist()])
+
+    def configure_optimizers(self) -> dict[str, Any]:
+        # lr=1 so that LambdaLR's factor *is* the paper's learning rate.
+        optimizer = torch.optim.Adam(
+            self.model.parameters(), lr=1.0, betas=self.hparams.betas, eps=self.hparams.eps
+        )
+        d_model = self.model.config["d_model"]
+        scheduler = torch.optim.lr_scheduler.LambdaLR(
+            optimizer,
+            # LambdaLR counts from 0; the paper's step number counts from 1.
+            lambda step: inverse_sqrt_warmup(
+                step + 1, d_model, self.hparams.warmup_steps, self.hparams.lr_factor
+            ),
+        )
+        return {
+            "optimizer": optimizer,
+            "lr_scheduler": {"scheduler": scheduler, "interval": "step", "name": "train/lr"},
+        }
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        # Plain strings and numbers: enough to rebuild model and tokenizer with weights_only loading.
+        checkpoint["model_config"] = dict(self.model.config)
+        checkpoint["tokenizer"] = self.tokenizer.to_str()
+
+
+def cut_at_eos(ids: list[int]) -> list[int]:
+    return ids[: ids.index(EOS_ID)] if EOS_ID in ids else ids

@@ -1,0 +1,86 @@
+"""Every config in conf/ composes and builds what its `_target_` names."""
+
+import pytest
+import torch
+from hydra.utils import instantiate
+from lightning.pytorch.loggers import CSVLogger, WandbLogger
+
+from hydra_compose import CONF, compose_train
+from transformer_nmt.data.datamodule import TranslationDataModule
+from transformer_nmt.model import Transformer
+from transformer_nmt.translation_module import TranslationModule
+
+
+def options(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
+
+
+@pytest.mark.parametrize("name", options("model"))
+def test_model_presets_build(tmp_path, name):
+    cfg = compose_train(tmp_path, [f"model={name}"])
+    model = instantiate(cfg.model, vocab_size=100, pad_id=0)
+    assert isinstance(model, Transformer)
+    assert model.config["d_model"] == cfg.model.d_model
+
+
+def test_base_and_big_are_the_papers(tmp_path):
+    # Table 3 of the paper: (N, d_model, d_ff, h, P_drop)
+    for name, row in {"base": (6, 512, 2048, 8, 0.1), "big": (6, 1024, 4096, 16, 0.3)}.items():
+        m = compose_train(tmp_path, [f"model={name}"]).model
+        assert (m.N, m.d_model, m.d_ff, m.h, m.dropout) == row
+        assert (m.norm_first, m.positions, m.tie_embeddings, m.activation) == (
+            False, "sinusoidal", "all", "relu",
+        )
+
+
+def test_module_defaults_are_the_papers(tmp_path):
+    cfg = compose_train(tmp_path)
+    m = cfg.module
+    assert (m.label_smoothing, m.warmup_steps, m.lr_factor, tuple(m.betas), m.eps) == (
+        0.1, 4000, 1.0, (0.9, 0.98), 1e-9,
+    )
+    assert cfg.model.N == 6 and cfg.data.tgt_lang == "de" and cfg.data.src_lang == "en"
+
+
+@pytest.mark.parametrize("name", options("data"))
+def test_data_sources_build(tmp_path, name):
+    datamodule = instantiate(compose_train(tmp_path, [f"data={name}"]).data)
+    assert isinstance(datamodule, TranslationDataModule)
+
+
+@pytest.mark.parametrize("name", options("trainer"))
+def test_trainers_build(tmp_path, name):
+    cfg = compose_train(tmp_path, [f"trainer={name}"])
+    if cfg.trainer.accelerator == "gpu" and not torch.cuda.is_available():
+        pytest.skip("no GPU on this machine: composed only")
+    instantiate(cfg.trainer, logger=False)
+
+
+@pytest.mark.parametrize("name", options("logger"))
+def test_loggers_build(tmp_path, name, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    cfg = compose_train(tmp_path, [f"logger={name}"])
+    loggers = [instantiate(c) for c in (cfg.logger or {}).values()]
+    expected = {"wandb": [WandbLogger], "csv": [CSVLogger], "none": []}[name]
+    assert [type(lg) for lg in loggers] == expected
+
+
+@pytest.mark.parametrize("name", options("callbacks"))
+def test_callbacks_build(tmp_path, name):
+    cfg = compose_train(tmp_path, [f"callbacks={name}"])
+    assert all(instantiate(c) is not None for c in cfg.callbacks.values())
+
+
+@pytest.mark.parametrize("name", options("experiment"))
+def test_experiments_compose_and_build(tmp_path, name):
+    cfg = compose_train(tmp_path, [f"experiment={name}"])
+    model = instantiate(cfg.model, vocab_size=64, pad_id=0)
+    module = instantiate(cfg.module, model=model, tokenizer=None)
+    assert isinstance(module, TranslationModule)
+    assert isinstance(instantiate(cfg.data), TranslationDataModule)
+
+
+@pytest.mark.parametrize("name", options("debug"))
+def test_debug_overlays_compose(tmp_path, name):
+    cfg = compose_train(tmp_path, [f"debug={name}", "data=toy", "model=tiny"])
+    instantiate(cfg.trainer, logger=False)

@@ -1,0 +1,63 @@
+"""End to end: `train(cfg)` in-process and `python train.py` as a user runs it."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from hydra_compose import ROOT, compose_train
+from transformer_nmt.data.tokenizer import BPETokenizer
+from transformer_nmt.train import train
+
+TOY = ["experiment=toy", "logger=none"]
+
+
+def test_train_in_process_writes_checkpoints_that_carry_model_and_tokenizer(tmp_path):
+    metrics = train(compose_train(tmp_path, [*TOY, "trainer.max_epochs=2"]))
+
+    assert {"train/loss", "val/loss", "val/ppl", "val/bleu"} <= metrics.keys()
+    checkpoints = tmp_path / "run" / "checkpoints"
+    best = list(checkpoints.glob("step*-bleu*.ckpt"))
+    assert len(best) == 1 and (checkpoints / "last.ckpt").exists()
+    # Plain data only: loads without unpickling code, and rebuilds tokenizer and model.
+    ckpt = torch.load(checkpoints / "last.ckpt", weights_only=True)
+    assert ckpt["model_config"]["d_model"] == 32 and ckpt["model_config"]["N"] == 2
+    tokenizer = BPETokenizer.from_str(ckpt["tokenizer"])
+    sentence = "three one four"
+    assert tokenizer.decode_batch(tokenizer.encode_batch([sentence])) == [sentence]
+
+
+@pytest.mark.slow
+def test_learns_the_toy_task(tmp_path):
+    # Without label smoothing the loss can approach zero; greedy BLEU must approach 100.
+    metrics = train(
+        compose_train(tmp_path, [*TOY, "module.label_smoothing=0", "trainer.max_epochs=25"])
+    )
+    assert metrics["val/bleu"] > 90
+    assert metrics["train/loss"] < 0.1
+
+
+@pytest.mark.slow
+def test_train_py_runs_as_a_user_runs_it_with_offline_wandb(tmp_path):
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
+    subprocess.run(
+        [sys.executable, "train.py", "experiment=toy", "debug=fast",
+         f"paths.log_dir={tmp_path}", f"paths.cache_dir={tmp_path}/cache"],
+        cwd=ROOT, env=env, check=True, timeout=600,
+    )
+    (run,) = (tmp_path / "toy" / "runs").iterdir()
+    assert (run / "checkpoints" / "last.ckpt").exists()
+    (wandb_run,) = (run / "wandb").glob("offline-run-*")
+    (history,) = wandb_run.glob("run-*.wandb")
+    assert b"val/bleu" in history.read_bytes() and b"train/loss" in history.read_bytes()
+
+
+def test_help_lists_the_config_groups():
+    out = subprocess.run(
+        [sys.executable, "train.py", "--help"], cwd=ROOT, capture_output=True, text=True,
+        check=True, timeout=120,
+    ).stdout
+    for group in ("model: base, big, small, tiny", "data:", "trainer:", "logger:", "experiment:"):
+        assert group in out
