@@ -29,7 +29,10 @@ def test_base_and_big_are_the_papers(tmp_path):
         m = compose_train(tmp_path, [f"model={name}"]).model
         assert (m.N, m.d_model, m.d_ff, m.h, m.dropout) == row
         assert (m.norm_first, m.positions, m.tie_embeddings, m.activation) == (
-            False, "sinusoidal", "all", "relu",
+            False,
+            "sinusoidal",
+            "all",
+            "relu",
         )
 
 
@@ -37,7 +40,11 @@ def test_module_defaults_are_the_papers(tmp_path):
     cfg = compose_train(tmp_path)
     m = cfg.module
     assert (m.label_smoothing, m.warmup_steps, m.lr_factor, tuple(m.betas), m.eps) == (
-        0.1, 4000, 1.0, (0.9, 0.98), 1e-9,
+        0.1,
+        4000,
+        1.0,
+        (0.9, 0.98),
+        1e-9,
     )
     assert cfg.model.N == 6 and cfg.data.tgt_lang == "de" and cfg.data.src_lang == "en"
 

@@ -19,10 +19,15 @@ def test_equals_pytorch_label_smoothing_ignoring_pad():
     logits, target = _batch()
     loss, nll, n = label_smoothed_nll(logits, target, epsilon=0.1, pad_id=PAD)
     ref = F.cross_entropy(
-        logits.view(-1, 11), target.view(-1), ignore_index=PAD, label_smoothing=0.1,
+        logits.view(-1, 11),
+        target.view(-1),
+        ignore_index=PAD,
+        label_smoothing=0.1,
         reduction="sum",
     )
-    ref_nll = F.cross_entropy(logits.view(-1, 11), target.view(-1), ignore_index=PAD, reduction="sum")
+    ref_nll = F.cross_entropy(
+        logits.view(-1, 11), target.view(-1), ignore_index=PAD, reduction="sum"
+    )
     assert n == (target != PAD).sum()
     torch.testing.assert_close(loss, ref)
     torch.testing.assert_close(nll, ref_nll)

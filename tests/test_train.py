@@ -9,6 +9,7 @@ import torch
 
 from hydra_compose import ROOT, compose_train
 from transformer_nmt.data.tokenizer import BPETokenizer
+from transformer_nmt.data.toy import ToyCorpus
 from transformer_nmt.train import train
 
 TOY = ["experiment=toy", "logger=none"]
@@ -23,29 +24,58 @@ def test_train_in_process_writes_checkpoints_that_carry_model_and_tokenizer(tmp_
     assert len(best) == 1 and (checkpoints / "last.ckpt").exists()
     # Plain data only: loads without unpickling code, and rebuilds tokenizer and model.
     ckpt = torch.load(checkpoints / "last.ckpt", weights_only=True)
-    assert ckpt["model_config"]["d_model"] == 32 and ckpt["model_config"]["N"] == 2
+    assert ckpt["model_config"]["d_model"] == 64 and ckpt["model_config"]["N"] == 2
     tokenizer = BPETokenizer.from_str(ckpt["tokenizer"])
     sentence = "three one four"
     assert tokenizer.decode_batch(tokenizer.encode_batch([sentence])) == [sentence]
 
 
 @pytest.mark.slow
-def test_learns_the_toy_task(tmp_path):
-    # Without label smoothing the loss can approach zero; greedy BLEU must approach 100.
+def test_overfits_a_tiny_task(tmp_path):
+    # 256 toy pairs as local text files, validated on the training pairs themselves: without
+    # label smoothing the loss must approach zero and greedy BLEU 100.
+    pairs = ToyCorpus(num_train=256).read("train", "en", "de")
+    for lang, side in (("en", 0), ("de", 1)):
+        (tmp_path / f"train.{lang}").write_text("\n".join(p[side] for p in pairs) + "\n")
     metrics = train(
-        compose_train(tmp_path, [*TOY, "module.label_smoothing=0", "trainer.max_epochs=25"])
+        compose_train(
+            tmp_path,
+            [
+                *TOY,
+                "data=multi30k",
+                f"data.corpus.path={tmp_path}",
+                "data.corpus.splits={train:train,val:train,test:train}",
+                "data.src_lang=en",
+                "data.tgt_lang=de",
+                "data.vocab_size=512",
+                "data.min_frequency=1",
+                "data.max_tokens=1024",
+                "module.label_smoothing=0",
+                "trainer.max_epochs=150",
+                "trainer.check_val_every_n_epoch=50",
+            ],
+        )
     )
-    assert metrics["val/bleu"] > 90
-    assert metrics["train/loss"] < 0.1
+    assert metrics["train/loss"] < 0.05
+    assert metrics["val/bleu"] > 98
 
 
 @pytest.mark.slow
 def test_train_py_runs_as_a_user_runs_it_with_offline_wandb(tmp_path):
     env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
     subprocess.run(
-        [sys.executable, "train.py", "experiment=toy", "debug=fast",
-         f"paths.log_dir={tmp_path}", f"paths.cache_dir={tmp_path}/cache"],
-        cwd=ROOT, env=env, check=True, timeout=600,
+        [
+            sys.executable,
+            "train.py",
+            "experiment=toy",
+            "debug=fast",
+            f"paths.log_dir={tmp_path}",
+            f"paths.cache_dir={tmp_path}/cache",
+        ],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        timeout=600,
     )
     (run,) = (tmp_path / "toy" / "runs").iterdir()
     assert (run / "checkpoints" / "last.ckpt").exists()
@@ -56,8 +86,12 @@ def test_train_py_runs_as_a_user_runs_it_with_offline_wandb(tmp_path):
 
 def test_help_lists_the_config_groups():
     out = subprocess.run(
-        [sys.executable, "train.py", "--help"], cwd=ROOT, capture_output=True, text=True,
-        check=True, timeout=120,
+        [sys.executable, "train.py", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
     ).stdout
     for group in ("model: base, big, small, tiny", "data:", "trainer:", "logger:", "experiment:"):
         assert group in out

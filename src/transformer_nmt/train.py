@@ -1,7 +1,6 @@
 """`train(cfg)`: what `python train.py` runs, callable in-process from tests and notebooks."""
 
 import logging
-from typing import Any
 
 import lightning as L
 from hydra.utils import instantiate
@@ -22,7 +21,8 @@ def train(cfg: DictConfig) -> dict[str, float]:
     datamodule = instantiate(cfg.data)
     tokenizer = datamodule.load_tokenizer()
     model = instantiate(cfg.model, vocab_size=tokenizer.vocab_size, pad_id=PAD_ID)
-    module = instantiate(cfg.module, model=model, tokenizer=tokenizer)
+    # Plain lists and dicts in hyperparameters keep checkpoints loadable with weights_only=True.
+    module = instantiate(cfg.module, model=model, tokenizer=tokenizer, _convert_="all")
     log.info("Model: %s parameters", f"{sum(p.numel() for p in model.parameters()):,}")
 
     loggers: list[Logger] = [instantiate(c) for c in (cfg.logger or {}).values()]

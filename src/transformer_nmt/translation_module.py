@@ -6,8 +6,8 @@ import lightning as L
 import torch
 from torch import Tensor
 from torchmetrics import SumMetric
-from torchmetrics.text import SacreBLEUScore
 
+from transformer_nmt.bleu import SacreBLEU
 from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, BPETokenizer
 from transformer_nmt.loss import label_smoothed_nll, perplexity
 from transformer_nmt.lr_schedule import inverse_sqrt_warmup
@@ -46,19 +46,18 @@ class TranslationModule(L.LightningModule):
         self.val_loss_sum = SumMetric()
         self.val_nll_sum = SumMetric()
         self.val_tokens = SumMetric()
-        self.val_bleu = SacreBLEUScore(tokenize="13a")
+        self.val_bleu = SacreBLEU()
 
     def _loss(self, batch: dict[str, Any]) -> tuple[Tensor, Tensor, Tensor]:
         logits = self.model(batch["src"], batch["tgt_in"])  # (B, T, V)
-        return label_smoothed_nll(
-            logits, batch["tgt_out"], self.hparams.label_smoothing, PAD_ID
-        )
+        return label_smoothed_nll(logits, batch["tgt_out"], self.hparams.label_smoothing, PAD_ID)
 
     def training_step(self, batch: dict[str, Any], batch_idx: int) -> Tensor:
         loss_sum, nll_sum, num_tokens = self._loss(batch)
         loss = loss_sum / num_tokens
         self.log("train/loss", loss, prog_bar=True)
         self.log("train/ppl", perplexity(nll_sum, num_tokens))
+        self.log("train/lr", self.lr_schedulers().get_last_lr()[0])
         return loss
 
     def validation_step(self, batch: dict[str, Any], batch_idx: int) -> None:
@@ -67,13 +66,13 @@ class TranslationModule(L.LightningModule):
         self.val_nll_sum.update(nll_sum)
         self.val_tokens.update(num_tokens)
         hypotheses = self.translate_ids(batch["src"])
-        self.val_bleu.update(hypotheses, [[ref] for ref in batch["tgt_text"]])
+        self.val_bleu.update(hypotheses, batch["tgt_text"])
 
     def on_validation_epoch_end(self) -> None:
         num_tokens = self.val_tokens.compute()
         self.log("val/loss", self.val_loss_sum.compute() / num_tokens)
         self.log("val/ppl", perplexity(self.val_nll_sum.compute(), num_tokens))
-        self.log("val/bleu", 100 * self.val_bleu.compute(), prog_bar=True)
+        self.log("val/bleu", self.val_bleu.compute(), prog_bar=True)
         for metric in (self.val_loss_sum, self.val_nll_sum, self.val_tokens, self.val_bleu):
             metric.reset()
 
@@ -98,11 +97,11 @@ class TranslationModule(L.LightningModule):
         )
         return {
             "optimizer": optimizer,
-            "lr_scheduler": {"scheduler": scheduler, "interval": "step", "name": "train/lr"},
+            "lr_scheduler": {"scheduler": scheduler, "interval": "step"},
         }
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        # Plain strings and numbers: enough to rebuild model and tokenizer with weights_only loading.
+        # Plain strings and numbers: rebuild model and tokenizer with weights_only loading.
         checkpoint["model_config"] = dict(self.model.config)
         checkpoint["tokenizer"] = self.tokenizer.to_str()
 

@@ -19,7 +19,12 @@ class TokensPerSecond(L.Callback):
         self._last: float | None = None
 
     def on_train_batch_end(
-        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
+        self,
+        trainer: L.Trainer,
+        pl_module: L.LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
     ) -> None:
         now = time.perf_counter()
         if self._last is not None:

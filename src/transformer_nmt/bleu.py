@@ -1,0 +1,39 @@
+"""Corpus BLEU exactly as sacreBLEU computes it, summed across batches and ranks."""
+
+import torch
+from sacrebleu.metrics import BLEU
+from torchmetrics import Metric
+
+MAX_ORDER = 4
+
+
+class SacreBLEU(Metric):
+    """sacreBLEU's corpus BLEU (13a tokenization, exp smoothing: its defaults) as a torchmetric.
+
+    Keeps sacreBLEU's sufficient statistics (n-gram matches and totals, lengths) as sums, so the
+    score over several batches or DDP ranks equals `sacrebleu.corpus_bleu` over all sentences at
+    once; averaging per-rank scores would not.
+    """
+
+    full_state_update = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bleu = BLEU()
+        for name, size in (("correct", MAX_ORDER), ("total", MAX_ORDER), ("lengths", 2)):
+            self.add_state(name, torch.zeros(size, dtype=torch.long), dist_reduce_fx="sum")
+
+    def update(self, hypotheses: list[str], references: list[str]) -> None:
+        stats = self.bleu.corpus_score(hypotheses, [references])
+        self.correct += torch.tensor(stats.counts)
+        self.total += torch.tensor(stats.totals)
+        self.lengths += torch.tensor([stats.sys_len, stats.ref_len])
+
+    def compute(self) -> torch.Tensor:
+        score = BLEU.compute_bleu(
+            self.correct.tolist(), self.total.tolist(), *self.lengths.tolist(), smooth_method="exp"
+        ).score
+        return torch.tensor(score, dtype=torch.float64)
+
+    def signature(self) -> str:
+        return str(self.bleu.get_signature())

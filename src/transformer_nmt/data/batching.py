@@ -1,0 +1,132 @@
+"""Token-budget batches of similar-length pairs (paper section 5.1), padded into tensors."""
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import torch
+from torch.utils.data import Sampler
+
+from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID
+
+
+class TokenBatchSampler(Sampler[list[int]]):
+    """Yields lists of example indices whose padded size stays within a token budget.
+
+    Examples are sorted by length, so a batch wastes little on padding, and cut greedily so that
+    `len(batch) * max(longest source, longest target) <= max_tokens`. Ties in length are broken at
+    random and the batch order is shuffled, both from (seed, epoch). Batch sizes depend only on the
+    sorted lengths, so every epoch has the same number of batches.
+    """
+
+    def __init__(
+        self,
+        src_lengths: Sequence[int],
+        tgt_lengths: Sequence[int],
+        max_tokens: int,
+        shuffle: bool = True,
+        seed: int = 0,
+    ):
+        """Fix the batch sizes; which examples fill them is drawn per epoch.
+
+        Args:
+            src_lengths: tokens per source sequence as the model sees it (EOS included).
+            tgt_lengths: tokens per target sequence as the model sees it (BOS or EOS included).
+            max_tokens: budget of padded tokens per side of a batch.
+            shuffle: randomize ties and batch order per epoch; if False, batches run shortest first.
+            seed: with the epoch, seeds the randomness.
+        """
+        super().__init__()
+        self.src_lengths = np.asarray(src_lengths, dtype=np.int64)
+        self.tgt_lengths = np.asarray(tgt_lengths, dtype=np.int64)
+        if self.src_lengths.shape != self.tgt_lengths.shape:
+            raise ValueError(
+                f"{len(src_lengths)} source lengths but {len(tgt_lengths)} target lengths"
+            )
+        self.longest = np.maximum(self.src_lengths, self.tgt_lengths)
+        if len(self.longest) and self.longest.max() > max_tokens:
+            index = int(self.longest.argmax())
+            raise ValueError(
+                f"example {index} has {self.longest[index]} tokens, more than "
+                f"max_tokens={max_tokens}; filter long examples or raise max_tokens"
+            )
+        self.max_tokens = max_tokens
+        self.shuffle = shuffle
+        self.seed = seed
+        self.epoch = 0
+        self.sizes = _greedy_sizes(np.sort(self.longest), max_tokens)
+
+    # Lightning calls `set_epoch` only on `loader.sampler` and `loader.batch_sampler.sampler`.
+    @property
+    def sampler(self) -> "TokenBatchSampler":
+        """This object, so Lightning finds `set_epoch` at `loader.batch_sampler.sampler`."""
+        return self
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the epoch whose tie-breaks and batch order `__iter__` yields."""
+        self.epoch = epoch
+
+    def batches(self) -> list[list[int]]:
+        """All batches of the current epoch, in the order they are yielded."""
+        rng = np.random.default_rng([self.seed, self.epoch])
+        tiebreak = (
+            rng.permutation(len(self.longest)) if self.shuffle else np.arange(len(self.longest))
+        )
+        # np.lexsort sorts by the last key first: longest side, then source, then target length.
+        order = np.lexsort((tiebreak, self.tgt_lengths, self.src_lengths, self.longest))
+        # Cutting at every batch end leaves one empty piece after the last batch.
+        batches = [b.tolist() for b in np.split(order, np.cumsum(self.sizes))[:-1]]
+        if self.shuffle:
+            batches = [batches[i] for i in rng.permutation(len(batches))]
+        return batches
+
+    def __iter__(self) -> Iterator[list[int]]:
+        return iter(self.batches())
+
+    def __len__(self) -> int:
+        return len(self.sizes)
+
+
+def _greedy_sizes(sorted_longest: np.ndarray, max_tokens: int) -> list[int]:
+    """Cut ascending lengths into consecutive batches, each as large as the budget allows."""
+    sizes: list[int] = []
+    count = 0
+    for length in sorted_longest.tolist():
+        # Lengths ascend, so the newest example is the batch's longest.
+        if (count + 1) * length > max_tokens:
+            sizes.append(count)
+            count = 0
+        count += 1
+    if count:
+        sizes.append(count)
+    return sizes
+
+
+def collate(examples: list[dict], pad_id: int) -> dict:
+    """Pad a list of examples into a batch, adding BOS and EOS around the target.
+
+    Args:
+        examples: dicts with "src" (source ids ending in EOS), "tgt" (target ids, no special
+            tokens), and optionally "src_text" and "tgt_text" (raw strings).
+        pad_id: fills each sequence up to the longest of the batch.
+
+    Returns:
+        "src" (B, S), "tgt_in" (B, T) = BOS + tgt, "tgt_out" (B, T) = tgt + EOS as LongTensors,
+        plus "src_text" and "tgt_text" (lists of B strings) when the examples carry them.
+    """
+    batch = {
+        "src": _pad([ex["src"] for ex in examples], pad_id),
+        "tgt_in": _pad([[BOS_ID, *ex["tgt"]] for ex in examples], pad_id),
+        "tgt_out": _pad([[*ex["tgt"], EOS_ID] for ex in examples], pad_id),
+    }
+    for key in ("src_text", "tgt_text"):
+        if key in examples[0]:
+            batch[key] = [ex[key] for ex in examples]
+    return batch
+
+
+def _pad(sequences: list[Sequence[int]], pad_id: int) -> torch.Tensor:
+    """Right-pad id sequences into a (B, L) LongTensor, L the longest length."""
+    out = torch.full((len(sequences), max(map(len, sequences))), pad_id, dtype=torch.long)
+    for row, seq in enumerate(sequences):
+        out[row, : len(seq)] = torch.as_tensor(seq, dtype=torch.long)
+    return out

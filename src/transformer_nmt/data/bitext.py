@@ -1,0 +1,79 @@
+"""Local WMT-style parallel text: one sentence per line, `{split}.{lang}` or `{split}.{lang}.gz`."""
+
+import gzip
+from collections.abc import Mapping
+from pathlib import Path
+
+from transformer_nmt.data.corpus import (
+    DataFormatError,
+    DataNotFoundError,
+    clean_pairs,
+    source_split,
+)
+
+DEFAULT_SPLITS = {"train": "train", "val": "val", "test": "test"}
+
+
+class TextCorpus:
+    """Line-aligned UTF-8 files in one folder: line N of each language is the same sentence."""
+
+    def __init__(self, path: str, splits: Mapping[str, str] = DEFAULT_SPLITS):
+        self.path = Path(path)
+        self.splits = dict(splits)
+
+    def read(self, split: str, src_lang: str, tgt_lang: str) -> list[tuple[str, str]]:
+        """Return the cleaned (source, target) pairs of `split`."""
+        src_file = self.file(split, src_lang)
+        tgt_file = self.file(split, tgt_lang)
+        src_lines = read_lines(src_file)
+        tgt_lines = read_lines(tgt_file)
+        if len(src_lines) != len(tgt_lines):
+            raise DataFormatError(
+                f"{src_file} has {len(src_lines)} lines but {tgt_file} has {len(tgt_lines)}: "
+                "parallel files must have one line per sentence pair"
+            )
+        return clean_pairs(src_lines, tgt_lines, where=f"{self.path}/{split} {src_lang}-{tgt_lang}")
+
+    def fingerprint(self, split: str, src_lang: str, tgt_lang: str) -> str:
+        """Identify the two files by path, size and modification time."""
+        stats = []
+        for lang in (src_lang, tgt_lang):
+            file = self.file(split, lang)
+            stat = file.stat()
+            stats.append(f"{file.resolve()}:{stat.st_size}:{stat.st_mtime_ns}")
+        return f"TextCorpus({';'.join(stats)})"
+
+    def file(self, split: str, lang: str) -> Path:
+        """Return the one file holding `lang` for `split`, plain or gzipped."""
+        name = f"{source_split(self.splits, split)}.{lang}"
+        found = [self.path / n for n in (name, f"{name}.gz") if (self.path / n).is_file()]
+        if len(found) == 1:
+            return found[0]
+        if found:
+            # Two candidates usually mean a stale decompressed copy: refuse to guess.
+            raise DataFormatError(f"both {found[0]} and {found[1]} exist; keep only one")
+        raise DataNotFoundError(
+            f"no {name} or {name}.gz for split {split!r} in {self.path}; {_listing(self.path)}"
+        )
+
+
+def read_lines(file: Path) -> list[str]:
+    """Read a UTF-8 text file (gzipped if named *.gz), one string per line, line ends kept."""
+    opener = gzip.open if file.suffix == ".gz" else open
+    lines = []
+    with opener(file, "rb") as f:
+        # Decode line by line so an error can name the line.
+        for number, raw in enumerate(f, start=1):
+            try:
+                lines.append(raw.decode("utf-8"))
+            except UnicodeDecodeError as e:
+                raise DataFormatError(f"{file}, line {number}: not valid UTF-8 ({e.reason})") from e
+    return lines
+
+
+def _listing(folder: Path) -> str:
+    """Describe what a folder holds, for error messages."""
+    if not folder.is_dir():
+        return "that folder does not exist"
+    names = sorted(p.name for p in folder.iterdir())
+    return f"it holds: {', '.join(names)}" if names else "it is empty"

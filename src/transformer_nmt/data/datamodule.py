@@ -1,0 +1,142 @@
+"""The LightningDataModule: tokenizer, encoding, length filtering and token-budget loaders."""
+
+import functools
+import logging
+from collections.abc import Iterator
+
+import lightning as L
+from torch.utils.data import DataLoader
+
+from transformer_nmt.data.batching import TokenBatchSampler, collate
+from transformer_nmt.data.corpus import Corpus
+from transformer_nmt.data.dataset import TranslationDataset, encode_pairs
+from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer, load_or_train
+
+log = logging.getLogger(__name__)
+
+STAGE_SPLITS = {
+    "fit": ("train", "val"),
+    "validate": ("val",),
+    "test": ("test",),
+    "predict": ("test",),
+    None: ("train", "val", "test"),
+}
+
+
+class TranslationDataModule(L.LightningDataModule):
+    """Serves one corpus in one direction as batches of padded token ids."""
+
+    def __init__(
+        self,
+        corpus: Corpus,
+        src_lang: str,
+        tgt_lang: str,
+        vocab_size: int = 8000,
+        min_frequency: int = 2,
+        max_tokens: int = 4096,
+        max_len: int = 256,
+        num_workers: int = 0,
+        cache_dir: str = "cache",
+        seed: int = 0,
+    ):
+        """Configure; nothing is read or trained until `prepare_data`, `load_tokenizer` or `setup`.
+
+        Args:
+            corpus: the source of sentence pairs (TextCorpus, HubCorpus, ToyCorpus...).
+            src_lang: language translated from, e.g. "en".
+            tgt_lang: language translated to, e.g. "de".
+            vocab_size: upper bound on the joint BPE vocabulary.
+            min_frequency: a pair seen fewer times is never merged into a BPE token.
+            max_tokens: padded tokens per side of a batch.
+            max_len: pairs with more BPE tokens on either side are dropped (specials not counted).
+            num_workers: DataLoader worker processes.
+            cache_dir: folder of cached tokenizers.
+            seed: seeds batch composition and order.
+        """
+        super().__init__()
+        # A pair of max_len tokens plus EOS must fit in one batch.
+        if max_tokens < max_len + 1:
+            raise ValueError(
+                f"max_tokens={max_tokens} cannot hold one pair of max_len={max_len} tokens "
+                f"plus EOS; set max_tokens >= {max_len + 1} or lower max_len"
+            )
+        self.save_hyperparameters(ignore=["corpus"])
+        self.corpus = corpus
+        self.tokenizer: BPETokenizer | None = None
+        self.datasets: dict[str, TranslationDataset] = {}
+        self.dropped: dict[str, int] = {}
+
+    def prepare_data(self) -> None:
+        """Train the tokenizer once (on rank 0), or find it cached."""
+        self.load_tokenizer()
+
+    def load_tokenizer(self) -> BPETokenizer:
+        """The tokenizer, trained on both sides of the train split on the first call ever."""
+        if self.tokenizer is None:
+            hp = self.hparams
+            self.tokenizer = load_or_train(
+                hp.cache_dir,
+                self._train_sentences,
+                vocab_size=hp.vocab_size,
+                min_frequency=hp.min_frequency,
+                fingerprint=self.corpus.fingerprint("train", hp.src_lang, hp.tgt_lang),
+            )
+        return self.tokenizer
+
+    def setup(self, stage: str | None = None) -> None:
+        """Read, encode and length-filter the splits `stage` needs."""
+        tokenizer = self.load_tokenizer()
+        for split in STAGE_SPLITS[stage]:
+            if split not in self.datasets:
+                self.datasets[split] = self._build(split, tokenizer)
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader("train", shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("val", shuffle=False)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader("test", shuffle=False)
+
+    def _train_sentences(self) -> Iterator[str]:
+        """Both sides of the train split, for a joint vocabulary."""
+        for src, tgt in self.corpus.read("train", self.hparams.src_lang, self.hparams.tgt_lang):
+            yield src
+            yield tgt
+
+    def _build(self, split: str, tokenizer: BPETokenizer) -> TranslationDataset:
+        """Read and encode one split, counting the pairs too long to keep."""
+        hp = self.hparams
+        pairs = self.corpus.read(split, hp.src_lang, hp.tgt_lang)
+        # Training never looks at raw text; val and test need it as BLEU references.
+        dataset, dropped = encode_pairs(pairs, tokenizer, hp.max_len, keep_text=split != "train")
+        self.dropped[split] = dropped
+        log.info(
+            "%s: %d pairs kept, %d dropped for exceeding max_len=%d tokens",
+            split,
+            len(dataset),
+            dropped,
+            hp.max_len,
+        )
+        return dataset
+
+    def _loader(self, split: str, shuffle: bool) -> DataLoader:
+        """A loader of token-budget batches over one split."""
+        dataset = self.datasets[split]
+        sampler = TokenBatchSampler(
+            dataset.src_lengths,
+            dataset.tgt_lengths,
+            max_tokens=self.hparams.max_tokens,
+            shuffle=shuffle,
+            seed=self.hparams.seed,
+        )
+        workers = self.hparams.num_workers
+        return DataLoader(
+            dataset,
+            batch_sampler=sampler,
+            collate_fn=functools.partial(collate, pad_id=PAD_ID),
+            num_workers=workers,
+            # Restarting workers every epoch would ship the dataset to each of them again.
+            persistent_workers=workers > 0,
+        )

@@ -1,0 +1,64 @@
+"""Parallel text from a HuggingFace Hub dataset (or a local folder of the same shape)."""
+
+from collections.abc import Mapping
+
+import datasets
+
+from transformer_nmt.data.corpus import DataFormatError, clean_pairs, source_split
+
+DEFAULT_SPLITS = {"train": "train", "val": "validation", "test": "test"}
+
+
+class HubCorpus:
+    """A dataset read with `datasets.load_dataset`, in either shape translation data takes.
+
+    `wmt/wmt14` style: one `translation` column holding `{lang: text}`.
+    `bentrevett/multi30k` style: one top-level column per language.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        config: str | None = None,
+        splits: Mapping[str, str] = DEFAULT_SPLITS,
+        cache_dir: str | None = None,
+    ):
+        self.name = name
+        self.config = config
+        self.splits = dict(splits)
+        self.cache_dir = cache_dir
+
+    def read(self, split: str, src_lang: str, tgt_lang: str) -> list[tuple[str, str]]:
+        """Return the cleaned (source, target) pairs of `split`."""
+        hub_split = source_split(self.splits, split)
+        table = datasets.load_dataset(
+            self.name, self.config, split=hub_split, cache_dir=self.cache_dir
+        )
+        # Flattening turns `translation` into `translation.de`, `translation.en`, ...:
+        # then one lookup fits both shapes.
+        table = table.flatten()
+        columns = [
+            _column(table.column_names, lang, self._where(hub_split))
+            for lang in (src_lang, tgt_lang)
+        ]
+        data = table.select_columns(columns).to_dict()
+        return clean_pairs(data[columns[0]], data[columns[1]], where=self._where(hub_split))
+
+    def fingerprint(self, split: str, src_lang: str, tgt_lang: str) -> str:
+        """Identify the dataset by name, config and split."""
+        return f"HubCorpus({self._where(source_split(self.splits, split))} {src_lang}-{tgt_lang})"
+
+    def _where(self, hub_split: str) -> str:
+        """Name the dataset split for messages."""
+        return f"{self.name}[{self.config or 'default'}]/{hub_split}"
+
+
+def _column(columns: list[str], lang: str, where: str) -> str:
+    """Return the column holding `lang` text, flat or inside `translation`."""
+    for candidate in (lang, f"translation.{lang}"):
+        if candidate in columns:
+            return candidate
+    raise DataFormatError(
+        f"{where} has no text for language {lang!r}: columns found are {columns} "
+        f"(expected {lang!r} or 'translation' holding {lang!r})"
+    )

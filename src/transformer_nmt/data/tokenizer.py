@@ -1,0 +1,143 @@
+"""Joint source+target byte-level BPE (paper section 3.4), fixed special-token ids, a cache."""
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
+SPECIAL_TOKENS = ["<pad>", "<s>", "</s>", "<unk>"]  # list position = id
+# Bump when a change here makes earlier cached tokenizers wrong to reuse.
+FORMAT_VERSION = 1
+
+
+class BPETokenizer:
+    """Byte-level BPE: every string encodes without <unk> and decodes back to itself exactly."""
+
+    def __init__(self, tokenizer: Tokenizer):
+        added = tokenizer.get_added_tokens_decoder()
+        for expected_id, token in enumerate(SPECIAL_TOKENS):
+            found = added.get(expected_id)
+            if found is None or found.content != token or not found.special:
+                raise ValueError(f"special token {token} must have id {expected_id}")
+        # Text that happens to contain "</s>" must stay text, not become EOS.
+        # The flag is not serialized, so every constructor path sets it here.
+        tokenizer.encode_special_tokens = True
+        self._tokenizer = tokenizer
+
+    @classmethod
+    def train(cls, sentences: Iterable[str], vocab_size: int, min_frequency: int) -> "BPETokenizer":
+        """Learn merges from `sentences` until the vocabulary holds `vocab_size` entries.
+
+        Args:
+            sentences: source and target text together (a joint vocabulary).
+            vocab_size: upper bound on the vocabulary, special tokens and the 256 bytes included,
+                so it must exceed 260.
+            min_frequency: a pair seen fewer times is never merged.
+        """
+        alphabet = pre_tokenizers.ByteLevel.alphabet()
+        # Below this the trainer silently returns bytes only: sequences ~5x longer, no BPE at all.
+        reserved = len(alphabet) + len(SPECIAL_TOKENS)
+        if vocab_size <= reserved:
+            raise ValueError(
+                f"vocab_size={vocab_size} leaves no room for merges: the {len(alphabet)} bytes and "
+                f"{len(SPECIAL_TOKENS)} special tokens already take {reserved}"
+            )
+        tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
+        tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tokenizer.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size,
+            min_frequency=min_frequency,
+            special_tokens=SPECIAL_TOKENS,
+            # All 256 bytes, seen or not, so no character is ever unknown.
+            initial_alphabet=alphabet,
+            show_progress=False,
+        )
+        tokenizer.train_from_iterator(sentences, trainer)
+        return cls(tokenizer)
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of token ids, special tokens included."""
+        return self._tokenizer.get_vocab_size()
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        """Token ids of each text, without special tokens."""
+        return [e.ids for e in self._tokenizer.encode_batch(texts, add_special_tokens=False)]
+
+    def decode_batch(self, ids: list[list[int]]) -> list[str]:
+        """Text of each id sequence, special tokens skipped wherever they are."""
+        return self._tokenizer.decode_batch(ids, skip_special_tokens=True)
+
+    def to_str(self) -> str:
+        """Serialize to a JSON string, e.g. to carry inside a checkpoint."""
+        return self._tokenizer.to_str()
+
+    @classmethod
+    def from_str(cls, s: str) -> "BPETokenizer":
+        """Rebuild from a `to_str` string."""
+        return cls(Tokenizer.from_str(s))
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write to `path` atomically: readers see the old file or the whole new one."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # The temporary file must be on the same filesystem for os.replace to be atomic.
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(self.to_str())
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "BPETokenizer":
+        """Read a file written by `save`."""
+        return cls.from_str(Path(path).read_text(encoding="utf-8"))
+
+
+def cache_path(
+    cache_dir: str | os.PathLike, vocab_size: int, min_frequency: int, fingerprint: str
+) -> Path:
+    """The cache file for these settings; any change to any of them gives another file."""
+    settings = {
+        "format_version": FORMAT_VERSION,
+        "vocab_size": vocab_size,
+        "min_frequency": min_frequency,
+        "fingerprint": fingerprint,
+    }
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+    return Path(cache_dir) / f"bpe-{digest}.json"
+
+
+def load_or_train(
+    cache_dir: str | os.PathLike,
+    sentences_fn: Callable[[], Iterable[str]],
+    vocab_size: int,
+    min_frequency: int,
+    fingerprint: str,
+) -> BPETokenizer:
+    """Load the tokenizer cached for these settings, or train it on `sentences_fn()` and cache it.
+
+    Ranks racing here may each train, but every write is atomic, so none reads a partial file.
+
+    Args:
+        cache_dir: folder of cached tokenizers.
+        sentences_fn: called only on a cache miss; yields the training text.
+        vocab_size: upper bound on the vocabulary size.
+        min_frequency: a pair seen fewer times is never merged.
+        fingerprint: identifies the training text (corpus, files, languages, split).
+    """
+    path = cache_path(cache_dir, vocab_size, min_frequency, fingerprint)
+    if path.is_file():
+        return BPETokenizer.load(path)
+    tokenizer = BPETokenizer.train(sentences_fn(), vocab_size, min_frequency)
+    tokenizer.save(path)
+    return tokenizer

@@ -1,0 +1,24 @@
+"""Position-wise feed-forward network (section 3.3)."""
+
+from torch import Tensor, nn
+
+
+class PositionwiseFeedForward(nn.Module):
+    """FFN(x) = max(0, x W1 + b1) W2 + b2, applied to each position separately.
+
+    Args:
+        d_model: input and output size.
+        d_ff: inner size (2048 in the base model).
+        activation: "relu" (the paper) or "gelu" (BERT, GPT).
+    """
+
+    def __init__(self, d_model: int, d_ff: int, activation: str = "relu"):
+        super().__init__()
+        if activation not in ("relu", "gelu"):
+            raise ValueError(f"activation must be 'relu' or 'gelu', got {activation!r}")
+        self.w_1 = nn.Linear(d_model, d_ff)
+        self.w_2 = nn.Linear(d_ff, d_model)
+        self.activation = nn.ReLU() if activation == "relu" else nn.GELU()
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.w_2(self.activation(self.w_1(x)))  # (B, T, d_model)

@@ -1,0 +1,134 @@
+"""Encoder and decoder layers (section 3.1) and the residual connection around each sublayer."""
+
+from torch import Tensor, nn
+
+from transformer_nmt.model.attention import MultiHeadAttention
+from transformer_nmt.model.feed_forward import PositionwiseFeedForward
+
+
+class SublayerConnection(nn.Module):
+    """Residual connection with dropout and layer norm around one sublayer.
+
+    The paper is post-norm: LayerNorm(x + Dropout(Sublayer(x))) (sections 3.1 and 5.4).
+    norm_first=True is pre-norm: x + Dropout(Sublayer(LayerNorm(x))), which trains more stably in
+    deep stacks but leaves the residual stream unnormalised, so the stacks end with a LayerNorm.
+    A layer calls `sublayer_input(x)`, runs its sublayer on that, and adds the result with `(x, y)`.
+    """
+
+    def __init__(self, d_model: int, dropout: float, norm_first: bool = False):
+        super().__init__()
+        self.norm_first = norm_first
+        self.norm = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def sublayer_input(self, x: Tensor) -> Tensor:
+        return self.norm(x) if self.norm_first else x
+
+    def forward(self, x: Tensor, y: Tensor) -> Tensor:
+        """x: the residual stream (B, T, d_model); y: the sublayer's output on sublayer_input(x)."""
+        x = x + self.dropout(y)
+        return x if self.norm_first else self.norm(x)
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention, then the feed-forward network.
+
+    Args:
+        d_model, h, d_k, d_v, d_ff: sizes as in the paper.
+        dropout: P_drop on each sublayer's output before the residual sum.
+        norm_first: pre-norm instead of the paper's post-norm (see SublayerConnection).
+        activation: "relu" (the paper) or "gelu" in the feed-forward network.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        h: int,
+        d_k: int,
+        d_v: int,
+        d_ff: int,
+        dropout: float,
+        norm_first: bool = False,
+        activation: str = "relu",
+    ):
+        super().__init__()
+        self.d_model, self.norm_first = d_model, norm_first
+        self.self_attn = MultiHeadAttention(d_model, h, d_k, d_v)
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, activation)
+        self.sublayer = nn.ModuleList(
+            SublayerConnection(d_model, dropout, norm_first) for _ in range(2)
+        )
+
+    def forward(
+        self, x: Tensor, mask: Tensor, need_weights: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
+        """x (B, S, d_model), mask (B, 1, 1, S) -> (B, S, d_model), weights (B, h, S, S) or None."""
+        q = self.sublayer[0].sublayer_input(x)
+        y, weights = self.self_attn(q, q, q, mask, need_weights)
+        x = self.sublayer[0](x, y)
+        x = self.sublayer[1](x, self.feed_forward(self.sublayer[1].sublayer_input(x)))
+        return x, weights
+
+
+class DecoderLayer(nn.Module):
+    """Masked self-attention, attention over the encoder output, then the feed-forward network.
+
+    Args: as for EncoderLayer.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        h: int,
+        d_k: int,
+        d_v: int,
+        d_ff: int,
+        dropout: float,
+        norm_first: bool = False,
+        activation: str = "relu",
+    ):
+        super().__init__()
+        self.d_model, self.norm_first = d_model, norm_first
+        self.self_attn = MultiHeadAttention(d_model, h, d_k, d_v)
+        self.src_attn = MultiHeadAttention(d_model, h, d_k, d_v)
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, activation)
+        self.sublayer = nn.ModuleList(
+            SublayerConnection(d_model, dropout, norm_first) for _ in range(3)
+        )
+
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor,
+        src_mask: Tensor,
+        tgt_mask: Tensor,
+        cache: dict[str, dict] | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        """Run one decoder layer.
+
+        Args:
+            x: (B, T, d_model) target-side inputs (only the new positions when caching).
+            memory: (B, S, d_model) encoder output.
+            src_mask: (B, 1, 1, S); tgt_mask: broadcastable to (B, 1, T, T_total).
+            cache: {"self_attn": {...}, "src_attn": {...}}, each attention module's state.
+            need_weights: also return self- and encoder-decoder attention weights.
+
+        Returns:
+            (B, T, d_model), self-attention weights (B, h, T, T_total) and encoder-decoder
+            attention weights (B, h, T, S), the weights None unless need_weights.
+        """
+        self_cache, src_cache = (
+            (None, None) if cache is None else (cache["self_attn"], cache["src_attn"])
+        )
+        q = self.sublayer[0].sublayer_input(x)
+        y, self_weights = self.self_attn(q, q, q, tgt_mask, need_weights, self_cache)
+        x = self.sublayer[0](x, y)
+        # Queries from the decoder; keys and values from the encoder output (section 3.2.3).
+        q = self.sublayer[1].sublayer_input(x)
+        y, src_weights = self.src_attn(
+            q, memory, memory, src_mask, need_weights, src_cache, static_kv=True
+        )
+        x = self.sublayer[1](x, y)
+        x = self.sublayer[2](x, self.feed_forward(self.sublayer[2].sublayer_input(x)))
+        return x, self_weights, src_weights

@@ -1,0 +1,234 @@
+"""The encoder-decoder Transformer (section 3) and its incremental decoding cache."""
+
+import copy
+
+import torch
+from torch import Tensor, nn
+
+from transformer_nmt.model.embeddings import (
+    Embeddings,
+    LearnedPositionalEmbedding,
+    SinusoidalPositionalEncoding,
+)
+from transformer_nmt.model.layers import DecoderLayer, EncoderLayer
+from transformer_nmt.model.masks import causal_mask, decoder_mask, padding_mask
+
+# One dict per decoder layer, holding one dict per attention module ("self_attn", "src_attn") with
+# that module's keys "k" and values "v", (B, h, T, d_k) and (B, h, T, d_v).
+Cache = list[dict[str, dict[str, Tensor]]]
+
+
+def reorder_cache(cache: Cache, order: Tensor) -> Cache:
+    """New cache whose batch row i is row order[i] of `cache`; beam search's one reordering hook."""
+    return [
+        {
+            name: {key: t.index_select(0, order) for key, t in state.items()}
+            for name, state in layer.items()
+        }
+        for layer in cache
+    ]
+
+
+class Encoder(nn.Module):
+    """N identical encoder layers, then a LayerNorm if the layers are pre-norm."""
+
+    def __init__(self, layer: EncoderLayer, N: int):
+        super().__init__()
+        self.layers = nn.ModuleList(copy.deepcopy(layer) for _ in range(N))
+        self.norm = nn.LayerNorm(layer.d_model) if layer.norm_first else nn.Identity()
+
+    def forward(
+        self, x: Tensor, mask: Tensor, need_weights: bool = False
+    ) -> tuple[Tensor, list[Tensor]]:
+        """x (B, S, d_model), mask (B, 1, 1, S) -> (B, S, d_model), per-layer weights if asked."""
+        all_weights = []
+        for layer in self.layers:
+            x, weights = layer(x, mask, need_weights)
+            if need_weights:
+                all_weights.append(weights)
+        return self.norm(x), all_weights
+
+
+class Decoder(nn.Module):
+    """N identical decoder layers, then a LayerNorm if the layers are pre-norm."""
+
+    def __init__(self, layer: DecoderLayer, N: int):
+        super().__init__()
+        self.layers = nn.ModuleList(copy.deepcopy(layer) for _ in range(N))
+        self.norm = nn.LayerNorm(layer.d_model) if layer.norm_first else nn.Identity()
+
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor,
+        src_mask: Tensor,
+        tgt_mask: Tensor,
+        cache: Cache | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, list[Tensor], list[Tensor]]:
+        """(B, T, d_model) -> (B, T, d_model), per-layer self and src attention weights if asked."""
+        self_weights, src_weights = [], []
+        for layer, layer_cache in zip(self.layers, cache or [None] * len(self.layers), strict=True):
+            x, w_self, w_src = layer(x, memory, src_mask, tgt_mask, layer_cache, need_weights)
+            if need_weights:
+                self_weights.append(w_self)
+                src_weights.append(w_src)
+        return self.norm(x), self_weights, src_weights
+
+
+class Transformer(nn.Module):
+    """Encoder-decoder Transformer for translation, sized by default as the paper's base model.
+
+    Args:
+        vocab_size: size of the vocabulary, shared by source and target (joint BPE, section 5.1).
+        pad_id: padding token id; never attended to, its embedding starts at zero.
+        N, d_model, d_ff, h: sizes as in Table 3.
+        d_k, d_v: per-head query/key and value sizes; default d_model // h (the paper's choice,
+            which Table 3 rows (A) and (B) vary).
+        dropout: P_drop on sublayer outputs and on embedding + position sums.
+        norm_first: pre-norm layers and a final LayerNorm per stack; the paper is post-norm.
+        positions: "sinusoidal" (the paper) or "learned" (Table 3 row E).
+        max_positions: longest sequence the position table covers.
+        tie_embeddings: "all" shares one matrix between source embeddings, target embeddings and
+            the pre-softmax projection (the paper, section 3.4); "decoder" ties only the target
+            embeddings and the projection; "none" ties nothing.
+        activation: "relu" (the paper) or "gelu" in the feed-forward networks.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        pad_id: int,
+        N: int = 6,
+        d_model: int = 512,
+        d_ff: int = 2048,
+        h: int = 8,
+        d_k: int | None = None,
+        d_v: int | None = None,
+        dropout: float = 0.1,
+        norm_first: bool = False,
+        positions: str = "sinusoidal",
+        max_positions: int = 1024,
+        tie_embeddings: str = "all",
+        activation: str = "relu",
+    ):
+        super().__init__()
+        if (d_k is None or d_v is None) and d_model % h != 0:
+            raise ValueError(
+                f"d_model ({d_model}) is not divisible by h ({h}): give d_k and d_v explicitly"
+            )
+        if positions not in ("sinusoidal", "learned"):
+            raise ValueError(f"positions must be 'sinusoidal' or 'learned', got {positions!r}")
+        if tie_embeddings not in ("all", "decoder", "none"):
+            raise ValueError(
+                f"tie_embeddings must be 'all', 'decoder' or 'none', got {tie_embeddings!r}"
+            )
+        d_k = d_model // h if d_k is None else d_k
+        d_v = d_model // h if d_v is None else d_v
+        # Plain values, enough to rebuild the model: Transformer(**config).
+        self.config = dict(
+            vocab_size=vocab_size, pad_id=pad_id, N=N, d_model=d_model, d_ff=d_ff, h=h, d_k=d_k,
+            d_v=d_v, dropout=dropout, norm_first=norm_first, positions=positions,
+            max_positions=max_positions, tie_embeddings=tie_embeddings, activation=activation,
+        )  # fmt: skip
+        self.pad_id = pad_id
+
+        self.src_embed = Embeddings(vocab_size, d_model, pad_id)
+        self.tgt_embed = (
+            self.src_embed if tie_embeddings == "all" else Embeddings(vocab_size, d_model, pad_id)
+        )
+        Positions = (
+            SinusoidalPositionalEncoding
+            if positions == "sinusoidal"
+            else LearnedPositionalEmbedding
+        )
+        self.src_positions = Positions(d_model, max_positions)
+        self.tgt_positions = Positions(d_model, max_positions)
+        self.dropout = nn.Dropout(dropout)
+        layer_args = (d_model, h, d_k, d_v, d_ff, dropout, norm_first, activation)
+        self.encoder = Encoder(EncoderLayer(*layer_args), N)
+        self.decoder = Decoder(DecoderLayer(*layer_args), N)
+        # The pre-softmax linear transformation; no bias, so tying makes it exactly the embedding.
+        self.generator = nn.Linear(d_model, vocab_size, bias=False)
+        self._reset_parameters()
+        if tie_embeddings != "none":
+            self.generator.weight = self.tgt_embed.weight
+
+    def _reset_parameters(self) -> None:
+        for p in self.parameters():
+            if p.dim() > 1:
+                nn.init.xavier_uniform_(p)
+        # As fairseq and tensor2tensor: N(0, d_model^-0.5), so the sqrt(d_model)-scaled embeddings
+        # start at unit scale; the padding row stays zero.
+        for embed in {self.src_embed, self.tgt_embed}:
+            nn.init.normal_(embed.weight, 0.0, self.config["d_model"] ** -0.5)
+            with torch.no_grad():
+                embed.weight[self.pad_id].zero_()
+
+    def encode(
+        self, src: Tensor, need_weights: bool = False
+    ) -> Tensor | tuple[Tensor, list[Tensor]]:
+        """Encode source ids.
+
+        Args:
+            src: (B, S) source ids, right-padded with pad_id.
+            need_weights: also return the encoder self-attention weights, a list over layers of
+                (B, h, S, S) tensors (computed with the explicit softmax path).
+
+        Returns:
+            memory (B, S, d_model), or (memory, weights) if need_weights.
+        """
+        x = self.dropout(self.src_positions(self.src_embed(src)))
+        memory, weights = self.encoder(x, padding_mask(src, self.pad_id), need_weights)
+        return (memory, weights) if need_weights else memory
+
+    def decode(
+        self,
+        tgt_in: Tensor,
+        memory: Tensor,
+        src_mask: Tensor,
+        cache: Cache | None = None,
+        need_weights: bool = False,
+    ) -> Tensor | tuple[Tensor, list[Tensor], list[Tensor]]:
+        """Next-token logits for each target position.
+
+        Args:
+            tgt_in: (B, T) target ids starting with BOS; with a cache, only the new ids.
+            memory: (B, S, d_model) from `encode`.
+            src_mask: (B, 1, 1, S), padding_mask(src, pad_id).
+            cache: from `new_cache()`, updated in place: the new positions' keys and values are
+                appended and positions continue from the cached length. The new ids attend to all
+                cached ones; target padding is not masked here, so search must ignore what a row
+                predicts after it has finished.
+            need_weights: also return per-layer lists of decoder self-attention weights
+                (B, h, T, T_total) and encoder-decoder attention weights (B, h, T, S).
+
+        Returns:
+            logits (B, T, vocab_size), or (logits, self_weights, src_weights) if need_weights.
+        """
+        offset = self._cached_length(cache)
+        x = self.dropout(self.tgt_positions(self.tgt_embed(tgt_in), offset))
+        if cache is None:
+            tgt_mask = decoder_mask(tgt_in, self.pad_id)  # (B, 1, T, T)
+        else:
+            # New position offset + j sees positions 0..offset + j.
+            tgt_mask = causal_mask(offset + tgt_in.size(1), tgt_in.device)[:, :, offset:]
+        x, self_weights, src_weights = self.decoder(
+            x, memory, src_mask, tgt_mask, cache, need_weights
+        )
+        logits = self.generator(x)
+        return (logits, self_weights, src_weights) if need_weights else logits
+
+    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+        """src (B, S), tgt_in (B, T) -> logits (B, T, vocab_size) for the shifted targets."""
+        return self.decode(tgt_in, self.encode(src), padding_mask(src, self.pad_id))
+
+    def new_cache(self) -> Cache:
+        """Empty incremental decoding state to pass to `decode`."""
+        return [{"self_attn": {}, "src_attn": {}} for _ in self.decoder.layers]
+
+    @staticmethod
+    def _cached_length(cache: Cache | None) -> int:
+        if not cache or "k" not in cache[0]["self_attn"]:
+            return 0
+        return cache[0]["self_attn"]["k"].size(2)

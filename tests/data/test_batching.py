@@ -1,0 +1,132 @@
+import numpy as np
+import pytest
+import torch
+
+from transformer_nmt.data.batching import TokenBatchSampler, collate
+from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID
+
+
+def random_lengths(n: int = 2000, seed: int = 0) -> tuple[list[int], list[int]]:
+    """Source lengths 2..80 and target lengths near them, like real bitext."""
+    rng = np.random.default_rng(seed)
+    src = rng.integers(2, 81, size=n)
+    tgt = np.clip(src + rng.integers(-5, 6, size=n), 2, 80)
+    return src.tolist(), tgt.tolist()
+
+
+def padded_share(batches, src, tgt) -> float:
+    """Fraction of the padded (B, S) and (B, T) tensors that is padding."""
+    real = padded = 0
+    for batch in batches:
+        for lengths in (src, tgt):
+            batch_lengths = [lengths[i] for i in batch]
+            real += sum(batch_lengths)
+            padded += len(batch) * max(batch_lengths)
+    return 1 - real / padded
+
+
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_every_index_once_per_epoch_within_budget(shuffle):
+    src, tgt = random_lengths()
+    sampler = TokenBatchSampler(src, tgt, max_tokens=500, shuffle=shuffle, seed=1)
+    for epoch in range(3):
+        sampler.set_epoch(epoch)
+        batches = list(sampler)
+        assert len(batches) == len(sampler)
+        assert sorted(i for b in batches for i in b) == list(range(len(src)))
+        for b in batches:
+            assert len(b) * max(max(src[i], tgt[i]) for i in b) <= 500
+
+
+def test_batches_are_filled_greedily():
+    sampler = TokenBatchSampler([10] * 10, [4] * 10, max_tokens=35)
+    assert sorted(map(len, sampler)) == [1, 3, 3, 3]
+
+
+def test_same_seed_and_epoch_give_the_same_batches():
+    src, tgt = random_lengths()
+    a = TokenBatchSampler(src, tgt, max_tokens=500, seed=7)
+    b = TokenBatchSampler(src, tgt, max_tokens=500, seed=7)
+    a.set_epoch(3)
+    b.set_epoch(3)
+    assert list(a) == list(b)
+    c = TokenBatchSampler(src, tgt, max_tokens=500, seed=8)
+    c.set_epoch(3)
+    assert list(c) != list(a)
+
+
+def test_order_and_tie_breaks_change_across_epochs_but_not_the_count():
+    src, tgt = random_lengths()
+    sampler = TokenBatchSampler(src, tgt, max_tokens=500)
+    epoch0 = list(sampler)
+    sampler.set_epoch(1)
+    epoch1 = list(sampler)
+    assert len(epoch0) == len(epoch1) == len(sampler)
+    assert epoch0 != epoch1
+    # Identical lengths are shuffled too: batch contents change, not only their order.
+    assert {tuple(sorted(b)) for b in epoch0} != {tuple(sorted(b)) for b in epoch1}
+
+
+def test_without_shuffle_batches_run_shortest_first_every_epoch():
+    src, tgt = random_lengths()
+    sampler = TokenBatchSampler(src, tgt, max_tokens=500, shuffle=False)
+    epoch0 = list(sampler)
+    sampler.set_epoch(5)
+    assert list(sampler) == epoch0
+    longest = [max(max(src[i], tgt[i]) for i in b) for b in epoch0]
+    assert longest == sorted(longest)
+
+
+def test_length_grouping_wastes_far_less_than_random_batches():
+    src, tgt = random_lengths()
+    batches = list(TokenBatchSampler(src, tgt, max_tokens=1000))
+    permutation = np.random.default_rng(0).permutation(len(src)).tolist()
+    random_batches, start = [], 0
+    for b in batches:  # the same batch sizes, filled at random
+        random_batches.append(permutation[start : start + len(b)])
+        start += len(b)
+    grouped = padded_share(batches, src, tgt)
+    assert grouped < 0.1
+    assert grouped < padded_share(random_batches, src, tgt) / 4
+
+
+def test_an_example_over_budget_is_named():
+    with pytest.raises(ValueError, match="example 1 has 60 tokens, more than max_tokens=50"):
+        TokenBatchSampler([3, 60, 4], [3, 5, 4], max_tokens=50)
+
+
+def test_empty_dataset_gives_no_batches():
+    sampler = TokenBatchSampler([], [], max_tokens=10)
+    assert len(sampler) == 0
+    assert list(sampler) == []
+
+
+def test_lightning_finds_set_epoch_through_batch_sampler_sampler():
+    from lightning.fabric.utilities.data import _set_sampler_epoch
+
+    sampler = TokenBatchSampler([3, 4], [3, 4], max_tokens=10)
+    loader = torch.utils.data.DataLoader(range(2), batch_sampler=sampler)
+    _set_sampler_epoch(loader, 4)
+    assert sampler.epoch == 4
+
+
+def test_collate_pads_and_adds_bos_and_eos():
+    examples = [
+        {"src": [5, 6, EOS_ID], "tgt": [7], "src_text": "a b", "tgt_text": "c"},
+        {"src": [8, EOS_ID], "tgt": [9, 10, 11], "src_text": "d", "tgt_text": "e f g"},
+    ]
+    batch = collate(examples, pad_id=0)
+    assert batch["src"].dtype == batch["tgt_in"].dtype == batch["tgt_out"].dtype == torch.long
+    assert batch["src"].tolist() == [[5, 6, EOS_ID], [8, EOS_ID, 0]]
+    assert batch["tgt_in"].tolist() == [[BOS_ID, 7, 0, 0], [BOS_ID, 9, 10, 11]]
+    assert batch["tgt_out"].tolist() == [[7, EOS_ID, 0, 0], [9, 10, 11, EOS_ID]]
+    assert batch["src_text"] == ["a b", "d"]
+    assert batch["tgt_text"] == ["c", "e f g"]
+
+
+def test_collate_pads_with_the_given_id_and_omits_absent_text():
+    batch = collate([{"src": [5, EOS_ID], "tgt": []}, {"src": [EOS_ID], "tgt": [4]}], pad_id=99)
+    assert batch["src"].tolist() == [[5, EOS_ID], [EOS_ID, 99]]
+    assert batch["tgt_in"].tolist() == [[BOS_ID, 99], [BOS_ID, 4]]
+    assert batch["tgt_out"].tolist() == [[EOS_ID, 99], [4, EOS_ID]]
+    assert set(batch) == {"src", "tgt_in", "tgt_out"}

@@ -1,0 +1,141 @@
+import lightning as L
+import pytest
+import torch
+
+from transformer_nmt.data.datamodule import TranslationDataModule
+from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, BPETokenizer
+from transformer_nmt.data.toy import ToyCorpus
+
+
+def make(tmp_path, **overrides) -> TranslationDataModule:
+    settings = {
+        "corpus": ToyCorpus(num_train=300, num_val=40, num_test=30),
+        "src_lang": "en",
+        "tgt_lang": "de",
+        "vocab_size": 1000,
+        "max_tokens": 256,
+        "max_len": 32,
+        "cache_dir": str(tmp_path / "cache"),
+    }
+    return TranslationDataModule(**{**settings, **overrides})
+
+
+def test_max_tokens_too_small_for_max_len_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="max_tokens=100 .* max_len=100"):
+        make(tmp_path, max_tokens=100, max_len=100)
+
+
+def test_hyperparameters_are_saved_without_the_corpus(tmp_path):
+    dm = make(tmp_path)
+    assert dm.hparams.vocab_size == 1000
+    assert dm.hparams.src_lang == "en"
+    assert "corpus" not in dm.hparams
+
+
+def test_prepare_data_caches_the_tokenizer_for_the_next_run(tmp_path, monkeypatch):
+    dm = make(tmp_path)
+    dm.prepare_data()
+    assert len(list((tmp_path / "cache").iterdir())) == 1
+    assert dm.load_tokenizer() is dm.load_tokenizer()
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("trained although a cached tokenizer fits")
+
+    monkeypatch.setattr(BPETokenizer, "train", no_training)
+    assert make(tmp_path).load_tokenizer().to_str() == dm.load_tokenizer().to_str()
+
+
+def test_train_batches_fit_the_budget_and_are_shaped_for_teacher_forcing(tmp_path):
+    dm = make(tmp_path)
+    dm.prepare_data()
+    dm.setup("fit")
+    assert set(dm.datasets) == {"train", "val"}
+    assert len(dm.datasets["train"]) == 300
+    loader = dm.train_dataloader()
+    batches = list(loader)
+    assert len(batches) == len(loader)
+    assert sum(len(b["src"]) for b in batches) == 300
+    for batch in batches:
+        (b, s), (b_in, t) = batch["src"].shape, batch["tgt_in"].shape
+        assert b == b_in and batch["tgt_out"].shape == (b, t)
+        assert b * max(s, t) <= 256
+        assert (batch["tgt_in"][:, 0] == BOS_ID).all()
+        # Both hold len(tgt) + 1 real tokens per row; tgt_out is tgt_in shifted left by one.
+        assert torch.equal(batch["tgt_in"] != PAD_ID, batch["tgt_out"] != PAD_ID)
+        shifted = batch["tgt_in"][:, 1:] != PAD_ID
+        assert torch.equal(batch["tgt_in"][:, 1:][shifted], batch["tgt_out"][:, :-1][shifted])
+        assert ((batch["src"] == EOS_ID).sum(dim=1) == 1).all()
+        assert "tgt_text" not in batch
+
+
+def test_val_batches_decode_back_to_their_reference_text(tmp_path):
+    dm = make(tmp_path)
+    dm.setup("validate")
+    assert set(dm.datasets) == {"val"}
+    tokenizer = dm.load_tokenizer()
+    references, decoded = [], []
+    for batch in dm.val_dataloader():
+        for row, text in zip(batch["tgt_out"].tolist(), batch["tgt_text"], strict=True):
+            decoded.append(tokenizer.decode_batch([row[: row.index(EOS_ID)]])[0])
+            references.append(text)
+    assert decoded == references
+    assert sorted(references) == sorted(de for _, de in dm.corpus.read("val", "en", "de"))
+
+
+def test_pairs_over_max_len_are_dropped_and_counted(tmp_path):
+    dm = make(tmp_path, max_len=6)  # toy words are single tokens; sentences have 3..10
+    dm.setup("fit")
+    tokenizer = dm.load_tokenizer()
+    pairs = dm.corpus.read("train", "en", "de")
+    src, tgt = (tokenizer.encode_batch(list(side)) for side in zip(*pairs, strict=True))
+    expected = sum(max(len(s), len(t)) > 6 for s, t in zip(src, tgt, strict=True))
+    assert 0 < expected < len(pairs)
+    assert dm.dropped["train"] == expected
+    assert len(dm.datasets["train"]) == len(pairs) - expected
+    assert max(dm.datasets["train"].src_lengths) == 7
+
+
+def test_test_loader_and_workers(tmp_path):
+    dm = make(tmp_path, num_workers=1)
+    dm.setup("test")
+    assert set(dm.datasets) == {"test"}
+    loader = dm.test_dataloader()
+    assert loader.persistent_workers
+    assert sum(len(b["tgt_text"]) for b in loader) == 30
+    in_process = make(tmp_path)
+    in_process.setup("test")
+    assert not in_process.test_dataloader().persistent_workers
+
+
+class Recorder(L.LightningModule):
+    """Records the batches Lightning feeds, one list per epoch."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.zeros(1))
+        self.seen: dict[int, list[list[int]]] = {}
+
+    def training_step(self, batch, batch_idx):
+        self.seen.setdefault(self.current_epoch, []).append(batch["src"][:, 0].tolist())
+        return (self.weight * batch["src"].float().mean()).sum()
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.0)
+
+
+def test_lightning_reshuffles_batches_every_epoch(tmp_path):
+    dm = make(tmp_path)
+    model = Recorder()
+    trainer = L.Trainer(
+        max_epochs=2,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+        default_root_dir=tmp_path,
+    )
+    trainer.fit(model, datamodule=dm)
+    assert len(model.seen[0]) == len(model.seen[1])
+    assert model.seen[0] != model.seen[1]

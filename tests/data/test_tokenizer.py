@@ -1,0 +1,150 @@
+import json
+import time
+
+import pytest
+
+from transformer_nmt.data import tokenizer as tokenizer_module
+from transformer_nmt.data.bitext import TextCorpus
+from transformer_nmt.data.tokenizer import (
+    BOS_ID,
+    EOS_ID,
+    PAD_ID,
+    UNK_ID,
+    BPETokenizer,
+    cache_path,
+    load_or_train,
+)
+
+TRAIN = [
+    "the cat sat on the mat",
+    "the dog sat on the log",
+    "a cat and a dog",
+    "die Katze sitzt auf der Matte",
+    "der Hund sitzt auf dem Baumstamm",
+] * 20
+UNSEEN = [
+    "Zürich — 東京 🤖 naïve façade",
+    "  leading and trailing spaces  ",
+    "tab\tand double  space, newline\nend",
+    "literal </s> and <pad> and <s> and <unk> stay text",
+    "",
+]
+
+
+@pytest.fixture(scope="module")
+def tok() -> BPETokenizer:
+    return BPETokenizer.train(TRAIN, vocab_size=300, min_frequency=2)
+
+
+def test_special_tokens_have_fixed_ids(tok):
+    assert (PAD_ID, BOS_ID, EOS_ID, UNK_ID) == (0, 1, 2, 3)
+    added = {t["content"]: t["id"] for t in json.loads(tok.to_str())["added_tokens"]}
+    assert added == {"<pad>": 0, "<s>": 1, "</s>": 2, "<unk>": 3}
+
+
+def test_learns_merges_within_the_vocabulary_bound(tok):
+    assert 260 < tok.vocab_size <= 300
+    ids = tok.encode_batch(["the cat sat on the mat"])[0]
+    assert len(ids) < len("the cat sat on the mat") / 2
+
+
+def test_a_vocabulary_without_room_for_merges_is_refused():
+    with pytest.raises(ValueError, match="vocab_size=260 leaves no room for merges"):
+        BPETokenizer.train(TRAIN, vocab_size=260, min_frequency=2)
+
+
+def test_any_text_round_trips_without_unk_or_special_ids(tok):
+    encoded = tok.encode_batch(UNSEEN)
+    assert tok.decode_batch(encoded) == UNSEEN
+    assert all(i > UNK_ID for ids in encoded for i in ids)
+
+
+def test_decode_skips_special_tokens(tok):
+    ids = tok.encode_batch(["a cat"])[0]
+    assert tok.decode_batch([[BOS_ID, *ids, EOS_ID, PAD_ID, PAD_ID]]) == ["a cat"]
+
+
+def test_to_str_from_str_is_the_same_tokenizer(tok):
+    copy = BPETokenizer.from_str(tok.to_str())
+    assert copy.to_str() == tok.to_str()
+    assert copy.encode_batch(TRAIN[:5] + UNSEEN) == tok.encode_batch(TRAIN[:5] + UNSEEN)
+    # The special-token guard is not serialized; from_str must restore it.
+    assert copy.decode_batch(copy.encode_batch(UNSEEN)) == UNSEEN
+
+
+def test_wrong_special_ids_are_refused(tok):
+    data = json.loads(tok.to_str())
+    data["added_tokens"][0]["content"] = "<PAD>"
+    with pytest.raises(ValueError, match="<pad> must have id 0"):
+        BPETokenizer.from_str(json.dumps(data))
+
+
+def test_save_is_atomic_and_load_restores(tok, tmp_path, monkeypatch):
+    path = tmp_path / "sub" / "tok.json"
+    tok.save(path)
+    assert [p.name for p in path.parent.iterdir()] == ["tok.json"]
+    assert BPETokenizer.load(path).to_str() == tok.to_str()
+
+    def fail(*args):
+        raise OSError("disk full")
+
+    other = BPETokenizer.train(TRAIN[:3], vocab_size=270, min_frequency=1)
+    monkeypatch.setattr(tokenizer_module.os, "replace", fail)
+    with pytest.raises(OSError, match="disk full"):
+        other.save(path)
+    # The failed write left neither a temporary file nor a damaged tokenizer.
+    assert [p.name for p in path.parent.iterdir()] == ["tok.json"]
+    assert BPETokenizer.load(path).to_str() == tok.to_str()
+
+
+class Counter:
+    """A sentences_fn that counts how often the tokenizer was trained."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self):
+        self.calls += 1
+        return iter(TRAIN)
+
+
+SETTINGS = {"vocab_size": 280, "min_frequency": 2, "fingerprint": "corpus A, train, en-de"}
+
+
+def test_cache_is_reused_for_the_same_settings(tmp_path):
+    counter = Counter()
+    first = load_or_train(tmp_path, counter, **SETTINGS)
+    second = load_or_train(tmp_path, counter, **SETTINGS)
+    assert counter.calls == 1
+    assert second.to_str() == first.to_str()
+    assert [p.name for p in tmp_path.iterdir()] == [cache_path(tmp_path, **SETTINGS).name]
+
+
+@pytest.mark.parametrize(
+    "change", [{"vocab_size": 290}, {"min_frequency": 3}, {"fingerprint": "corpus B, train, en-de"}]
+)
+def test_cache_is_not_reused_when_a_setting_changes(tmp_path, change):
+    counter = Counter()
+    load_or_train(tmp_path, counter, **SETTINGS)
+    load_or_train(tmp_path, counter, **{**SETTINGS, **change})
+    assert counter.calls == 2
+    assert len(list(tmp_path.iterdir())) == 2
+
+
+def test_cache_is_not_reused_across_format_versions(tmp_path, monkeypatch):
+    before = cache_path(tmp_path, **SETTINGS)
+    monkeypatch.setattr(tokenizer_module, "FORMAT_VERSION", tokenizer_module.FORMAT_VERSION + 1)
+    assert cache_path(tmp_path, **SETTINGS) != before
+
+
+def test_multi30k_val_round_trips_exactly(multi30k_dir):
+    start = time.perf_counter()
+    corpus = TextCorpus(str(multi30k_dir))
+    train = corpus.read("train", "en", "de")
+    tok = BPETokenizer.train((s for pair in train for s in pair), vocab_size=3000, min_frequency=2)
+    val = corpus.read("val", "en", "de")
+    for side in (0, 1):
+        texts = [pair[side] for pair in val]
+        assert tok.decode_batch(tok.encode_batch(texts)) == texts
+    assert tok.vocab_size == 3000
+    assert time.perf_counter() - start < 20

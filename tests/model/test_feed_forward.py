@@ -1,0 +1,28 @@
+import pytest
+import torch
+import torch.nn.functional as F
+
+from transformer_nmt.model.feed_forward import PositionwiseFeedForward
+
+
+@pytest.mark.parametrize("activation, fn", [("relu", torch.relu), ("gelu", F.gelu)])
+def test_ffn_is_two_linears_around_the_activation(activation, fn):
+    torch.manual_seed(0)
+    ffn = PositionwiseFeedForward(d_model=8, d_ff=16, activation=activation)
+    x = torch.randn(2, 3, 8)
+    w1, b1, w2, b2 = ffn.w_1.weight, ffn.w_1.bias, ffn.w_2.weight, ffn.w_2.bias
+    torch.testing.assert_close(ffn(x), fn(x @ w1.T + b1) @ w2.T + b2)
+
+
+def test_relu_and_gelu_differ():
+    torch.manual_seed(0)
+    relu = PositionwiseFeedForward(8, 16, "relu")
+    gelu = PositionwiseFeedForward(8, 16, "gelu")
+    gelu.load_state_dict(relu.state_dict())
+    x = torch.randn(2, 3, 8)
+    assert not torch.allclose(relu(x), gelu(x))
+
+
+def test_unknown_activation_is_rejected():
+    with pytest.raises(ValueError, match="activation"):
+        PositionwiseFeedForward(8, 16, "swish")

@@ -1,0 +1,273 @@
+import json
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+from transformer_nmt.model import Transformer, reorder_cache
+from transformer_nmt.model.attention import MultiHeadAttention
+from transformer_nmt.model.masks import causal_mask, padding_mask
+
+PAD = 0  # as in conftest's tiny models
+
+
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())  # shared (tied) tensors count once
+
+
+def linear(n_in: int, n_out: int) -> int:
+    return n_in * n_out + n_out  # weights and biases
+
+
+def expected_parameters(config: dict) -> int:
+    """The parameter count from the paper's layer definitions, independently of the code."""
+    V, N, d_model, d_ff, h = (config[k] for k in ("vocab_size", "N", "d_model", "d_ff", "h"))
+    d_k, d_v = config["d_k"], config["d_v"]
+    attention = 2 * linear(d_model, h * d_k) + linear(d_model, h * d_v) + linear(h * d_v, d_model)
+    ffn = linear(d_model, d_ff) + linear(d_ff, d_model)
+    layer_norm = 2 * d_model
+    encoder = N * (attention + ffn + 2 * layer_norm)
+    decoder = N * (2 * attention + ffn + 3 * layer_norm)
+    final_norms = 2 * layer_norm if config["norm_first"] else 0
+    embeddings = {"all": 1, "decoder": 2, "none": 3}[config["tie_embeddings"]] * V * d_model
+    learned = config["positions"] == "learned"
+    positions = 2 * config["max_positions"] * d_model if learned else 0
+    return encoder + decoder + final_norms + embeddings + positions
+
+
+# --- parity with torch.nn.Transformer -------------------------------------------------------
+
+
+def copy_attention(ours: MultiHeadAttention, theirs: nn.MultiheadAttention) -> None:
+    theirs.in_proj_weight.copy_(torch.cat([ours.w_q.weight, ours.w_k.weight, ours.w_v.weight]))
+    theirs.in_proj_bias.copy_(torch.cat([ours.w_q.bias, ours.w_k.bias, ours.w_v.bias]))
+    theirs.out_proj.load_state_dict(ours.w_o.state_dict())
+
+
+@torch.no_grad()
+def reference_transformer(model: Transformer) -> nn.Transformer:
+    """torch.nn.Transformer holding a copy of the model's encoder and decoder weights."""
+    c = model.config
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # nested tensors are unavailable with norm_first
+        ref = nn.Transformer(
+            c["d_model"], c["h"], c["N"], c["N"], c["d_ff"], dropout=0.0,
+            batch_first=True, norm_first=c["norm_first"],
+        )  # fmt: skip
+    # nn.Transformer always ends each stack with a LayerNorm. A post-norm layer already ends with
+    # one and the paper adds no other, so for post-norm the reference's are replaced by identities;
+    # for pre-norm they are the stacks' final norms, copied like the rest.
+    if c["norm_first"]:
+        ref.encoder.norm.load_state_dict(model.encoder.norm.state_dict())
+        ref.decoder.norm.load_state_dict(model.decoder.norm.state_dict())
+    else:
+        ref.encoder.norm = ref.decoder.norm = nn.Identity()
+    for ours, theirs in zip(model.encoder.layers, ref.encoder.layers, strict=True):
+        copy_attention(ours.self_attn, theirs.self_attn)
+        theirs.linear1.load_state_dict(ours.feed_forward.w_1.state_dict())
+        theirs.linear2.load_state_dict(ours.feed_forward.w_2.state_dict())
+        theirs.norm1.load_state_dict(ours.sublayer[0].norm.state_dict())
+        theirs.norm2.load_state_dict(ours.sublayer[1].norm.state_dict())
+    for ours, theirs in zip(model.decoder.layers, ref.decoder.layers, strict=True):
+        copy_attention(ours.self_attn, theirs.self_attn)
+        copy_attention(ours.src_attn, theirs.multihead_attn)
+        theirs.linear1.load_state_dict(ours.feed_forward.w_1.state_dict())
+        theirs.linear2.load_state_dict(ours.feed_forward.w_2.state_dict())
+        theirs.norm1.load_state_dict(ours.sublayer[0].norm.state_dict())
+        theirs.norm2.load_state_dict(ours.sublayer[1].norm.state_dict())
+        theirs.norm3.load_state_dict(ours.sublayer[2].norm.state_dict())
+    return ref.eval()
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_parity_with_torch_nn_transformer(make_model, make_tokens, norm_first):
+    model = make_model(norm_first=norm_first)
+    with torch.no_grad():  # move LayerNorms off their identity init so a mix-up would show
+        for p in model.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    ref = reference_transformer(model)
+    src, tgt = make_tokens([7, 4, 6]), make_tokens([5, 6, 3], seed=1, bos=True)
+    T = tgt.size(1)
+
+    # The reference sees our embeddings and positions and goes through our output projection.
+    # Its boolean masks mean the opposite of ours: True = may not attend.
+    out = ref(
+        model.src_positions(model.src_embed(src)),
+        model.tgt_positions(model.tgt_embed(tgt)),
+        tgt_mask=~causal_mask(T)[0, 0],
+        src_key_padding_mask=src == PAD,
+        tgt_key_padding_mask=tgt == PAD,
+        memory_key_padding_mask=src == PAD,
+    )
+    torch.testing.assert_close(model(src, tgt), model.generator(out), atol=1e-5, rtol=1e-5)
+
+
+# --- properties -----------------------------------------------------------------------------
+
+
+def test_decoder_is_causal(make_model, make_tokens):
+    model = make_model()
+    src, tgt = make_tokens([7, 5]), make_tokens([6, 6], seed=1, bos=True)
+    changed = tgt.clone()
+    changed[:, 4:] = make_tokens([2, 2], seed=2)
+    before, after = model(src, tgt), model(src, changed)
+    torch.testing.assert_close(after[:, :4], before[:, :4], atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(after[:, 4:], before[:, 4:], atol=1e-3)
+
+
+def test_padding_changes_nothing_for_real_tokens(make_model, make_tokens):
+    model = make_model()
+    src, tgt = make_tokens([7, 5]), make_tokens([6, 4], seed=1, bos=True)
+    padded_src = nn.functional.pad(src, (0, 3), value=PAD)
+    padded_tgt = nn.functional.pad(tgt, (0, 2), value=PAD)
+    real = src != PAD
+    torch.testing.assert_close(
+        model.encode(padded_src)[:, :7][real], model.encode(src)[real], atol=1e-5, rtol=1e-5
+    )
+    real = tgt != PAD
+    logits = model(src, tgt)[real]
+    torch.testing.assert_close(model(padded_src, tgt)[real], logits, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(model(src, padded_tgt)[:, :6][real], logits, atol=1e-5, rtol=1e-5)
+
+
+def test_attention_weights_of_every_layer(make_model, make_tokens):
+    model = make_model()
+    src, tgt = make_tokens([7, 4]), make_tokens([5, 5], seed=1, bos=True)
+    memory, encoder_weights = model.encode(src, need_weights=True)
+    src_mask = padding_mask(src, PAD)
+    logits, self_weights, src_weights = model.decode(tgt, memory, src_mask, need_weights=True)
+    # The explicit path returning weights computes the same as the fused path.
+    torch.testing.assert_close(logits, model(src, tgt), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(memory, model.encode(src), atol=1e-5, rtol=1e-5)
+
+    assert len(encoder_weights) == len(self_weights) == len(src_weights) == 2
+    for w in encoder_weights + self_weights + src_weights:
+        torch.testing.assert_close(w.sum(-1), torch.ones(w.shape[:-1]))
+    is_pad = (src == PAD)[:, None, None, :]  # (B, 1, 1, S)
+    future = ~causal_mask(5)
+    for enc, dec_self, dec_src in zip(encoder_weights, self_weights, src_weights, strict=True):
+        assert enc.shape == (2, 4, 7, 7) and dec_self.shape == (2, 4, 5, 5)
+        assert dec_src.shape == (2, 4, 5, 7)
+        assert (enc.masked_select(is_pad) == 0).all()
+        assert (dec_src.masked_select(is_pad) == 0).all()
+        assert (dec_self.masked_select(future) == 0).all()
+
+
+# --- incremental decoding -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [{}, {"norm_first": True}, {"positions": "learned"}, {"d_k": 6, "d_v": 10}],
+)
+def test_cached_decoding_equals_full_recompute(make_model, make_tokens, overrides):
+    model = make_model(**overrides)
+    src, tgt = make_tokens([7, 4, 6]), make_tokens([6, 4, 6], seed=1, bos=True)
+    memory, src_mask = model.encode(src), padding_mask(src, PAD)
+    full = model.decode(tgt, memory, src_mask)
+    cache = model.new_cache()
+    # A prefix of several tokens at once, then one token a step.
+    chunks = [tgt[:, :3]] + [tgt[:, t : t + 1] for t in range(3, 6)]
+    cached = torch.cat([model.decode(chunk, memory, src_mask, cache) for chunk in chunks], dim=1)
+    assert cache[0]["self_attn"]["k"].shape[2] == 6
+    real = tgt != PAD  # the cache does not mask target padding; search never reads past EOS
+    torch.testing.assert_close(cached[real], full[real], atol=1e-5, rtol=1e-5)
+
+
+def test_reorder_cache_follows_the_batch(make_model, make_tokens):
+    model = make_model()
+    src, tgt = make_tokens([7, 4, 6]), make_tokens([5, 5, 5], seed=1, bos=True)
+    memory, src_mask = model.encode(src), padding_mask(src, PAD)
+    cache = model.new_cache()
+    model.decode(tgt[:, :4], memory, src_mask, cache)
+    order = torch.tensor([2, 0, 0])  # as beam search does: permute and duplicate
+    cache = reorder_cache(cache, order)
+    step = model.decode(tgt[order, 4:], memory[order], src_mask[order], cache)
+    full = model(src[order], tgt[order])
+    torch.testing.assert_close(step[:, 0], full[:, 4], atol=1e-5, rtol=1e-5)
+
+
+# --- switches -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tie", ["all", "decoder", "none"])
+def test_tie_embeddings(make_model, tie):
+    model = make_model(tie_embeddings=tie)
+    assert (model.src_embed.weight is model.tgt_embed.weight) == (tie == "all")
+    assert (model.tgt_embed.weight is model.generator.weight) == (tie != "none")
+    assert model.generator.bias is None
+    assert count_parameters(model) == expected_parameters(model.config)
+
+
+def test_base_model_has_about_65M_parameters():
+    with torch.device("meta"):  # sizes only: no memory, no init time
+        model = Transformer(vocab_size=37000, pad_id=0)
+    n = count_parameters(model)
+    assert n == expected_parameters(model.config)
+    assert 60e6 < n < 66e6  # the paper: 65M
+
+
+def test_norm_first_adds_final_norms(make_model):
+    assert isinstance(make_model().encoder.norm, nn.Identity)
+    model = make_model(norm_first=True)
+    assert isinstance(model.encoder.norm, nn.LayerNorm)
+    assert isinstance(model.decoder.norm, nn.LayerNorm)
+    assert count_parameters(model) == expected_parameters(model.config)
+
+
+def test_learned_positions(make_model, make_tokens):
+    model = make_model(positions="learned")
+    assert count_parameters(model) == expected_parameters(model.config)
+    src, tgt = make_tokens([7, 5]), make_tokens([6, 6], seed=1, bos=True)
+    before = model(src, tgt)
+    with torch.no_grad():
+        model.tgt_positions.embedding.weight.add_(1.0)
+    assert not torch.allclose(model(src, tgt), before, atol=1e-3)
+
+
+def test_gelu_activation(make_model, make_tokens):
+    relu, gelu = make_model(), make_model(activation="gelu")
+    gelu.load_state_dict(relu.state_dict())
+    assert isinstance(gelu.decoder.layers[0].feed_forward.activation, nn.GELU)
+    src, tgt = make_tokens([7, 5]), make_tokens([6, 6], seed=1, bos=True)
+    assert not torch.allclose(gelu(src, tgt), relu(src, tgt), atol=1e-3)
+
+
+def test_d_k_and_d_v_set_apart_from_d_model_and_h(make_model, make_tokens):
+    model = make_model(d_k=6, d_v=10)
+    attn = model.decoder.layers[0].src_attn
+    assert attn.w_k.weight.shape == (4 * 6, 32) and attn.w_o.weight.shape == (32, 4 * 10)
+    assert count_parameters(model) == expected_parameters(model.config)
+    src, tgt = make_tokens([7, 5]), make_tokens([6, 6], seed=1, bos=True)
+    assert model(src, tgt).shape == (2, 6, 50)
+
+
+def test_d_model_not_divisible_by_h_needs_explicit_d_k_and_d_v(make_model):
+    with pytest.raises(ValueError, match=r"d_model \(30\).*h \(4\)"):
+        make_model(d_model=30)
+    assert make_model(d_model=30, d_k=8, d_v=8).config["d_k"] == 8
+
+
+@pytest.mark.parametrize("bad", [{"positions": "rotary"}, {"tie_embeddings": "encoder"}])
+def test_unknown_switch_values_are_rejected(make_model, bad):
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        make_model(**bad)
+
+
+# --- construction ---------------------------------------------------------------------------
+
+
+def test_config_rebuilds_the_model(make_model, make_tokens):
+    model = make_model(positions="learned", tie_embeddings="decoder")
+    clone = Transformer(**json.loads(json.dumps(model.config))).eval()  # plain values only
+    clone.load_state_dict(model.state_dict())
+    src, tgt = make_tokens([7, 5]), make_tokens([6, 6], seed=1, bos=True)
+    torch.testing.assert_close(clone(src, tgt), model(src, tgt))
+
+
+def test_embedding_init(make_model):
+    model = make_model(vocab_size=2000, d_model=64, tie_embeddings="none")
+    for weight in (model.src_embed.weight, model.tgt_embed.weight):
+        assert (weight[PAD] == 0).all()
+        assert abs(weight[PAD + 1 :].std().item() - 64**-0.5) < 0.01
