@@ -18,11 +18,22 @@ def wandb_logger(save_dir: str, project: str, **kwargs) -> WandbLogger:
 
     mode = os.environ.get("WANDB_MODE")
     if mode is None:
-        mode = "online" if wandb.login(prompt=False, verify=False) else "offline"
+        mode = "online" if _has_credentials() else "offline"
         if mode == "offline":
             log.info(
                 "W&B: no credentials found, logging offline under %s/wandb; "
                 "upload later with `wandb sync <run folder>` (or run `wandb login` first).",
                 save_dir,
             )
-    return WandbLogger(save_dir=save_dir, project=project, offline=mode == "offline", **kwargs)
+    # The mode goes to wandb.init itself: Lightning's `offline=True` sets WANDB_MODE=dryrun, which
+    # current wandb releases no longer honour (they then ask for a login).
+    return WandbLogger(save_dir=save_dir, project=project, mode=mode, **kwargs)
+
+
+def _has_credentials() -> bool:
+    import wandb
+
+    try:
+        return wandb.login(prompt=False, verify=False)
+    except wandb.errors.UsageError:  # raised instead of False when there is no terminal
+        return False
