@@ -8,6 +8,7 @@ from lightning.pytorch.loggers import CSVLogger, WandbLogger
 from hydra_compose import CONF, compose_train
 from transformer_nmt.data.datamodule import TranslationDataModule
 from transformer_nmt.model import Transformer
+from transformer_nmt.precision import resolve_precision
 from transformer_nmt.translation_module import TranslationModule
 
 
@@ -60,7 +61,8 @@ def test_trainers_build(tmp_path, name):
     cfg = compose_train(tmp_path, [f"trainer={name}"])
     if cfg.trainer.accelerator == "gpu" and not torch.cuda.is_available():
         pytest.skip("no GPU on this machine: composed only")
-    instantiate(cfg.trainer, logger=False)
+    precision = resolve_precision(cfg.trainer.precision, cfg.trainer.accelerator)
+    instantiate(cfg.trainer, logger=False, precision=precision)
 
 
 @pytest.mark.parametrize("name", options("logger"))
@@ -90,4 +92,4 @@ def test_experiments_compose_and_build(tmp_path, name):
 @pytest.mark.parametrize("name", options("debug"))
 def test_debug_overlays_compose(tmp_path, name):
     cfg = compose_train(tmp_path, [f"debug={name}", "data=toy", "model=tiny"])
-    instantiate(cfg.trainer, logger=False)
+    instantiate(cfg.trainer, logger=False, precision="32-true")
