@@ -6,7 +6,7 @@ import datasets
 import pytest
 
 from transformer_nmt.data import hub
-from transformer_nmt.data.corpus import DataError, DataFormatError
+from transformer_nmt.data.corpus import DataError, DataFormatError, DataNotFoundError
 from transformer_nmt.data.hub import HubCorpus
 
 HUB_SPLITS = ("train", "validation", "test")
@@ -106,6 +106,15 @@ def test_hub_names_reach_load_dataset(monkeypatch):
     pairs = HubCorpus("wmt/wmt14", "de-en").read("test", "en", "de")
     assert calls == [("wmt/wmt14", "de-en", "test", None)]
     assert pairs == [("b", "a")]
+
+
+def test_unreachable_hub_says_how_to_work_offline(monkeypatch):
+    def offline(*args, **kwargs):
+        raise ConnectionError("Couldn't reach 'wmt/wmt14' on the Hub (LocalEntryNotFoundError)")
+
+    monkeypatch.setattr(hub.datasets, "load_dataset", offline)
+    with pytest.raises(DataNotFoundError, match="wmt/wmt14.*local copy"):
+        HubCorpus("wmt/wmt14", "de-en").read("train", "en", "de")
 
 
 def test_fingerprint_tells_datasets_and_splits_apart():

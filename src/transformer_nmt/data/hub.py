@@ -4,7 +4,12 @@ from collections.abc import Mapping
 
 import datasets
 
-from transformer_nmt.data.corpus import DataFormatError, clean_pairs, source_split
+from transformer_nmt.data.corpus import (
+    DataFormatError,
+    DataNotFoundError,
+    clean_pairs,
+    source_split,
+)
 
 DEFAULT_SPLITS = {"train": "train", "val": "validation", "test": "test"}
 
@@ -31,9 +36,15 @@ class HubCorpus:
     def read(self, split: str, src_lang: str, tgt_lang: str) -> list[tuple[str, str]]:
         """Return the cleaned (source, target) pairs of `split`."""
         hub_split = source_split(self.splits, split)
-        table = datasets.load_dataset(
-            self.name, self.config, split=hub_split, cache_dir=self.cache_dir
-        )
+        try:
+            table = datasets.load_dataset(
+                self.name, self.config, split=hub_split, cache_dir=self.cache_dir
+            )
+        except ConnectionError as e:
+            raise DataNotFoundError(
+                f"{e}. Without network, point data.corpus.name at a local copy of the dataset "
+                "or use local text files (data=multi30k data.corpus.path=...)"
+            ) from e
         # Flattening turns `translation` into `translation.de`, `translation.en`, ...:
         # then one lookup fits both shapes.
         table = table.flatten()
