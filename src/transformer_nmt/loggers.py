@@ -3,18 +3,27 @@
 import logging
 import os
 
-from lightning.pytorch.loggers import WandbLogger
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.loggers import Logger, WandbLogger
+from lightning.pytorch.utilities import rank_zero_only
 
 log = logging.getLogger(__name__)
 
 
-def wandb_logger(save_dir: str, project: str, **kwargs) -> WandbLogger:
+# Command-line overrides that say where files go, not what the experiment is.
+UNNAMED_OVERRIDES = ("paths.", "hydra.", "ckpt_path=")
+
+
+def wandb_logger(
+    save_dir: str, project: str, name: str | None = None, tags: list[str] | None = None, **kwargs
+) -> WandbLogger:
     """A WandbLogger that logs online when W&B credentials exist, offline otherwise.
 
     WANDB_MODE, when set, decides. Offline runs land in `save_dir/wandb/offline-run-*` and can
-    be uploaded later with `wandb sync <that folder>`.
+    be uploaded later with `wandb sync <that folder>`. Without a `name`, the run is named after
+    the command-line overrides (e.g. "experiment=multi30k_de_en model.dropout=0.3"), each of which
+    is also added to `tags`.
     """
-    import wandb
 
     mode = os.environ.get("WANDB_MODE")
     if mode is None:
@@ -27,7 +36,51 @@ def wandb_logger(save_dir: str, project: str, **kwargs) -> WandbLogger:
             )
     # The mode goes to wandb.init itself: Lightning's `offline=True` sets WANDB_MODE=dryrun, which
     # current wandb releases no longer honour (they then ask for a login).
-    return WandbLogger(save_dir=save_dir, project=project, mode=mode, **kwargs)
+    overrides = _experiment_overrides()
+    name = name or " ".join(overrides) or None
+    # W&B rejects tags longer than 64 characters.
+    tags = list(dict.fromkeys([*(tags or []), *(o[:64] for o in overrides)]))
+    return WandbLogger(
+        save_dir=save_dir, project=project, mode=mode, name=name, tags=tags, **kwargs
+    )
+
+
+@rank_zero_only
+def start_wandb_runs(loggers: list[Logger]) -> None:
+    """Summarise `val/bleu` by its maximum, so that sweeps optimise the best value, not the last."""
+    for logger in loggers:
+        if isinstance(logger, WandbLogger):
+            # Lightning plots every metric against trainer/global_step; keep that for this one.
+            logger.experiment.define_metric(
+                "val/bleu", step_metric="trainer/global_step", summary="max"
+            )
+
+
+@rank_zero_only
+def finish_wandb_runs(loggers: list[Logger], checkpoint: ModelCheckpoint | None) -> None:
+    """Record the best checkpoint's score and path in the run summary, then close the run."""
+    for logger in loggers:
+        if isinstance(logger, WandbLogger):
+            if checkpoint is not None and checkpoint.best_model_score is not None:
+                logger.experiment.summary.update(
+                    {
+                        f"best/{checkpoint.monitor}": float(checkpoint.best_model_score),
+                        "best/checkpoint": checkpoint.best_model_path,
+                    }
+                )
+            # Flushes an offline run to disk; a later run in the same process (a sweep) then
+            # starts a fresh W&B run.
+            logger.experiment.finish()
+
+
+def _experiment_overrides() -> list[str]:
+    """Hydra's command-line overrides, without those that only place files; [] outside Hydra."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return []
+    overrides = HydraConfig.get().overrides.task
+    return [o for o in overrides if not o.lstrip("+~").startswith(UNNAMED_OVERRIDES)]
 
 
 def _has_credentials() -> bool:

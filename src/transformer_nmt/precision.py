@@ -23,7 +23,7 @@ def resolve_precision(precision: str | int, accelerator: str) -> str | int:
 
 
 def auto_precision(accelerator: str) -> str:
-    """"bf16-mixed" on GPUs with bf16 and on CPUs with native bf16 matmuls, else "32-true"."""
+    """ "bf16-mixed" on GPUs with bf16 and on CPUs with native bf16 matmuls, else "32-true"."""
     if accelerator in ("gpu", "cuda", "auto") and torch.cuda.is_available():
         return "bf16-mixed" if torch.cuda.is_bf16_supported() else "32-true"
     return "bf16-mixed" if cpu_has_native_bf16() else "32-true"

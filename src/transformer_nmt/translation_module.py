@@ -60,6 +60,11 @@ class TranslationModule(L.LightningModule):
         self.log("train/lr", self.lr_schedulers().get_last_lr()[0])
         return loss
 
+    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        # Before clipping: the norm the gradients actually had.
+        grads = [p.grad for p in self.model.parameters() if p.grad is not None]
+        self.log("train/grad_norm", torch.nn.utils.get_total_norm(grads))
+
     def validation_step(self, batch: dict[str, Any], batch_idx: int) -> None:
         loss_sum, nll_sum, num_tokens = self._loss(batch)
         self.val_loss_sum.update(loss_sum)

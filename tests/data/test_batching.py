@@ -110,6 +110,75 @@ def test_lightning_finds_set_epoch_through_batch_sampler_sampler():
     assert sampler.epoch == 4
 
 
+def shards(world_size: int, src, tgt, **kwargs) -> list[TokenBatchSampler]:
+    return [
+        TokenBatchSampler(src, tgt, rank=r, world_size=world_size, **kwargs)
+        for r in range(world_size)
+    ]
+
+
+@pytest.mark.parametrize("world_size", range(1, 9))
+@pytest.mark.parametrize("n", [8, 13, 101, 997])
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_ranks_share_every_index_once_in_equal_batch_counts(world_size, n, shuffle):
+    src, tgt = random_lengths(n, seed=n)
+    samplers = shards(world_size, src, tgt, max_tokens=300, shuffle=shuffle, seed=3)
+    for epoch in range(2):
+        per_rank = []
+        for sampler in samplers:
+            sampler.set_epoch(epoch)
+            per_rank.append(list(sampler))
+        # Equal step counts on every rank, or DDP hangs in a collective.
+        assert {len(b) for b in per_rank} == {len(samplers[0])}
+        indices = [i for batches in per_rank for b in batches for i in b]
+        assert sorted(indices) == list(range(n))  # disjoint, nothing repeated or dropped
+        for b in (b for batches in per_rank for b in batches):
+            assert len(b) * max(max(src[i], tgt[i]) for i in b) <= 300
+
+
+def test_ranks_get_similar_token_counts():
+    src, tgt = random_lengths(5000)
+    tokens = [
+        sum(len(b) * max(max(src[i], tgt[i]) for i in b) for b in sampler)
+        for sampler in shards(4, src, tgt, max_tokens=1000)
+    ]
+    assert max(tokens) < 1.05 * min(tokens)
+
+
+def test_fewer_examples_than_ranks_is_refused():
+    with pytest.raises(ValueError, match="3 examples cannot fill the same number of batches"):
+        TokenBatchSampler([3, 4, 5], [3, 4, 5], max_tokens=100, world_size=4)
+
+
+@pytest.mark.parametrize("world_size", [1, 3])
+def test_restored_state_resumes_the_same_epoch_order(world_size):
+    src, tgt = random_lengths()
+    sampler = TokenBatchSampler(
+        src, tgt, max_tokens=500, seed=5, rank=1 % world_size, world_size=world_size
+    )
+    sampler.set_epoch(2)
+    iterator = iter(sampler)
+    seen = [next(iterator) for _ in range(4)]
+    state = sampler.state_dict()
+
+    resumed = TokenBatchSampler(
+        src, tgt, max_tokens=500, seed=5, rank=1 % world_size, world_size=world_size
+    )
+    resumed.load_state_dict(state)
+    assert resumed.epoch == 2
+    assert seen + list(resumed) == sampler.batches()
+    # The restored position holds for one pass only: the next epoch starts from its beginning.
+    resumed.set_epoch(3)
+    assert len(list(resumed)) == len(resumed)
+
+
+def test_state_from_another_world_size_is_refused():
+    src, tgt = random_lengths(100)
+    state = TokenBatchSampler(src, tgt, max_tokens=500, world_size=2).state_dict()
+    with pytest.raises(ValueError, match="world_size=2 under world_size=1"):
+        TokenBatchSampler(src, tgt, max_tokens=500).load_state_dict(state)
+
+
 def test_collate_pads_and_adds_bos_and_eos():
     examples = [
         {"src": [5, 6, EOS_ID], "tgt": [7], "src_text": "a b", "tgt_text": "c"},

@@ -139,3 +139,27 @@ def test_lightning_reshuffles_batches_every_epoch(tmp_path):
     trainer.fit(model, datamodule=dm)
     assert len(model.seen[0]) == len(model.seen[1])
     assert model.seen[0] != model.seen[1]
+
+
+def test_a_resumed_run_continues_with_the_next_epochs_order(tmp_path):
+    def fit(max_epochs: int, ckpt_path=None) -> tuple[Recorder, L.Trainer]:
+        model = Recorder()
+        trainer = L.Trainer(
+            max_epochs=max_epochs,
+            accelerator="cpu",
+            logger=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            limit_val_batches=0,
+            default_root_dir=tmp_path,
+            use_distributed_sampler=False,
+        )
+        trainer.fit(model, datamodule=make(tmp_path), ckpt_path=ckpt_path)
+        return model, trainer
+
+    uninterrupted, _ = fit(2)
+    _, first = fit(1)
+    first.save_checkpoint(tmp_path / "epoch0.ckpt")
+    resumed, _ = fit(2, ckpt_path=tmp_path / "epoch0.ckpt")
+    assert list(resumed.seen) == [1]
+    assert resumed.seen[1] == uninterrupted.seen[1]

@@ -13,12 +13,15 @@ def reference_greedy(
 ) -> Tensor:
     """One sentence at a time, unpadded and uncached: recompute the whole prefix every step."""
     pad_id = model.config["pad_id"]
+    never = [pad_id, bos_id]  # never targets, so search never picks them
     rows = []
     for sentence in src:
         sentence = sentence[sentence != pad_id][None]  # (1, S_i)
         ys = [bos_id]
         while len(ys) - 1 < sentence.size(1) + max_len_b:
-            next_token = model(sentence, torch.tensor([ys]))[0, -1].argmax().item()
+            logits = model(sentence, torch.tensor([ys]))[0, -1]
+            logits[never] = float("-inf")
+            next_token = logits.argmax().item()
             ys.append(next_token)
             if next_token == eos_id:
                 break
@@ -27,8 +30,9 @@ def reference_greedy(
     return torch.tensor([row + [pad_id] * (width - len(row)) for row in rows])
 
 
+@pytest.mark.parametrize("use_cache", [True, False])
 @pytest.mark.parametrize("overrides", [{}, {"norm_first": True, "positions": "learned"}])
-def test_greedy_equals_uncached_reference(make_model, make_tokens, overrides):
+def test_greedy_equals_uncached_reference(make_model, make_tokens, overrides, use_cache):
     model = make_model(**overrides)
     src = make_tokens([7, 3, 5, 6])
     with torch.no_grad():
@@ -37,7 +41,8 @@ def test_greedy_equals_uncached_reference(make_model, make_tokens, overrides):
     for eos_id in (unstopped[0, 0].item(), unstopped[2, 2].item(), NEVER):
         with torch.no_grad():
             expected = reference_greedy(model, src, BOS, eos_id, max_len_b=4)
-        assert torch.equal(greedy_search(model, src, BOS, eos_id, max_len_b=4), expected), eos_id
+        out = greedy_search(model, src, BOS, eos_id, max_len_b=4, use_cache=use_cache)
+        assert torch.equal(out, expected), eos_id
 
 
 def test_rows_are_cut_at_source_length_plus_max_len_b(make_model, make_tokens):
@@ -65,3 +70,13 @@ def test_training_mode_is_left_alone(make_model, make_tokens):
     model = make_model().train()
     out = greedy_search(model, make_tokens([5]), BOS, NEVER, max_len_b=2)
     assert model.training and not out.requires_grad
+
+
+def test_never_picks_padding_or_bos(make_model, make_tokens):
+    model = make_model()
+    # A generator that favours PAD and BOS above every word.
+    model.generator = torch.nn.Linear(model.config["d_model"], model.config["vocab_size"])
+    with torch.no_grad():
+        model.generator.bias[: BOS + 1] = 100.0
+    out = greedy_search(model, make_tokens([5, 3]), BOS, NEVER, max_len_b=2)
+    assert not (out[:, :5] <= BOS).any()

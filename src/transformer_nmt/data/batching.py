@@ -10,12 +10,17 @@ from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID
 
 
 class TokenBatchSampler(Sampler[list[int]]):
-    """Yields lists of example indices whose padded size stays within a token budget.
+    """Yields one rank's lists of example indices whose padded size stays within a token budget.
 
     Examples are sorted by length, so a batch wastes little on padding, and cut greedily so that
     `len(batch) * max(longest source, longest target) <= max_tokens`. Ties in length are broken at
     random and the batch order is shuffled, both from (seed, epoch). Batch sizes depend only on the
     sorted lengths, so every epoch has the same number of batches.
+
+    Under DDP every rank builds the same batches and takes every `world_size`-th one. The largest
+    batches are halved until their count divides by `world_size`, so every rank runs the same
+    number of steps (a rank left short would hang the others in a collective) while each example
+    is still seen exactly once per epoch: no repeats, which would double-count validation BLEU.
     """
 
     def __init__(
@@ -25,6 +30,8 @@ class TokenBatchSampler(Sampler[list[int]]):
         max_tokens: int,
         shuffle: bool = True,
         seed: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
     ):
         """Fix the batch sizes; which examples fill them is drawn per epoch.
 
@@ -33,9 +40,13 @@ class TokenBatchSampler(Sampler[list[int]]):
             tgt_lengths: tokens per target sequence as the model sees it (BOS or EOS included).
             max_tokens: budget of padded tokens per side of a batch.
             shuffle: randomize ties and batch order per epoch; if False, batches run shortest first.
-            seed: with the epoch, seeds the randomness.
+            seed: with the epoch, seeds the randomness; must be the same on every rank.
+            rank: this process's global rank, 0 <= rank < world_size.
+            world_size: number of DDP processes sharing the batches.
         """
         super().__init__()
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank={rank} must lie in [0, world_size={world_size})")
         self.src_lengths = np.asarray(src_lengths, dtype=np.int64)
         self.tgt_lengths = np.asarray(tgt_lengths, dtype=np.int64)
         if self.src_lengths.shape != self.tgt_lengths.shape:
@@ -52,8 +63,14 @@ class TokenBatchSampler(Sampler[list[int]]):
         self.max_tokens = max_tokens
         self.shuffle = shuffle
         self.seed = seed
+        self.rank = rank
+        self.world_size = world_size
         self.epoch = 0
-        self.sizes = _greedy_sizes(np.sort(self.longest), max_tokens)
+        self.sizes = _split_to_multiple(
+            _greedy_sizes(np.sort(self.longest), max_tokens), world_size
+        )
+        self.consumed = 0  # batches of this epoch already yielded by this rank
+        self._resume_at = 0
 
     # Lightning calls `set_epoch` only on `loader.sampler` and `loader.batch_sampler.sampler`.
     @property
@@ -63,10 +80,12 @@ class TokenBatchSampler(Sampler[list[int]]):
 
     def set_epoch(self, epoch: int) -> None:
         """Select the epoch whose tie-breaks and batch order `__iter__` yields."""
+        if epoch != self.epoch:
+            self._resume_at = 0  # a restored position belongs to the restored epoch only
         self.epoch = epoch
 
-    def batches(self) -> list[list[int]]:
-        """All batches of the current epoch, in the order they are yielded."""
+    def all_batches(self) -> list[list[int]]:
+        """The batches of every rank for the current epoch, in order."""
         rng = np.random.default_rng([self.seed, self.epoch])
         tiebreak = (
             rng.permutation(len(self.longest)) if self.shuffle else np.arange(len(self.longest))
@@ -79,11 +98,39 @@ class TokenBatchSampler(Sampler[list[int]]):
             batches = [batches[i] for i in rng.permutation(len(batches))]
         return batches
 
+    def batches(self) -> list[list[int]]:
+        """This rank's batches of the current epoch, in the order they are yielded."""
+        return self.all_batches()[self.rank :: self.world_size]
+
     def __iter__(self) -> Iterator[list[int]]:
-        return iter(self.batches())
+        start, self._resume_at = self._resume_at, 0
+        self.consumed = start
+        for batch in self.batches()[start:]:
+            self.consumed += 1
+            yield batch
 
     def __len__(self) -> int:
-        return len(self.sizes)
+        return len(self.sizes) // self.world_size
+
+    def state_dict(self) -> dict[str, int]:
+        """Where this rank stands: the epoch and how many of its batches it has yielded."""
+        return {
+            "seed": self.seed,
+            "epoch": self.epoch,
+            "consumed": self.consumed,
+            "world_size": self.world_size,
+        }
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        """Resume at a `state_dict`: the next `__iter__` continues that epoch's order."""
+        for key in ("seed", "world_size"):
+            if state[key] != getattr(self, key):
+                raise ValueError(
+                    f"cannot resume a sampler saved with {key}={state[key]} "
+                    f"under {key}={getattr(self, key)}: the epoch order would differ"
+                )
+        self.epoch = state["epoch"]
+        self.consumed = self._resume_at = state["consumed"]
 
 
 def _greedy_sizes(sorted_longest: np.ndarray, max_tokens: int) -> list[int]:
@@ -98,6 +145,23 @@ def _greedy_sizes(sorted_longest: np.ndarray, max_tokens: int) -> list[int]:
         count += 1
     if count:
         sizes.append(count)
+    return sizes
+
+
+def _split_to_multiple(sizes: list[int], world_size: int) -> list[int]:
+    """Halve the largest batches until their count divides by `world_size`.
+
+    A half of a batch is within the budget of the whole, and both halves stay in length order.
+    """
+    sizes = list(sizes)
+    while len(sizes) % world_size:
+        i = int(np.argmax(sizes))
+        if sizes[i] < 2:
+            raise ValueError(
+                f"{sum(sizes)} examples cannot fill the same number of batches on "
+                f"{world_size} ranks; use fewer devices or raise max_tokens"
+            )
+        sizes[i : i + 1] = [sizes[i] - sizes[i] // 2, sizes[i] // 2]
     return sizes
 
 

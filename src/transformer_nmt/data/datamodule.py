@@ -124,13 +124,19 @@ class TranslationDataModule(L.LightningDataModule):
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         """A loader of token-budget batches over one split."""
         dataset = self.datasets[split]
+        trainer = self.trainer  # None outside a Trainer: one process holds every batch
         sampler = TokenBatchSampler(
             dataset.src_lengths,
             dataset.tgt_lengths,
             max_tokens=self.hparams.max_tokens,
             shuffle=shuffle,
             seed=self.hparams.seed,
+            rank=trainer.global_rank if trainer else 0,
+            world_size=trainer.world_size if trainer else 1,
         )
+        if trainer:
+            # A resumed run must continue with the restored epoch's order, not replay epoch 0's.
+            sampler.set_epoch(trainer.current_epoch)
         workers = self.hparams.num_workers
         return DataLoader(
             dataset,

@@ -1,19 +1,77 @@
-"""Decoding a translation from a trained model."""
+"""Decoding a translation from a trained model: greedy and beam search (section 6.1)."""
+
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
 from transformer_nmt.model.masks import padding_mask
-from transformer_nmt.model.transformer import Transformer
+from transformer_nmt.model.transformer import Cache, Transformer, reorder_cache
+
+PENALTIES = ("gnmt", "fairseq")
+
+
+class Hypothesis(NamedTuple):
+    """One beam search output: ids without BOS, ending with EOS unless cut at the maximum length."""
+
+    tokens: list[int]
+    score: float  # log_prob / length_penalty(len(tokens))
+    log_prob: float
+
+
+def length_penalty(length: int, alpha: float, form: str = "gnmt") -> float:
+    """The divisor of a hypothesis' log-probability; `length` counts its ids, EOS included.
+
+    "gnmt" is the paper's (Wu et al., 2016): ((5 + |Y|) / 6)^alpha. "fairseq" is |Y|^alpha,
+    what fairseq's --lenpen computes, for comparing with fairseq.
+    """
+    if form == "gnmt":
+        return ((5 + length) / 6) ** alpha
+    if form == "fairseq":
+        return length**alpha
+    raise ValueError(f"length penalty form must be one of {PENALTIES}, got {form!r}")
+
+
+def _max_lengths(model: Transformer, src_mask: Tensor, max_len_b: int) -> Tensor:
+    """(B,) longest output of each row: source length + max_len_b, within the position table."""
+    return (src_mask.sum(dim=(1, 2, 3)) + max_len_b).clamp(max=model.config["max_positions"])
+
+
+def _next_log_probs(
+    model: Transformer,
+    prefix: Tensor,
+    memory: Tensor,
+    src_mask: Tensor,
+    cache: Cache | None,
+    never: list[int],
+) -> Tensor:
+    """(R, T) prefixes -> (R, V) log-probabilities of the next id; `never` ids get -inf.
+
+    With a cache only the last id goes through the decoder; without one the whole prefix is
+    recomputed (the reference the cache must equal, and the benchmark's baseline).
+    """
+    if cache is None:
+        logits = model.decode(prefix, memory, src_mask)[:, -1]
+    else:
+        logits = model.decode(prefix[:, -1:], memory, src_mask, cache)[:, -1]
+    # Padding and BOS are never targets in training, so a prediction of either is noise; a PAD
+    # inside a prefix would also be masked by uncached decoding but not by the cache.
+    logits[:, never] = float("-inf")
+    return logits.float().log_softmax(dim=-1)
 
 
 @torch.no_grad()
 def greedy_search(
-    model: Transformer, src: Tensor, bos_id: int, eos_id: int, max_len_b: int = 50
+    model: Transformer,
+    src: Tensor,
+    bos_id: int,
+    eos_id: int,
+    max_len_b: int = 50,
+    use_cache: bool = True,
 ) -> Tensor:
     """Pick the most likely token at each step, reusing the decoder's cached keys and values.
 
-    The caller sets eval mode; this leaves the mode as it is.
+    The caller sets eval mode; this leaves the mode as it is. PAD and BOS are never picked.
 
     Args:
         model: the Transformer.
@@ -21,6 +79,7 @@ def greedy_search(
         bos_id, eos_id: begin- and end-of-sentence ids.
         max_len_b: a row stops at its source length (without padding) + max_len_b tokens,
             the paper's "input length + 50" (section 6.1), unless it emits EOS first.
+        use_cache: False recomputes the whole prefix every step (same output, slower).
 
     Returns:
         (B, T_out) ids without the leading BOS; each row ends with EOS (or is cut at its maximum
@@ -29,19 +88,109 @@ def greedy_search(
     pad_id = model.config["pad_id"]
     src_mask = padding_mask(src, pad_id)  # (B, 1, 1, S)
     memory = model.encode(src)
-    # Positions beyond the position table do not exist.
-    max_lens = (src_mask.sum(dim=(1, 2, 3)) + max_len_b).clamp(
-        max=model.config["max_positions"]
-    )  # (B,)
-    cache = model.new_cache()
-    tokens = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
+    max_lens = _max_lengths(model, src_mask, max_len_b)  # (B,)
+    cache = model.new_cache() if use_cache else None
+    ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1 + t)
     finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
-    out = []
     for t in range(int(max_lens.max())):
-        logits = model.decode(tokens, memory, src_mask, cache)  # (B, 1, V)
-        tokens = logits[:, -1].argmax(dim=-1).masked_fill(finished, pad_id)[:, None]  # (B, 1)
-        out.append(tokens)
-        finished |= (tokens[:, 0] == eos_id) | (t + 1 >= max_lens)
+        log_probs = _next_log_probs(model, ys, memory, src_mask, cache, [pad_id, bos_id])
+        tokens = log_probs.argmax(dim=-1).masked_fill(finished, pad_id)  # (B,)
+        ys = torch.cat([ys, tokens[:, None]], dim=1)
+        finished |= (tokens == eos_id) | (t + 1 >= max_lens)
         if finished.all():
             break
-    return torch.cat(out, dim=1)
+    return ys[:, 1:]
+
+
+@torch.no_grad()
+def beam_search(
+    model: Transformer,
+    src: Tensor,
+    bos_id: int,
+    eos_id: int,
+    beam_size: int = 4,
+    alpha: float = 0.6,
+    max_len_b: int = 50,
+    penalty: str = "gnmt",
+    n_best: int = 1,
+    use_cache: bool = True,
+) -> list[list[Hypothesis]]:
+    """Beam search as in section 6.1, batched over sentences, with fairseq's bookkeeping.
+
+    Each step expands every live beam, keeps the 2 * beam_size best candidates by log-probability,
+    finishes those among the best beam_size that end in EOS (or reach the maximum length), and
+    continues with the beam_size best that do not. A sentence stops once it has beam_size
+    finished hypotheses or reaches its maximum length, and leaves the batch. Finished hypotheses
+    are ranked by log-probability / length_penalty(|Y|, alpha, penalty). Beam size 1 is greedy
+    search. The caller sets eval mode. PAD and BOS are never picked.
+
+    Args:
+        model: the Transformer.
+        src: (B, S) source ids, right-padded with model.config["pad_id"].
+        bos_id, eos_id: begin- and end-of-sentence ids.
+        beam_size: hypotheses kept per sentence (paper: 4).
+        alpha: length penalty exponent (paper: 0.6); 0 ranks by log-probability alone.
+        max_len_b: outputs stop at source length + max_len_b ids (paper: 50).
+        penalty: "gnmt" (the paper's) or "fairseq"; see `length_penalty`.
+        n_best: hypotheses returned per sentence, at most beam_size.
+        use_cache: False recomputes the whole prefix every step (same output, slower).
+
+    Returns:
+        For each sentence, in input order, its n_best finished hypotheses, best first.
+    """
+    if not 1 <= n_best <= beam_size:
+        raise ValueError(f"n_best must be between 1 and beam_size ({beam_size}), got {n_best}")
+    length_penalty(1, alpha, penalty)  # fail on an unknown form before any work
+    pad_id = model.config["pad_id"]
+    B, K = src.size(0), beam_size
+    src_mask = padding_mask(src, pad_id)  # (B, 1, 1, S)
+    max_lens = _max_lengths(model, src_mask, max_len_b)  # (B,)
+    # Beam k of sentence b is row b * K + k of every per-row tensor and of the cache.
+    rows = torch.arange(B, device=src.device).repeat_interleave(K)  # (B * K,)
+    memory, src_mask = model.encode(src)[rows], src_mask[rows]  # (B * K, S, d_model), (B*K,1,1,S)
+    cache = model.new_cache() if use_cache else None
+    prefixes = torch.full((B * K, 1), bos_id, dtype=torch.long, device=src.device)  # (R, 1 + t)
+    # All K beams start as the same BOS: only the first may expand, or it would be found K times.
+    scores = torch.full((B, K), float("-inf"), device=src.device)  # (n, K) log-probabilities
+    scores[:, 0] = 0.0
+    sentences = list(range(B))  # the input index of each sentence still searching
+    finished: list[list[Hypothesis]] = [[] for _ in range(B)]
+    for t in range(int(max_lens.max())):
+        n = len(sentences)
+        log_probs = _next_log_probs(model, prefixes, memory, src_mask, cache, [pad_id, bos_id])
+        V = log_probs.size(-1)
+        candidates = (scores[:, :, None] + log_probs.view(n, K, V)).view(n, K * V)
+        # 2K candidates hold at least K that do not end in EOS: each beam has one EOS candidate.
+        cand_scores, cand_ids = candidates.topk(min(2 * K, K * V), dim=1)  # (n, C)
+        cand_beams, cand_tokens = cand_ids // V, cand_ids % V
+        at_max = t + 1 >= max_lens  # (n,)
+        ends = (cand_tokens == eos_id) | at_max[:, None]  # (n, C)
+        to_finish = ends[:, :K] & cand_scores[:, :K].isfinite()
+        for i, j in to_finish.nonzero().tolist():
+            hypotheses = finished[sentences[i]]
+            if len(hypotheses) < K:
+                log_prob = cand_scores[i, j].item()
+                tokens = prefixes[i * K + cand_beams[i, j], 1:].tolist()
+                tokens.append(cand_tokens[i, j].item())
+                penalized = log_prob / length_penalty(t + 1, alpha, penalty)
+                hypotheses.append(Hypothesis(tokens, penalized, log_prob))
+        done = at_max | torch.tensor([len(finished[s]) >= K for s in sentences], device=src.device)
+        if done.all():
+            break
+
+        # The K best candidates that go on, in score order: those that did not end come first.
+        C = cand_ids.size(1)
+        go_on = (ends.long() * C + torch.arange(C, device=src.device)).topk(K, largest=False)
+        live = (~done).nonzero()[:, 0]  # (m,) positions of the sentences still searching
+        picked = go_on.indices[live]  # (m, K)
+        beams = cand_beams[live].gather(1, picked)
+        scores = cand_scores[live].gather(1, picked)
+        new_tokens = cand_tokens[live].gather(1, picked)  # (m, K)
+        order = (live[:, None] * K + beams).view(-1)  # (m * K,) rows of the beams that go on
+        prefixes = torch.cat([prefixes[order], new_tokens.view(-1, 1)], dim=1)
+        memory, src_mask = memory[order], src_mask[order]
+        if cache is not None:
+            cache = reorder_cache(cache, order)
+        max_lens = max_lens[live]
+        sentences = [sentences[i] for i in live.tolist()]
+    return [sorted(h, key=lambda h: h.score, reverse=True)[:n_best] for h in finished]

@@ -1,0 +1,108 @@
+"""Sentences per second of greedy and beam-4 decoding on CPU, cached versus uncached.
+
+Multi30k test sentences (German), the Multi30k BPE the data module trains (cached in cache/),
+random weights for the small and base presets. A random model never predicts EOS, so
+max_len_b=0 makes every output exactly as long as its source, about the length of a real
+translation; every configuration decodes the same number of tokens.
+
+    python experiments/decoding_speed/benchmark.py --threads 1 --sentences 128
+"""
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import OmegaConf
+
+from transformer_nmt.data.bitext import TextCorpus, read_lines
+from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, BPETokenizer, load_or_train
+from transformer_nmt.model import Transformer, beam_search, greedy_search
+from transformer_nmt.translate import encode_sources
+
+ROOT = Path(__file__).resolve().parents[2]
+MULTI30K = ROOT.parent / "shared" / "data" / "multi30k"
+DATA = OmegaConf.load(ROOT / "conf" / "data" / "multi30k.yaml")
+
+
+def preset(name: str) -> dict[str, Any]:
+    """A conf/model preset as Transformer keyword arguments (presets extend base.yaml)."""
+    config = OmegaConf.merge(
+        OmegaConf.load(ROOT / "conf" / "model" / "base.yaml"),
+        OmegaConf.load(ROOT / "conf" / "model" / f"{name}.yaml"),
+    )
+    return {
+        k: v for k, v in OmegaConf.to_container(config).items() if k not in ("_target_", "defaults")
+    }
+
+
+def decode(model: Transformer, batch: torch.Tensor, beam_size: int, use_cache: bool) -> None:
+    """Beam size 1 runs greedy search, as a user would."""
+    if beam_size == 1:
+        greedy_search(model, batch, BOS_ID, EOS_ID, max_len_b=0, use_cache=use_cache)
+    else:
+        beam_search(model, batch, BOS_ID, EOS_ID, beam_size, max_len_b=0, use_cache=use_cache)
+
+
+def sentences_per_second(
+    model: Transformer,
+    sources: list[str],
+    tokenizer: BPETokenizer,
+    batch_size: int,
+    beam_size: int,
+    cached: bool,
+) -> float:
+    start = time.perf_counter()
+    for i in range(0, len(sources), batch_size):
+        batch = encode_sources(
+            tokenizer, sources[i : i + batch_size], model.config["max_positions"]
+        )
+        decode(model, batch, beam_size, cached)
+    return len(sources) / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--sentences", type=int, default=128, help="first N of the test set")
+    parser.add_argument("--presets", nargs="+", default=["small", "base"])
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+
+    corpus = TextCorpus(str(MULTI30K), dict(DATA.corpus.splits))
+    tokenizer = load_or_train(
+        ROOT / "cache",
+        lambda: (s for pair in corpus.read("train", DATA.src_lang, DATA.tgt_lang) for s in pair),
+        vocab_size=DATA.vocab_size,
+        min_frequency=DATA.min_frequency,
+        fingerprint=corpus.fingerprint("train", DATA.src_lang, DATA.tgt_lang),
+    )
+    sources = [line.strip() for line in read_lines(MULTI30K / "test_2016_flickr.de.gz")]
+    sources = sources[: args.sentences]
+    tokens = sum(map(len, tokenizer.encode_batch(sources)))
+    print(
+        f"{len(sources)} sentences, {tokens / len(sources):.1f} BPE tokens each, "
+        f"vocabulary {tokenizer.vocab_size}, {args.threads} thread(s), torch {torch.__version__}"
+    )
+    print("| preset | search | batch | uncached sent/s | cached sent/s | speed-up |")
+    print("|---|---|---|---|---|---|")
+    for name in args.presets:
+        torch.manual_seed(0)
+        model = Transformer(vocab_size=tokenizer.vocab_size, pad_id=PAD_ID, **preset(name)).eval()
+        for beam_size in (1, 4):
+            for batch_size in (1, 64):
+                uncached, cached = (
+                    sentences_per_second(model, sources, tokenizer, batch_size, beam_size, c)
+                    for c in (False, True)
+                )
+                search = "greedy" if beam_size == 1 else f"beam {beam_size}"
+                print(
+                    f"| {name} | {search} | {batch_size} | {uncached:.1f} | {cached:.1f} "
+                    f"| {cached / uncached:.1f}x |",
+                    flush=True,
+                )
+
+
+if __name__ == "__main__":
+    main()

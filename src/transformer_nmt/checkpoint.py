@@ -1,0 +1,148 @@
+"""Checkpoints as translators: weights-only loading into (Transformer, BPETokenizer), averaging."""
+
+import os
+import pickle
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer
+from transformer_nmt.model import Transformer
+
+PREFIX = "model."  # TranslationModule's attribute holding the Transformer
+REQUIRED = ("state_dict", "model_config", "tokenizer")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot, or must not, become a translator."""
+
+
+def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
+    """Load tensors and plain data only (`weights_only`): a checkpoint never runs code here."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        raise CheckpointError(
+            f"{path}: refused, it holds objects other than tensors and plain data, and loading "
+            f"them could run code; only weights are loaded ({e})"
+        ) from e
+
+
+def load_checkpoint(path: str | os.PathLike) -> tuple[Transformer, BPETokenizer]:
+    """The model, in eval mode, and the tokenizer saved in a training or averaged checkpoint."""
+    return translator_from(read_checkpoint(path), where=str(path))
+
+
+def translator_from(
+    checkpoint: dict[str, Any], where: str = "checkpoint"
+) -> tuple[Transformer, BPETokenizer]:
+    """Rebuild (model, tokenizer) from a loaded checkpoint, refusing parts that do not match."""
+    missing = [key for key in REQUIRED if key not in checkpoint]
+    if missing:
+        raise CheckpointError(
+            f"{where}: not a transformer-nmt checkpoint, it lacks {missing}; checkpoints written "
+            "by `train` and `nmt-average` carry the weights, the model config and the tokenizer"
+        )
+    try:
+        tokenizer = BPETokenizer.from_str(checkpoint["tokenizer"])
+    except Exception as e:
+        raise CheckpointError(f"{where}: its tokenizer is unreadable or unusable: {e}") from e
+    config = checkpoint["model_config"]
+    if config["vocab_size"] != tokenizer.vocab_size or config["pad_id"] != PAD_ID:
+        raise CheckpointError(
+            f"{where}: the model was built for a vocabulary of {config['vocab_size']} with padding "
+            f"id {config['pad_id']}, but its tokenizer has {tokenizer.vocab_size} tokens with "
+            f"padding id {PAD_ID}: the tokenizer does not belong to these weights"
+        )
+    weights = model_weights(checkpoint)
+    rows = weights.get("generator.weight", torch.empty(0)).size(0)
+    if rows != tokenizer.vocab_size:
+        raise CheckpointError(
+            f"{where}: the weights' output layer has {rows} rows but the tokenizer has "
+            f"{tokenizer.vocab_size} tokens: the vocabulary does not match the model"
+        )
+    model = Transformer(**config)
+    try:
+        model.load_state_dict(weights)
+    except RuntimeError as e:
+        raise CheckpointError(f"{where}: the weights do not fit its model config: {e}") from e
+    return model.eval(), tokenizer
+
+
+def model_weights(checkpoint: dict[str, Any]) -> dict[str, Tensor]:
+    """The Transformer's state_dict inside a LightningModule checkpoint's."""
+    state = checkpoint["state_dict"]
+    return {key.removeprefix(PREFIX): t for key, t in state.items() if key.startswith(PREFIX)}
+
+
+def average_checkpoints(paths: list[str | os.PathLike]) -> dict[str, Any]:
+    """A checkpoint whose weights are the element-wise mean of those of `paths`.
+
+    All must share model config and tokenizer. Tied embeddings appear under several keys;
+    averaging each key alike keeps them equal. Only the weights, the model config and the
+    tokenizer are kept: enough to translate or evaluate, not to resume training.
+    """
+    if not paths:
+        raise CheckpointError("no checkpoints to average")
+    total: dict[str, Tensor] = {}
+    shared: dict[str, Any] = {}  # model config and tokenizer of the first
+    dtypes: dict[str, torch.dtype] = {}
+    for path in paths:
+        checkpoint = read_checkpoint(path)
+        translator_from(checkpoint, where=str(path))  # the same refusals as loading
+        weights = model_weights(checkpoint)
+        if not total:
+            shared = {key: checkpoint[key] for key in ("model_config", "tokenizer")}
+            dtypes = {key: t.dtype for key, t in weights.items()}
+            # float64 sums: the mean of N identical checkpoints is exactly each of them.
+            total = {key: t.double() for key, t in weights.items()}
+            continue
+        for key, value in shared.items():
+            if checkpoint[key] != value:
+                raise CheckpointError(
+                    f"{path}: its {key} differs from that of {paths[0]}: only checkpoints of one "
+                    "training run can be averaged"
+                )
+        for key, t in weights.items():
+            total[key] += t
+    return {
+        "state_dict": {PREFIX + key: (t / len(paths)).to(dtypes[key]) for key, t in total.items()},
+        **shared,
+        "averaged_from": [str(p) for p in paths],
+    }
+
+
+def last_checkpoints(folder: str | os.PathLike, n: int) -> list[Path]:
+    """The `n` checkpoints of `folder` with the highest training steps, oldest first.
+
+    Files of the same step (`last.ckpt` is a copy of the latest) count once.
+    """
+    by_step: dict[int, Path] = {}
+    for path in sorted(Path(folder).glob("*.ckpt")):
+        # mmap: reads the step without reading the tensors.
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        by_step.setdefault(checkpoint.get("global_step", -1), path)
+    if len(by_step) < n:
+        raise CheckpointError(
+            f"{folder} holds {len(by_step)} checkpoints of distinct training steps, fewer than "
+            f"the {n} to average"
+        )
+    return [by_step[step] for step in sorted(by_step)[-n:]]
+
+
+def resolve_checkpoints(paths: list[str], last: int | None = None) -> list[Path]:
+    """Checkpoint files from command-line arguments: files as given, or one folder's last N."""
+    if last is None:
+        return [Path(p) for p in paths]
+    if len(paths) != 1 or not Path(paths[0]).is_dir():
+        raise CheckpointError(f"--average-last {last} needs exactly one checkpoint folder")
+    return last_checkpoints(paths[0], last)
+
+
+def load_translator(paths: list[Path]) -> tuple[Transformer, BPETokenizer]:
+    """The model and tokenizer of one checkpoint, or of the average of several."""
+    if len(paths) == 1:
+        return load_checkpoint(paths[0])
+    return translator_from(average_checkpoints(paths), where=f"average of {len(paths)}")

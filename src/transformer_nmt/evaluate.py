@@ -1,0 +1,83 @@
+"""`nmt-evaluate`: sacreBLEU and chrF of a checkpoint (or an average of several) on a test set."""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+from sacrebleu.metrics import BLEU, CHRF
+from tqdm import tqdm
+
+from transformer_nmt.checkpoint import CheckpointError, load_translator, resolve_checkpoints
+from transformer_nmt.data.bitext import read_lines
+from transformer_nmt.translate import add_search_arguments, search_options, translate
+
+
+def score(hypotheses: list[str], references: list[str]) -> dict[str, Any]:
+    """Corpus BLEU and chrF with sacreBLEU's defaults, each with its signature."""
+    report = {}
+    for metric in (BLEU(), CHRF()):
+        result = metric.corpus_score(hypotheses, [references])
+        report[result.name] = {
+            "score": result.score,
+            "result": str(result),
+            "signature": str(metric.get_signature()),
+        }
+    return report
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument(
+        "checkpoints",
+        nargs="+",
+        help="one .ckpt; several to average; or a folder with --average-last",
+    )
+    parser.add_argument(
+        "--average-last", type=int, metavar="N", help="average the folder's last N checkpoints"
+    )
+    parser.add_argument("--src", type=Path, required=True, help="source text, .gz allowed")
+    parser.add_argument("--ref", type=Path, required=True, help="reference text, line-aligned")
+    parser.add_argument(
+        "--output-dir",
+        type=Path,
+        help="where hypotheses.txt and report.json go (default: evaluation/ beside the checkpoint)",
+    )
+    add_search_arguments(parser)
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    try:
+        paths = resolve_checkpoints(args.checkpoints, args.average_last)
+        model, tokenizer = load_translator(paths)
+    except CheckpointError as e:
+        sys.exit(f"error: {e}")
+    sources = [line.strip() for line in read_lines(args.src)]
+    references = [line.strip() for line in read_lines(args.ref)]
+    if len(sources) != len(references):
+        sys.exit(f"{args.src} has {len(sources)} lines but {args.ref} has {len(references)}")
+    outputs = translate(model, tokenizer, sources, **search_options(args))
+    hypotheses = [hyps[0][0] for hyps in tqdm(outputs, total=len(sources), unit="sent")]
+
+    output_dir = args.output_dir or Path(paths[-1]).parent / "evaluation"
+    output_dir.mkdir(parents=True, exist_ok=True)
+    (output_dir / "hypotheses.txt").write_text("".join(f"{h}\n" for h in hypotheses))
+    report = {
+        "checkpoints": [str(p) for p in paths],
+        "src": str(args.src),
+        "ref": str(args.ref),
+        "sentences": len(sources),
+        "search": search_options(args),
+        **score(hypotheses, references),
+    }
+    (output_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    for name in ("BLEU", "chrF2"):
+        print(f"{report[name]['result']}\n  signature: {report[name]['signature']}")
+    print(f"hypotheses: {output_dir / 'hypotheses.txt'}\nreport: {output_dir / 'report.json'}")
+
+
+if __name__ == "__main__":
+    main()

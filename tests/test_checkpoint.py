@@ -1,0 +1,132 @@
+from pathlib import Path
+
+import pytest
+import torch
+
+from transformer_nmt.checkpoint import (
+    CheckpointError,
+    average_checkpoints,
+    last_checkpoints,
+    load_checkpoint,
+)
+from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer
+from transformer_nmt.model import Transformer
+
+SENTENCES = ["one two three", "zwei drei vier", "four five six", "fünf sechs sieben"] * 5
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> BPETokenizer:
+    return BPETokenizer.train(SENTENCES, vocab_size=300, min_frequency=1)
+
+
+def write_checkpoint(path: Path, tokenizer: BPETokenizer, seed: int = 0, step: int = 0) -> Path:
+    """What TranslationModule saves, minus the training state: weights, config, tokenizer."""
+    torch.manual_seed(seed)
+    model = Transformer(tokenizer.vocab_size, PAD_ID, N=1, d_model=16, d_ff=32, h=2)
+    torch.save(
+        {
+            "global_step": step,
+            "state_dict": {f"model.{k}": v for k, v in model.state_dict().items()},
+            "model_config": model.config,
+            "tokenizer": tokenizer.to_str(),
+        },
+        path,
+    )
+    return path
+
+
+def test_loads_model_and_tokenizer(tmp_path, tokenizer):
+    model, loaded = load_checkpoint(write_checkpoint(tmp_path / "a.ckpt", tokenizer))
+    assert not model.training and loaded.to_str() == tokenizer.to_str()
+    torch.manual_seed(0)
+    expected = Transformer(tokenizer.vocab_size, PAD_ID, N=1, d_model=16, d_ff=32, h=2)
+    for key, t in expected.state_dict().items():
+        assert torch.equal(model.state_dict()[key], t), key
+
+
+class Payload:
+    """Unpickling this would create a file: proof that code ran."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.touch, (self.marker,))
+
+
+def test_refuses_to_run_code_from_a_checkpoint(tmp_path, tokenizer):
+    path = write_checkpoint(tmp_path / "a.ckpt", tokenizer)
+    checkpoint = torch.load(path, weights_only=True)
+    torch.save({**checkpoint, "extra": Payload(tmp_path / "ran")}, path)
+    with pytest.raises(CheckpointError, match="could run code"):
+        load_checkpoint(path)
+    assert not (tmp_path / "ran").exists()
+
+
+def test_refuses_a_tokenizer_of_another_vocabulary(tmp_path, tokenizer):
+    path = write_checkpoint(tmp_path / "a.ckpt", tokenizer)
+    other = BPETokenizer.train(SENTENCES, vocab_size=280, min_frequency=1)
+    checkpoint = torch.load(path, weights_only=True)
+    torch.save({**checkpoint, "tokenizer": other.to_str()}, path)
+    with pytest.raises(CheckpointError, match="tokenizer does not belong"):
+        load_checkpoint(path)
+
+
+def test_refuses_weights_of_another_vocabulary(tmp_path, tokenizer):
+    path = write_checkpoint(tmp_path / "a.ckpt", tokenizer)
+    checkpoint = torch.load(path, weights_only=True)
+    state = {
+        k: v[:-1] if "lut" in k or "generator" in k else v
+        for k, v in checkpoint["state_dict"].items()
+    }
+    torch.save({**checkpoint, "state_dict": state}, path)
+    with pytest.raises(CheckpointError, match="vocabulary does not match"):
+        load_checkpoint(path)
+
+
+def test_refuses_a_file_without_tokenizer(tmp_path, tokenizer):
+    path = write_checkpoint(tmp_path / "a.ckpt", tokenizer)
+    checkpoint = torch.load(path, weights_only=True)
+    del checkpoint["tokenizer"]
+    torch.save(checkpoint, path)
+    with pytest.raises(CheckpointError, match="lacks \\['tokenizer'\\]"):
+        load_checkpoint(path)
+
+
+def test_averaging_identical_checkpoints_returns_the_same_weights(tmp_path, tokenizer):
+    paths = [write_checkpoint(tmp_path / f"{i}.ckpt", tokenizer, seed=0) for i in range(3)]
+    torch.save(average_checkpoints(paths), tmp_path / "avg.ckpt")
+    averaged, _ = load_checkpoint(tmp_path / "avg.ckpt")
+    original, _ = load_checkpoint(paths[0])
+    for key, t in original.state_dict().items():
+        assert torch.equal(averaged.state_dict()[key], t), key
+
+
+def test_averaging_different_checkpoints_takes_the_mean(tmp_path, tokenizer):
+    paths = [write_checkpoint(tmp_path / f"{i}.ckpt", tokenizer, seed=i) for i in range(2)]
+    torch.save(average_checkpoints(paths), tmp_path / "avg.ckpt")
+    averaged, _ = load_checkpoint(tmp_path / "avg.ckpt")
+    a, b = (load_checkpoint(p)[0].state_dict() for p in paths)
+    key = "encoder.layers.0.self_attn.w_q.weight"
+    assert not torch.equal(averaged.state_dict()[key], a[key])
+    assert torch.allclose(averaged.state_dict()[key], (a[key] + b[key]) / 2)
+    # Tied embeddings stay tied.
+    assert averaged.generator.weight is averaged.src_embed.weight
+
+
+def test_averaging_refuses_checkpoints_of_different_models(tmp_path, tokenizer):
+    a = write_checkpoint(tmp_path / "a.ckpt", tokenizer)
+    other = BPETokenizer.train(SENTENCES[:4], vocab_size=290, min_frequency=1)
+    b = write_checkpoint(tmp_path / "b.ckpt", other)
+    with pytest.raises(CheckpointError, match="differs"):
+        average_checkpoints([a, b])
+
+
+def test_last_checkpoints_orders_by_step_and_counts_copies_once(tmp_path, tokenizer):
+    for step in (30, 10, 20):
+        write_checkpoint(tmp_path / f"step{step}.ckpt", tokenizer, step=step)
+    write_checkpoint(tmp_path / "last.ckpt", tokenizer, step=30)
+    assert [p.name for p in last_checkpoints(tmp_path, 2)] == ["step20.ckpt", "last.ckpt"]
+    with pytest.raises(CheckpointError, match="fewer than the 4"):
+        last_checkpoints(tmp_path, 4)

@@ -1,0 +1,116 @@
+"""nmt-translate, nmt-evaluate and nmt-average run as a user runs them, on a toy checkpoint."""
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import transformer_nmt
+from hydra_compose import compose_train
+from transformer_nmt.checkpoint import load_checkpoint
+from transformer_nmt.train import train
+from transformer_nmt.translate import main as translate_main
+
+pytestmark = pytest.mark.slow
+SOURCES = ["three one four", "", "nine two five three", "one"]
+REFERENCES = ["drei eins vier", "null", "neun zwei fünf drei", "eins"]
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory) -> Path:
+    """A folder of checkpoints of one epoch of the toy task."""
+    tmp_path = tmp_path_factory.mktemp("toy")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny tensors: threads only add synchronisation
+    overrides = ["trainer.max_epochs=1", "+trainer.limit_train_batches=5", "data.corpus.num_val=8"]
+    train(compose_train(tmp_path, ["experiment=toy", "logger=none", *overrides]))
+    torch.set_num_threads(threads)
+    return tmp_path / "run" / "checkpoints"
+
+
+def run(module: str, *args: str, stdin: str | None = None, check: bool = True):
+    # The package the tests import, wherever it is installed from.
+    env = {**os.environ, "PYTHONPATH": str(Path(transformer_nmt.__file__).parents[1])}
+    return subprocess.run(
+        [sys.executable, "-m", f"transformer_nmt.{module}", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=check,
+        timeout=300,
+    )
+
+
+def test_translate_a_file_one_line_per_input_line(checkpoints, tmp_path):
+    (tmp_path / "src.en").write_text("\n".join(SOURCES) + "\n")
+    out = run(
+        "translate", str(checkpoints / "last.ckpt"), str(tmp_path / "src.en"), "--threads", "1"
+    )
+    assert len(out.stdout.splitlines()) == len(SOURCES)
+    assert "sent" in out.stderr  # the progress bar
+
+
+def test_translate_stdin_n_best(checkpoints):
+    args = (
+        "--threads",
+        "1",
+        "--beam-size",
+        "3",
+        "--n-best",
+        "2",
+        "--penalty",
+        "fairseq",
+        "--batch-size",
+        "2",
+    )
+    out = run("translate", str(checkpoints / "last.ckpt"), *args, stdin="\n".join(SOURCES))
+    rows = [line.split("\t") for line in out.stdout.splitlines()]
+    assert [int(row[0]) for row in rows] == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert all(float(row[1]) <= 0 for row in rows)
+
+
+def test_evaluate_the_average_of_the_last_checkpoints(checkpoints, tmp_path):
+    (tmp_path / "src.en.gz").write_bytes(gzip.compress(("\n".join(SOURCES) + "\n").encode()))
+    (tmp_path / "ref.de").write_text("\n".join(REFERENCES) + "\n")
+    out = run(
+        "evaluate",
+        str(checkpoints),
+        "--average-last",
+        "1",
+        "--src",
+        str(tmp_path / "src.en.gz"),
+        "--ref",
+        str(tmp_path / "ref.de"),
+        "--output-dir",
+        str(tmp_path / "eval"),
+        "--threads",
+        "1",
+    )
+    report = json.loads((tmp_path / "eval" / "report.json").read_text())
+    hypotheses = (tmp_path / "eval" / "hypotheses.txt").read_text().splitlines()
+    assert len(hypotheses) == len(SOURCES) == report["sentences"]
+    assert report["BLEU"]["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
+    assert "nc:6|nw:0" in report["chrF2"]["signature"]
+    assert report["BLEU"]["signature"] in out.stdout and "chrF2 = " in out.stdout
+
+
+def test_average_writes_a_checkpoint_that_loads_weights_only(checkpoints, tmp_path):
+    files = [str(p) for p in sorted(checkpoints.glob("*.ckpt"))]
+    run("average", *files, "--output", str(tmp_path / "avg.ckpt"))
+    averaged, _ = load_checkpoint(tmp_path / "avg.ckpt")
+    # One epoch: every file holds the same weights, so their average is them.
+    original, _ = load_checkpoint(files[0])
+    for key, t in original.state_dict().items():
+        assert torch.equal(averaged.state_dict()[key], t), key
+
+
+def test_a_refused_checkpoint_is_an_error_message_not_a_traceback(tmp_path, capsys):
+    torch.save({"state_dict": {}}, tmp_path / "bad.ckpt")
+    with pytest.raises(SystemExit, match="not a transformer-nmt checkpoint"):
+        translate_main([str(tmp_path / "bad.ckpt"), str(tmp_path / "missing.txt")])

@@ -1,0 +1,71 @@
+"""`nmt-plot-attention` as a user runs it, on a toy checkpoint."""
+
+import os
+import subprocess
+import sys
+
+import matplotlib.image
+import pytest
+import torch
+
+from hydra_compose import ROOT
+from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer
+from transformer_nmt.data.toy import ToyCorpus
+from transformer_nmt.model import Transformer
+from transformer_nmt.plot_attention import plot_attention
+from transformer_nmt.plotting import figure_pixels
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    """What training saves, untrained: weights under `model.`, model config and tokenizer."""
+    pairs = ToyCorpus(num_train=200).read("train", "en", "de")
+    tokenizer = BPETokenizer.train([s for p in pairs for s in p], vocab_size=300, min_frequency=1)
+    torch.manual_seed(0)
+    model = Transformer(tokenizer.vocab_size, PAD_ID, N=2, d_model=16, d_ff=32, h=2)
+    path = tmp_path_factory.mktemp("ckpt") / "toy.ckpt"
+    state = {f"model.{k}": v for k, v in model.state_dict().items()}
+    torch.save(
+        {"state_dict": state, "model_config": model.config, "tokenizer": tokenizer.to_str()}, path
+    )
+    return path
+
+
+def run(*args: str) -> list[str]:
+    # This checkout's sources, whichever copy of the package happens to be installed.
+    path = os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "PYTHONPATH": path}
+    out = subprocess.run(
+        [sys.executable, "-m", "transformer_nmt.plot_attention", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
+    return out.split()
+
+
+@pytest.mark.slow
+def test_forced_reference_draws_every_kind_and_layer(checkpoint, tmp_path):
+    paths = run(
+        str(checkpoint), "three one four", "--reference", "drei eins vier", "--out", str(tmp_path)
+    )
+    names = sorted(os.path.basename(p) for p in paths)
+    assert names == sorted(
+        f"{kind}_layer{layer}.png"
+        for kind in ("encoder_self", "decoder_self", "decoder_src")
+        for layer in (1, 2)
+    )
+    for path in paths:
+        height, width, _ = matplotlib.image.imread(path).shape
+        assert (width, height) == figure_pixels(2)  # two heads: a 1 x 2 grid
+
+
+def test_greedy_translation_and_chosen_layers(checkpoint, tmp_path):
+    paths = plot_attention(checkpoint, "three one four", tmp_path, layers=[2]).values()
+    assert sorted(p.name for p in paths) == [
+        "decoder_self_layer2.png",
+        "decoder_src_layer2.png",
+        "encoder_self_layer2.png",
+    ]

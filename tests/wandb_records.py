@@ -1,0 +1,81 @@
+"""Reads an offline W&B run's `run-*.wandb` file: the records `wandb sync` would upload.
+
+wandb 0.31 writes no `wandb-summary.json` offline and no longer ships a Python reader (the
+Go core writes the file), so this parses the format itself: a 7-byte header (":W&B", 0xBEE1,
+version 0), then LevelDB log blocks of 32 KiB whose chunks (crc32c 4 bytes, length 2 bytes
+little-endian, type 1 byte: full, first, middle, last) carry serialized `Record` protobufs.
+"""
+
+import json
+import struct
+from pathlib import Path
+
+from wandb.proto import wandb_internal_pb2
+
+HEADER = b":W&B\xe1\xbe\x00"
+BLOCK = 32768
+CHUNK_HEADER = 7
+FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
+
+
+def read_records(path: Path) -> list[wandb_internal_pb2.Record]:
+    data = path.read_bytes()
+    assert data.startswith(HEADER), "not a W&B run file"
+    records, pending, pos = [], b"", len(HEADER)
+    while pos + CHUNK_HEADER <= len(data):
+        if BLOCK - pos % BLOCK < CHUNK_HEADER:  # a block's tail too short for a chunk is padding
+            pos += BLOCK - pos % BLOCK
+            continue
+        _, length, kind = struct.unpack("<IHB", data[pos : pos + CHUNK_HEADER])
+        chunk = data[pos + CHUNK_HEADER : pos + CHUNK_HEADER + length]
+        pos += CHUNK_HEADER + length
+        if kind == 0:  # zero padding at the end of the file
+            break
+        pending = chunk if kind in (FULL, FIRST) else pending + chunk
+        if kind in (FULL, LAST):
+            record = wandb_internal_pb2.Record()
+            record.ParseFromString(pending)
+            records.append(record)
+    return records
+
+
+def _items(items) -> dict:
+    return {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in items}
+
+
+def history(path: Path) -> list[dict]:
+    """Every `wandb.log` row, values decoded from JSON."""
+    return [_items(r.history.item) for r in read_records(path) if r.HasField("history")]
+
+
+def summary(path: Path) -> dict:
+    """The run summary as W&B holds it at the end: summary records applied in order."""
+    out = {}
+    for r in read_records(path):
+        if r.HasField("summary"):
+            out.update(_items(r.summary.update))
+            for item in r.summary.remove:
+                out.pop(item.key, None)
+    return out
+
+
+def metric_definitions(path: Path) -> dict[str, wandb_internal_pb2.MetricRecord]:
+    """`define_metric` calls by metric name."""
+    return {r.metric.name: r.metric for r in read_records(path) if r.HasField("metric")}
+
+
+def run_record(path: Path) -> wandb_internal_pb2.RunRecord:
+    """Name, tags and config of the run."""
+    (run,) = [r.run for r in read_records(path) if r.HasField("run")]
+    return run
+
+
+def config(path: Path) -> dict:
+    """The run config (here the resolved Hydra config), values decoded from JSON."""
+    out = {}
+    for r in read_records(path):
+        if r.HasField("run") or r.HasField("config"):
+            updates = r.run.config.update if r.HasField("run") else r.config.update
+            out.update({item.key: json.loads(item.value_json) for item in updates})
+    out.pop("_wandb", None)
+    return out
