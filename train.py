@@ -1,10 +1,19 @@
 """Train a Transformer: `python train.py --help` lists the config groups and options."""
 
 import os
+import sys
 from pathlib import Path
 
-import hydra
-from omegaconf import DictConfig
+# glibc's default allocator returns large blocks to the kernel and maps them again every step:
+# CPU training then spends a large share of its time in the kernel (experiments/allocator/).
+# Keeping freed memory in the process avoids that; set GLIBC_TUNABLES yourself to opt out.
+FAST_MALLOC = "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=68719476736"
+if __name__ == "__main__" and sys.platform == "linux" and "GLIBC_TUNABLES" not in os.environ:
+    os.environ["GLIBC_TUNABLES"] = FAST_MALLOC  # read by glibc at start-up only: start again
+    os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
+
+import hydra  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
 
 os.environ.setdefault("PROJECT_ROOT", str(Path(__file__).resolve().parent))
 

@@ -6,6 +6,7 @@ import sys
 
 import pytest
 import torch
+from train import FAST_MALLOC
 
 from hydra_compose import ROOT, compose_train
 from transformer_nmt.data.tokenizer import BPETokenizer
@@ -95,3 +96,32 @@ def test_help_lists_the_config_groups():
     ).stdout
     for group in ("model: base, big, small, tiny", "data:", "trainer:", "logger:", "experiment:"):
         assert group in out
+
+
+def _probe_glibc_tunables(env: dict) -> str:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "train.py",
+            "--cfg",
+            "job",
+            "--resolve",
+            "data=toy",
+            "+probe=${oc.env:GLIBC_TUNABLES}",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
+    return next(line for line in out.splitlines() if line.startswith("probe:")).split()[1]
+
+
+def test_train_py_runs_with_the_fast_allocator_unless_told_otherwise():
+    plain = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}
+    assert _probe_glibc_tunables(plain) == FAST_MALLOC
+    assert _probe_glibc_tunables({**plain, "GLIBC_TUNABLES": "glibc.malloc.check=0"}) == (
+        "glibc.malloc.check=0"
+    )
