@@ -19,10 +19,13 @@ os.environ.setdefault("PROJECT_ROOT", str(Path(__file__).resolve().parent))
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")
-def main(cfg: DictConfig) -> None:
-    from transformer_nmt.train import train  # after Hydra has parsed --help, which needs no torch
+def main(cfg: DictConfig) -> float | None:
+    """Returns `cfg.optimized_metric` (best `val/bleu` by default) for Hydra sweepers."""
+    # Imported after Hydra has parsed --help, which needs no torch.
+    from transformer_nmt.sweeps import optimized_metric
+    from transformer_nmt.train import train
 
-    train(cfg)
+    return optimized_metric(cfg, train(cfg))
 
 
 if __name__ == "__main__":

@@ -57,8 +57,13 @@ def start_wandb_runs(loggers: list[Logger]) -> None:
 
 
 @rank_zero_only
-def finish_wandb_runs(loggers: list[Logger], checkpoint: ModelCheckpoint | None) -> None:
-    """Record the best checkpoint's score and path in the run summary, then close the run."""
+def finish_wandb_runs(
+    loggers: list[Logger], checkpoint: ModelCheckpoint | None, exit_code: int = 0
+) -> None:
+    """Record the best checkpoint's score and path in the run summary, then close the run.
+
+    A non-zero `exit_code` marks the run as failed in W&B.
+    """
     for logger in loggers:
         if isinstance(logger, WandbLogger):
             if checkpoint is not None and checkpoint.best_model_score is not None:
@@ -70,7 +75,7 @@ def finish_wandb_runs(loggers: list[Logger], checkpoint: ModelCheckpoint | None)
                 )
             # Flushes an offline run to disk; a later run in the same process (a sweep) then
             # starts a fresh W&B run.
-            logger.experiment.finish()
+            logger.experiment.finish(exit_code=exit_code)
 
 
 def _experiment_overrides() -> list[str]:

@@ -3,8 +3,6 @@
 import logging
 
 import lightning as L
-from hydra.core.hydra_config import HydraConfig
-from hydra.types import RunMode
 from hydra.utils import instantiate
 from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig, OmegaConf
@@ -12,6 +10,11 @@ from omegaconf import DictConfig, OmegaConf
 from transformer_nmt.data.tokenizer import PAD_ID
 from transformer_nmt.loggers import finish_wandb_runs, start_wandb_runs
 from transformer_nmt.precision import resolve_precision
+from transformer_nmt.sweeps import (
+    group_wandb_runs_by_sweep,
+    raise_if_diverged,
+    refuse_multirun_with_ddp,
+)
 
 log = logging.getLogger(__name__)
 
@@ -19,9 +22,12 @@ log = logging.getLogger(__name__)
 def train(cfg: DictConfig) -> dict[str, float]:
     """Builds data, model, module, loggers and trainer from the config, then fits.
 
-    Returns the final metrics (e.g. `val/bleu`) as floats.
+    Returns the final metrics (e.g. `val/bleu`) as floats, and as `best/<name>` the best value
+    of each metric a checkpoint callback monitors. Raises `FloatingPointError` if the training
+    loss ended non-finite, so that a sweep records the trial as failed.
     """
     refuse_multirun_with_ddp(cfg)
+    group_wandb_runs_by_sweep(cfg)
     L.seed_everything(cfg.seed, workers=True)
     datamodule = instantiate(cfg.data)
     tokenizer = datamodule.load_tokenizer()
@@ -41,27 +47,16 @@ def train(cfg: DictConfig) -> dict[str, float]:
         logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
     start_wandb_runs(loggers)
 
-    trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+    try:
+        trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+        metrics = {name: float(value) for name, value in trainer.callback_metrics.items()}
+        raise_if_diverged(metrics)
+    except BaseException as error:
+        log.error("Training failed: %r", error)  # into this run's log, also inside a sweep
+        finish_wandb_runs(loggers, trainer.checkpoint_callback, exit_code=1)
+        raise
     finish_wandb_runs(loggers, trainer.checkpoint_callback)
-    return {name: float(value) for name, value in trainer.callback_metrics.items()}
-
-
-def refuse_multirun_with_ddp(cfg: DictConfig) -> None:
-    """Stop a Hydra sweep whose trials would run on several devices through re-launched ranks.
-
-    `ddp` (and `auto` on several GPUs) re-runs the command line once per extra rank: under
-    `--multirun` every rank would run the whole sweep, and with a sampling sweeper such as Optuna
-    the ranks would silently train different hyperparameters.
-    """
-    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
-        return
-    devices = cfg.trainer.get("devices", 1)
-    one_device = devices == 1 or (OmegaConf.is_list(devices) and len(devices) == 1)
-    strategy = str(cfg.trainer.get("strategy", "auto"))
-    if (one_device and cfg.trainer.get("num_nodes", 1) == 1) or "spawn" in strategy:
-        return
-    raise ValueError(
-        f"Hydra multirun with trainer.strategy={strategy} on trainer.devices={devices} would run "
-        "the sweep once per rank. Run one device per trial (trainer.devices=1), or keep several "
-        "devices per trial with trainer.strategy=ddp_spawn."
-    )
+    for checkpoint in trainer.checkpoint_callbacks:
+        if checkpoint.monitor and checkpoint.best_model_score is not None:
+            metrics[f"best/{checkpoint.monitor}"] = float(checkpoint.best_model_score)
+    return metrics
