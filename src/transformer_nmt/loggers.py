@@ -24,7 +24,6 @@ def wandb_logger(
     the command-line overrides (e.g. "experiment=multi30k_de_en model.dropout=0.3"), each of which
     is also added to `tags`.
     """
-
     mode = os.environ.get("WANDB_MODE")
     if mode is None:
         mode = "online" if _has_credentials() else "offline"
@@ -34,12 +33,12 @@ def wandb_logger(
                 "upload later with `wandb sync <run folder>` (or run `wandb login` first).",
                 save_dir,
             )
-    # The mode goes to wandb.init itself: Lightning's `offline=True` sets WANDB_MODE=dryrun, which
-    # current wandb releases no longer honour (they then ask for a login).
     overrides = _experiment_overrides()
     name = name or " ".join(overrides) or None
     # W&B rejects tags longer than 64 characters.
     tags = list(dict.fromkeys([*(tags or []), *(o[:64] for o in overrides)]))
+    # The mode goes to wandb.init itself: Lightning's `offline=True` sets WANDB_MODE=dryrun, which
+    # current wandb releases no longer honour (they then ask for a login).
     return WandbLogger(
         save_dir=save_dir, project=project, mode=mode, name=name, tags=tags, **kwargs
     )

@@ -27,6 +27,10 @@ class PaddingShare(L.Callback):
         pl_module.log("train/tgt_pad_share", pad_share(batch["tgt_out"]))
 
 
-def pad_share(ids: Tensor) -> float:
-    """Share of a padded (B, L) id tensor that is padding."""
-    return (ids == PAD_ID).float().mean().item()
+def pad_share(ids: Tensor) -> Tensor:
+    """Share of a padded (B, L) id tensor that is padding, as a 0-d tensor.
+
+    A tensor, not a float: `.item()` would wait for the device every step; `log` syncs only
+    when it writes.
+    """
+    return (ids == PAD_ID).float().mean()
