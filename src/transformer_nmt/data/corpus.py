@@ -39,17 +39,24 @@ def source_split(splits: Mapping[str, str], split: str) -> str:
 
 
 def clean_pairs(
-    src_lines: Iterable[str], tgt_lines: Iterable[str], where: str
+    src_lines: Iterable[str | None], tgt_lines: Iterable[str | None], where: str
 ) -> list[tuple[str, str]]:
-    """Strip surrounding whitespace and drop pairs with an empty side, logging how many."""
+    """Strip surrounding whitespace and drop pairs with an empty side, logging how many.
+
+    Dropping whole pairs keeps the sides aligned. A missing value (None, as Hub tables may hold)
+    counts as empty. No pair left at all is an error: nothing could be trained or scored.
+    """
     pairs = []
     dropped = 0
     for src, tgt in zip(src_lines, tgt_lines, strict=True):
-        src, tgt = src.strip(), tgt.strip()
+        src, tgt = (src or "").strip(), (tgt or "").strip()
         if src and tgt:
             pairs.append((src, tgt))
         else:
             dropped += 1
+    if not pairs:
+        detail = f": all {dropped} have an empty side" if dropped else ": it is empty"
+        raise DataFormatError(f"{where} holds no sentence pairs{detail}")
     if dropped:
         log.warning(
             "%s: dropped %d of %d pairs with an empty side", where, dropped, len(pairs) + dropped

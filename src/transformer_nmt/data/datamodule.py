@@ -8,7 +8,7 @@ import lightning as L
 from torch.utils.data import DataLoader
 
 from transformer_nmt.data.batching import TokenBatchSampler, collate
-from transformer_nmt.data.corpus import Corpus
+from transformer_nmt.data.corpus import Corpus, DataFormatError
 from transformer_nmt.data.dataset import TranslationDataset, encode_pairs
 from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer, load_or_train
 
@@ -112,8 +112,13 @@ class TranslationDataModule(L.LightningDataModule):
         # Training never looks at raw text; val and test need it as BLEU references.
         dataset, dropped = encode_pairs(pairs, tokenizer, hp.max_len, keep_text=split != "train")
         self.dropped[split] = dropped
+        if not len(dataset):
+            raise DataFormatError(
+                f"{split}: all {dropped} pairs have a side longer than data.max_len={hp.max_len} "
+                "BPE tokens; raise data.max_len"
+            )
         log.info(
-            "%s: %d pairs kept, %d dropped for exceeding max_len=%d tokens",
+            "%s: %d pairs kept, %d dropped for exceeding data.max_len=%d tokens",
             split,
             len(dataset),
             dropped,

@@ -71,5 +71,6 @@ def _column(columns: list[str], lang: str, where: str) -> str:
             return candidate
     raise DataFormatError(
         f"{where} has no text for language {lang!r}: columns found are {columns} "
-        f"(expected {lang!r} or 'translation' holding {lang!r})"
+        f"(expected {lang!r} or 'translation' holding {lang!r}); set data.src_lang and "
+        "data.tgt_lang to languages it holds, or pick another data.corpus.config"
     )

@@ -2,12 +2,15 @@
 
 import hashlib
 import json
+import logging
 import os
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+log = logging.getLogger(__name__)
 
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
 SPECIAL_TOKENS = ["<pad>", "<s>", "</s>", "<unk>"]  # list position = id
@@ -137,7 +140,10 @@ def load_or_train(
     """
     path = cache_path(cache_dir, vocab_size, min_frequency, fingerprint)
     if path.is_file():
-        return BPETokenizer.load(path)
+        try:
+            return BPETokenizer.load(path)
+        except Exception as e:  # `tokenizers` raises plain Exceptions for malformed JSON
+            log.warning("%s is unreadable (%s): training the tokenizer again", path, e)
     tokenizer = BPETokenizer.train(sentences_fn(), vocab_size, min_frequency)
     tokenizer.save(path)
     return tokenizer
