@@ -18,9 +18,20 @@ from omegaconf import DictConfig  # noqa: E402
 os.environ.setdefault("PROJECT_ROOT", str(Path(__file__).resolve().parent))
 
 
+# Printed after Hydra's own message when the command line does not compose into a config.
+HINT = (
+    "hint: `python train.py --help` lists every config group, its options and every key; "
+    "`python train.py --cfg job` prints the composed config; `+key=value` adds a key the config "
+    "lacks, `~key` removes one."
+)
+composed = False  # whether Hydra got as far as calling `main`
+
+
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")
 def main(cfg: DictConfig) -> float | None:
     """Returns `cfg.optimized_metric` (best `val/bleu` by default) for Hydra sweepers."""
+    global composed
+    composed = True
     # Imported after Hydra has parsed --help, which needs no torch.
     from transformer_nmt.sweeps import optimized_metric
     from transformer_nmt.train import train
@@ -29,4 +40,9 @@ def main(cfg: DictConfig) -> float | None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except SystemExit as error:
+        if error.code and not composed:  # Hydra has printed why the command line did not compose
+            print(HINT, file=sys.stderr)
+        raise

@@ -7,6 +7,7 @@ from hydra.utils import instantiate
 from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig, OmegaConf
 
+from transformer_nmt.config_checks import check_config, check_resume
 from transformer_nmt.data.tokenizer import PAD_ID
 from transformer_nmt.loggers import finish_wandb_runs, start_wandb_runs
 from transformer_nmt.precision import resolve_precision
@@ -27,10 +28,12 @@ def train(cfg: DictConfig) -> dict[str, float]:
     loss ended non-finite, so that a sweep records the trial as failed.
     """
     refuse_multirun_with_ddp(cfg)
+    check_config(cfg)
     group_wandb_runs_by_sweep(cfg)
     L.seed_everything(cfg.seed, workers=True)
     datamodule = instantiate(cfg.data)
     tokenizer = datamodule.load_tokenizer()
+    check_resume(cfg.get("ckpt_path"), tokenizer)
     model = instantiate(cfg.model, vocab_size=tokenizer.vocab_size, pad_id=PAD_ID)
     # Plain lists and dicts in hyperparameters keep checkpoints loadable with weights_only=True.
     module = instantiate(cfg.module, model=model, tokenizer=tokenizer, _convert_="all")

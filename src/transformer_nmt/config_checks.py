@@ -1,0 +1,67 @@
+"""Settings that contradict each other fail before any data is read, each named by its key."""
+
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from transformer_nmt.checkpoint import read_checkpoint
+from transformer_nmt.data.tokenizer import BPETokenizer
+
+
+class ConfigError(ValueError):
+    """Settings that cannot train together."""
+
+
+def check_config(cfg: DictConfig) -> None:
+    """Raise a `ConfigError` listing every inconsistent setting of a training config."""
+    problems = [*_model_problems(cfg), *_resume_problems(cfg)]
+    if problems:
+        raise ConfigError("inconsistent settings:\n  " + "\n  ".join(problems))
+
+
+def _model_problems(cfg: DictConfig) -> list[str]:
+    model, data = cfg.model, cfg.data
+    problems = []
+    unset = [key for key in ("d_k", "d_v") if model.get(key) is None]
+    if unset and model.d_model % model.h:
+        problems.append(
+            f"model.d_model={model.d_model} is not divisible by model.h={model.h}, so "
+            f"{' and '.join(f'model.{k}' for k in unset)} (d_model / h by default) cannot be "
+            "derived: change one of them or set model.d_k and model.d_v"
+        )
+    # A kept pair has up to max_len tokens plus EOS (source) or BOS (target input).
+    if model.get("max_positions", 1024) < data.max_len + 1:
+        problems.append(
+            f"data.max_len={data.max_len} allows sequences of {data.max_len + 1} positions with "
+            f"EOS, more than model.max_positions={model.max_positions}: raise "
+            "model.max_positions or lower data.max_len"
+        )
+    return problems
+
+
+def _resume_problems(cfg: DictConfig) -> list[str]:
+    path = cfg.get("ckpt_path")
+    if path is None or Path(path).is_file():
+        return []
+    state = "is a folder" if Path(path).is_dir() else "does not exist"
+    return [
+        f"ckpt_path={path} {state}: give a checkpoint file such as "
+        "<run dir>/checkpoints/last.ckpt, or drop ckpt_path to start afresh"
+    ]
+
+
+def check_resume(ckpt_path: str | None, tokenizer: BPETokenizer) -> None:
+    """Refuse to resume from a checkpoint that is unsafe, unreadable, or of another tokenizer.
+
+    Read weights-only first, so that a checkpoint carrying code is refused before Lightning
+    loads it; a tokenizer other than the data's would silently give every id another meaning.
+    """
+    if ckpt_path is None:
+        return
+    saved = read_checkpoint(ckpt_path).get("tokenizer")
+    if saved is not None and saved != tokenizer.to_str():
+        raise ConfigError(
+            f"ckpt_path={ckpt_path} was trained with another tokenizer than the one the data "
+            "settings give (data.corpus, data.src_lang, data.tgt_lang, data.vocab_size, "
+            "data.min_frequency): resume with the run's own data settings"
+        )

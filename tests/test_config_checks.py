@@ -1,0 +1,104 @@
+"""Wrong or inconsistent settings fail before training starts, naming the setting."""
+
+import subprocess
+import sys
+
+import pytest
+import torch
+from hydra.errors import InstantiationException
+from train import HINT
+
+from hydra_compose import ROOT, compose_train
+from transformer_nmt.checkpoint import CheckpointError
+from transformer_nmt.config_checks import ConfigError, check_config
+from transformer_nmt.data.tokenizer import BPETokenizer
+from transformer_nmt.train import train
+
+TOY = ["experiment=toy", "logger=none"]
+
+
+def train_py(*overrides: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "train.py", *overrides],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize(
+    "override, hydra_says",
+    [
+        ("model=huge", "Could not find 'model/huge'"),
+        ("model.width=1", "Could not override 'model.width'"),
+    ],
+)
+def test_an_unknown_option_or_key_gets_hydras_error_and_our_hint(override, hydra_says):
+    out = train_py(override)
+    assert out.returncode == 1
+    assert hydra_says in out.stderr
+    assert HINT in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_d_model_not_divisible_by_h_names_both_unless_d_k_and_d_v_are_given(tmp_path):
+    with pytest.raises(ConfigError) as info:
+        check_config(compose_train(tmp_path, [*TOY, "model.d_model=66"]))
+    assert "model.d_model=66 is not divisible by model.h=4" in str(info.value)
+    assert "model.d_k and model.d_v" in str(info.value)
+    check_config(
+        compose_train(tmp_path, [*TOY, "model.d_model=66", "model.d_k=16", "model.d_v=16"])
+    )
+
+
+def test_max_len_beyond_the_position_table_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match=r"data\.max_len=200 .* model\.max_positions=128"):
+        check_config(compose_train(tmp_path, [*TOY, "data.max_len=200", "data.max_tokens=4096"]))
+
+
+def test_max_tokens_below_the_longest_sentence_fails_before_any_data_is_read(tmp_path):
+    with pytest.raises(InstantiationException, match=r"max_tokens=32 cannot hold .* max_len=64"):
+        train(compose_train(tmp_path, [*TOY, "data.max_tokens=32"]))
+    assert not (tmp_path / "cache").exists()
+
+
+@pytest.mark.parametrize("kind", ["missing", "folder"])
+def test_a_ckpt_path_that_is_no_file_fails_before_any_data_is_read(tmp_path, kind):
+    path = tmp_path / "checkpoints"
+    if kind == "folder":
+        path.mkdir()
+    with pytest.raises(ConfigError, match=f"ckpt_path={path} (does not exist|is a folder)"):
+        train(compose_train(tmp_path, [*TOY, f"ckpt_path={path}"]))
+    assert not (tmp_path / "cache").exists()
+
+
+def test_several_problems_are_reported_together(tmp_path):
+    cfg = compose_train(tmp_path, [*TOY, "model.d_model=65", f"ckpt_path={tmp_path}/x.ckpt"])
+    with pytest.raises(ConfigError) as info:
+        check_config(cfg)
+    assert "model.d_model=65" in str(info.value) and "ckpt_path=" in str(info.value)
+
+
+def test_resuming_with_another_tokenizer_is_refused(tmp_path):
+    other = BPETokenizer.train(["some other text"] * 10, vocab_size=270, min_frequency=1)
+    torch.save({"state_dict": {}, "tokenizer": other.to_str()}, tmp_path / "other.ckpt")
+    with pytest.raises(ConfigError, match="another tokenizer than the one the data settings give"):
+        train(compose_train(tmp_path, [*TOY, f"ckpt_path={tmp_path}/other.ckpt"]))
+
+
+class Payload:
+    """Unpickling this would create a file: proof that code ran."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (type(self.marker).touch, (self.marker,))
+
+
+def test_resuming_from_a_checkpoint_carrying_code_is_refused_before_lightning_loads_it(tmp_path):
+    torch.save({"state_dict": {}, "extra": Payload(tmp_path / "ran")}, tmp_path / "evil.ckpt")
+    with pytest.raises(CheckpointError, match="could run code"):
+        train(compose_train(tmp_path, [*TOY, f"ckpt_path={tmp_path}/evil.ckpt"]))
+    assert not (tmp_path / "ran").exists()
