@@ -1,7 +1,8 @@
-"""Checkpoints as translators: weights-only loading into (Transformer, BPETokenizer), averaging."""
+"""Checkpoint files: atomic saves, weights-only loading into a translator, averaging."""
 
 import os
 import pickle
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -19,15 +20,61 @@ class CheckpointError(ValueError):
     """A checkpoint that cannot, or must not, become a translator."""
 
 
+def save_atomically(checkpoint: dict[str, Any], path: str | os.PathLike) -> None:
+    """`torch.save` to a temporary file beside `path`, synced, then renamed over `path`.
+
+    Readers, and a run resumed after a kill, see the previous file or the whole new one.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for stale in path.parent.glob(f".{path.name}.*.tmp"):  # left by a process killed mid-save
+        stale.unlink(missing_ok=True)
+    # Same folder, so the same filesystem: os.replace is then atomic. Not mkstemp, whose 0600
+    # mode would hide the checkpoint from those the umask lets read it.
+    tmp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
+    try:
+        with open(tmp, "xb") as f:
+            torch.save(checkpoint, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    # The rename itself survives a crash of the machine only once the folder is synced.
+    folder = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
+
+
 def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     """Load tensors and plain data only (`weights_only`): a checkpoint never runs code here."""
+    if not Path(path).is_file():
+        raise CheckpointError(f"{path}: no such checkpoint file")
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
+        if "Weights only load failed" not in str(e):
+            raise _corrupted(path, e) from e
         raise CheckpointError(
             f"{path}: refused, it holds objects other than tensors and plain data, and loading "
             f"them could run code; only weights are loaded ({e})"
         ) from e
+    # torch raises RuntimeError, EOFError, KeyError or UnicodeDecodeError for damaged files.
+    except Exception as e:
+        raise _corrupted(path, e) from e
+    if not isinstance(checkpoint, dict):
+        raise CheckpointError(f"{path}: holds a {type(checkpoint).__name__}, not a checkpoint")
+    return checkpoint
+
+
+def _corrupted(path: str | os.PathLike, error: Exception) -> CheckpointError:
+    return CheckpointError(
+        f"{path}: unreadable, the file is truncated or corrupted ({type(error).__name__}: "
+        f"{str(error)[:200]}); use an earlier checkpoint of the run, e.g. a step*.ckpt beside it"
+    )
 
 
 def load_checkpoint(path: str | os.PathLike) -> tuple[Transformer, BPETokenizer]:

@@ -1,10 +1,12 @@
 """`train(cfg)`: what `python train.py` runs, callable in-process from tests and notebooks."""
 
 import logging
+import signal
 
 import lightning as L
 from hydra.utils import instantiate
 from lightning.pytorch.loggers import Logger
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
 from transformer_nmt.config_checks import check_config, check_resume
@@ -19,13 +21,17 @@ from transformer_nmt.sweeps import (
 
 log = logging.getLogger(__name__)
 
+# The shell's status for a process ended by SIGTERM: schedulers and scripts see an unfinished run.
+SIGTERM_EXIT = 128 + signal.SIGTERM
+
 
 def train(cfg: DictConfig) -> dict[str, float]:
     """Builds data, model, module, loggers and trainer from the config, then fits.
 
     Returns the final metrics (e.g. `val/bleu`) as floats, and as `best/<name>` the best value
     of each metric a checkpoint callback monitors. Raises `FloatingPointError` if the training
-    loss ended non-finite, so that a sweep records the trial as failed.
+    loss became non-finite, so that a sweep records the trial as failed, and `SystemExit(143)`
+    after a SIGTERM, once the `sigterm_checkpoint` callback has saved.
     """
     refuse_multirun_with_ddp(cfg)
     check_config(cfg)
@@ -51,9 +57,17 @@ def train(cfg: DictConfig) -> dict[str, float]:
     start_wandb_runs(loggers)
 
     try:
-        trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+        trainer.fit(
+            module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"), weights_only=True
+        )
         metrics = {name: float(value) for name, value in trainer.callback_metrics.items()}
         raise_if_diverged(metrics)
+    except SIGTERMException:
+        # The `sigterm_checkpoint` callback has saved and said where: no traceback to add.
+        for logger in loggers:
+            logger.save()  # Lightning does not flush loggers when fit ends by an exception
+        finish_wandb_runs(loggers, trainer.checkpoint_callback, exit_code=SIGTERM_EXIT)
+        raise SystemExit(SIGTERM_EXIT) from None
     except BaseException as error:
         log.error("Training failed: %r", error)  # into this run's log, also inside a sweep
         finish_wandb_runs(loggers, trainer.checkpoint_callback, exit_code=1)

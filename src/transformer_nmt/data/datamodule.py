@@ -142,6 +142,8 @@ class TranslationDataModule(L.LightningDataModule):
         if trainer:
             # A resumed run must continue with the restored epoch's order, not replay epoch 0's.
             sampler.set_epoch(trainer.current_epoch)
+            if shuffle:
+                _skip_trained_batches(sampler, trainer)
         workers = self.hparams.num_workers
         return DataLoader(
             dataset,
@@ -151,3 +153,15 @@ class TranslationDataModule(L.LightningDataModule):
             # Restarting workers every epoch would ship the dataset to each of them again.
             persistent_workers=workers > 0,
         )
+
+
+def _skip_trained_batches(sampler: TokenBatchSampler, trainer: L.Trainer) -> None:
+    """After a mid-epoch resume, start the epoch's batches where the checkpoint left them.
+
+    The count comes from the trainer's restored progress: batches whose optimizer step ran, the
+    same whether the checkpoint was written in `on_train_batch_end` or after it. The sampler's own
+    count runs ahead of it by whatever the DataLoader had prefetched.
+    """
+    trained = trainer.fit_loop.epoch_loop.batch_progress.current.processed
+    if 0 < trained < len(sampler):  # at an epoch's end Lightning starts the next one itself
+        sampler.load_state_dict({**sampler.state_dict(), "consumed": trained})

@@ -1,0 +1,70 @@
+"""A NaN or infinite training loss stops the run before it reaches the weights, or is skipped."""
+
+import logging
+
+import lightning as L
+import torch
+from torch import Tensor
+
+log = logging.getLogger(__name__)
+
+
+class FiniteLoss(L.Callback):
+    """Checks every training loss before backward.
+
+    By default the first non-finite loss raises `FloatingPointError` before the optimizer step, so
+    the weights stay finite and no checkpoint is written afterwards: the last one is the last good
+    one. With `skip=True` the step's gradients are dropped instead (the optimizer leaves every
+    weight as it was, while the step count and learning-rate schedule move on) and the number of
+    skipped steps is logged as `train/skipped_steps`.
+
+    Under DDP the ranks agree before acting, since a rank that stopped or skipped alone would
+    leave the others waiting in a collective.
+    """
+
+    def __init__(self, skip: bool = False) -> None:
+        self.skip = skip
+        self.skipped = 0
+        self._drop_grads = False
+
+    def on_before_backward(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, loss: Tensor
+    ) -> None:
+        # One host sync per step: the decision cannot wait for the logger.
+        loss = loss.detach()
+        finite = bool(torch.isfinite(loss).all())
+        if trainer.strategy.reduce_boolean_decision(finite, all=True):
+            return
+        if not self.skip:
+            raise FloatingPointError(
+                f"training diverged: train/loss={loss.item()} at step {trainer.global_step}. "
+                "Stopped before the optimizer step: the last checkpoint holds the last finite "
+                "weights. "
+                "Lower module.lr_factor or raise module.warmup_steps, or set "
+                "callbacks.finite_loss.skip=true to skip such steps"
+            )
+        self._drop_grads = True  # gradient accumulation: any bad micro-batch spoils the step
+
+    def on_before_optimizer_step(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, optimizer: torch.optim.Optimizer
+    ) -> None:
+        if not self._drop_grads:
+            return
+        self._drop_grads = False
+        # Optimizers leave parameters without a gradient untouched.
+        for group in optimizer.param_groups:
+            for param in group["params"]:
+                param.grad = None
+        self.skipped += 1
+        log.warning(
+            "non-finite train/loss at step %d: step skipped (%d so far)",
+            trainer.global_step,
+            self.skipped,
+        )
+        pl_module.log("train/skipped_steps", float(self.skipped))
+
+    def state_dict(self) -> dict[str, int]:
+        return {"skipped": self.skipped}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.skipped = state["skipped"]

@@ -1,0 +1,250 @@
+"""Killed, terminated and diverging runs: nothing written is lost, and resuming is exact."""
+
+import csv
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from hydra.utils import instantiate
+
+from hydra_compose import ROOT, compose_train
+from transformer_nmt.checkpoint import load_checkpoint, save_atomically
+from transformer_nmt.checkpoint_io import AtomicCheckpointIO
+from transformer_nmt.train import SIGTERM_EXIT, train
+from transformer_nmt.translation_module import TranslationModule
+
+DIES_MID_SAVE = """
+import io, os, signal, sys, torch
+from transformer_nmt.checkpoint import save_atomically
+
+path = sys.argv[1]
+save_atomically({"step": 1, "w": torch.zeros(100_000)}, path)
+real_save = torch.save
+
+def half_then_killed(obj, f):
+    buffer = io.BytesIO()
+    real_save(obj, buffer)
+    f.write(buffer.getvalue()[: len(buffer.getvalue()) // 2])
+    f.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+torch.save = half_then_killed
+save_atomically({"step": 2, "w": torch.ones(100_000)}, path)
+"""
+
+
+def test_a_kill_during_a_save_leaves_the_previous_checkpoint_whole(tmp_path):
+    path = tmp_path / "last.ckpt"
+    run = subprocess.run([sys.executable, "-c", DIES_MID_SAVE, str(path)], timeout=120)
+    assert run.returncode == -signal.SIGKILL
+    (partial,) = tmp_path.glob(".last.ckpt.*.tmp")  # the kill did land mid-write
+    assert 0 < partial.stat().st_size < path.stat().st_size
+    assert torch.load(path, weights_only=True)["step"] == 1
+    save_atomically({"step": 3}, path)
+    assert [p.name for p in tmp_path.iterdir()] == ["last.ckpt"]  # the stale part is gone
+
+
+def test_the_trainer_writes_checkpoints_atomically(tmp_path):
+    trainer = instantiate(compose_train(tmp_path, ["experiment=toy"]).trainer, precision="32")
+    assert isinstance(trainer.strategy.checkpoint_io, AtomicCheckpointIO)
+
+
+# Small enough that a run takes seconds: epochs of ~13 batches, validation on one batch.
+QUICK = [
+    "experiment=toy",
+    "logger=csv",
+    "data.corpus.num_train=300",
+    "data.max_tokens=192",
+    "trainer.max_epochs=-1",
+    "trainer.max_steps=18",
+    "+trainer.limit_val_batches=1",
+    "+trainer.num_sanity_val_steps=0",
+    "+trainer.enable_progress_bar=false",
+    "trainer.log_every_n_steps=1",
+    "module.max_len_b=5",
+    "callbacks.periodic_checkpoint.train_time_interval=null",
+    "+callbacks.periodic_checkpoint.every_n_train_steps=3",
+    "~callbacks.attention_maps",
+    "~callbacks.translation_table",
+]
+
+
+def start(tmp_path: Path, name: str, *overrides: str) -> subprocess.Popen:
+    """`python train.py` writing to tmp_path/name, sharing one tokenizer cache."""
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "train.py",
+            *QUICK,
+            f"paths.log_dir={tmp_path}",
+            f"paths.cache_dir={tmp_path}/cache",
+            f"hydra.run.dir={tmp_path}/{name}",
+            *overrides,
+        ],
+        cwd=ROOT,
+        # One thread: identical arithmetic in every run, and less fighting over the CPU.
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def last_step(run_dir: Path) -> int:
+    """The step of run_dir's last.ckpt; -1 while there is none."""
+    path = run_dir / "checkpoints" / "last.ckpt"
+    if not path.exists():
+        return -1
+    return torch.load(path, map_location="cpu", weights_only=True, mmap=True)["global_step"]
+
+
+def signal_after_step(process: subprocess.Popen, run_dir: Path, step: int, signum: int) -> None:
+    """Send `signum` once run_dir holds a checkpoint of `step` or later."""
+    deadline = time.monotonic() + 300
+    while last_step(run_dir) < step:
+        assert process.poll() is None, process.stderr.read()
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    process.send_signal(signum)
+
+
+def logged_steps(run_dir: Path) -> dict[int, dict[str, float]]:
+    """train/loss and train/lr by step from the CSV logger."""
+    (metrics,) = run_dir.glob("csv/version_*/metrics.csv")
+    rows = {}
+    for row in csv.DictReader(metrics.open()):
+        if row["train/loss"]:
+            step = int(row["step"])
+            rows[step] = {"loss": float(row["train/loss"]), "lr": float(row["train/lr"])}
+    return rows
+
+
+@pytest.fixture(scope="module")
+def interrupted(tmp_path_factory) -> dict:
+    """One uninterrupted run; one of the same seed SIGKILLed, resumed, SIGTERMed and resumed."""
+    tmp_path = tmp_path_factory.mktemp("runs")
+    assert start(tmp_path, "uninterrupted").wait(timeout=600) == 0
+
+    killed = start(tmp_path, "killed")
+    signal_after_step(killed, tmp_path / "killed", 5, signal.SIGKILL)
+    killed.wait(timeout=60)
+    killed_at = last_step(tmp_path / "killed")
+
+    resumed = start(tmp_path, "resumed", f"ckpt_path={tmp_path}/killed/checkpoints/last.ckpt")
+    signal_after_step(resumed, tmp_path / "resumed", killed_at + 3, signal.SIGTERM)
+    _, terminated_stderr = resumed.communicate(timeout=120)
+    terminated_at = last_step(tmp_path / "resumed")
+
+    final = start(tmp_path, "final", f"ckpt_path={tmp_path}/resumed/checkpoints/last.ckpt")
+    assert final.wait(timeout=600) == 0
+    return {
+        "dir": tmp_path,
+        "killed": killed,
+        "killed_at": killed_at,
+        "terminated": resumed,
+        "terminated_at": terminated_at,
+        "terminated_stderr": terminated_stderr,
+    }
+
+
+@pytest.mark.slow
+def test_sigterm_saves_a_checkpoint_and_exits_without_a_traceback(interrupted):
+    assert interrupted["terminated"].returncode == SIGTERM_EXIT
+    assert "Traceback" not in interrupted["terminated_stderr"]
+    run = interrupted["dir"] / "resumed"
+    checkpoint = run / "checkpoints" / "last.ckpt"
+    assert (
+        f"SIGTERM at step {interrupted['terminated_at']}: saved {checkpoint}; "
+        f"resume with ckpt_path={checkpoint}"
+    ) in (run / "train.log").read_text()
+    assert interrupted["terminated_at"] > interrupted["killed_at"]
+
+
+@pytest.mark.slow
+def test_resuming_after_sigkill_and_sigterm_matches_the_uninterrupted_run(interrupted):
+    runs = interrupted["dir"]
+    assert interrupted["killed"].returncode == -signal.SIGKILL
+    killed = torch.load(runs / "killed" / "checkpoints" / "last.ckpt", weights_only=True)
+    progress = killed["loops"]["fit_loop"]["epoch_loop.batch_progress"]["current"]
+    assert 0 < progress["processed"] < 13, "the kill should land mid-epoch"
+
+    # Every step the resumed runs logged: the same batch (loss) at the same learning rate.
+    expected = logged_steps(runs / "uninterrupted")
+    seen = {**logged_steps(runs / "resumed"), **logged_steps(runs / "final")}
+    assert min(seen) == interrupted["killed_at"] and max(seen) == max(expected) == 17
+    for step, values in seen.items():
+        assert values["lr"] == pytest.approx(expected[step]["lr"], rel=1e-6), step
+        assert values["loss"] == pytest.approx(expected[step]["loss"], rel=1e-4), step
+
+    # Same step count, optimizer state and weights at the end.
+    ends = [
+        torch.load(runs / run / "checkpoints" / "last.ckpt", weights_only=True)
+        for run in ("uninterrupted", "final")
+    ]
+    assert ends[0]["global_step"] == ends[1]["global_step"] == 18
+    for key, weights in ends[0]["state_dict"].items():
+        torch.testing.assert_close(ends[1]["state_dict"][key], weights, rtol=1e-4, atol=1e-5)
+    adam = [end["optimizer_states"][0]["state"] for end in ends]
+    for index, state in adam[0].items():
+        assert adam[1][index]["step"] == state["step"]
+        torch.testing.assert_close(adam[1][index]["exp_avg_sq"], state["exp_avg_sq"])
+
+
+# Eight steps of small batches, a checkpoint every two, no validation.
+EIGHT_STEPS = [
+    "experiment=toy",
+    "logger=none",
+    "data.corpus.num_train=300",
+    "data.max_tokens=192",
+    "trainer.max_epochs=-1",
+    "trainer.max_steps=8",
+    "+trainer.num_sanity_val_steps=0",
+    "callbacks.periodic_checkpoint.train_time_interval=null",
+    "+callbacks.periodic_checkpoint.every_n_train_steps=2",
+]
+
+
+@pytest.fixture
+def nan_at(monkeypatch):
+    """Make the training loss NaN at the given steps."""
+    steps: set[int] = set()
+    original = TranslationModule.training_step
+
+    def poisoned(self, batch, batch_idx):
+        loss = original(self, batch, batch_idx)
+        return loss * math.nan if self.global_step in steps else loss
+
+    monkeypatch.setattr(TranslationModule, "training_step", poisoned)
+    return steps
+
+
+def test_a_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, nan_at):
+    nan_at.add(5)
+    with pytest.raises(FloatingPointError, match="training diverged: train/loss=nan at step 5"):
+        train(compose_train(tmp_path, EIGHT_STEPS))
+    checkpoints = tmp_path / "run" / "checkpoints"
+    assert sorted(p.name for p in checkpoints.iterdir()) == [
+        "last.ckpt",
+        "step2.ckpt",
+        "step4.ckpt",
+    ]
+    assert last_step(tmp_path / "run") == 4
+    model, _ = load_checkpoint(checkpoints / "last.ckpt")
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_nan_losses_can_be_skipped_and_counted(tmp_path, nan_at):
+    nan_at.update({3, 5})
+    metrics = train(
+        compose_train(tmp_path, [*EIGHT_STEPS, "callbacks.finite_loss.skip=true"])
+    )
+    assert metrics["train/skipped_steps"] == 2
+    assert last_step(tmp_path / "run") == 8
+    model, _ = load_checkpoint(tmp_path / "run" / "checkpoints" / "last.ckpt")
+    assert all(torch.isfinite(p).all() for p in model.parameters())
