@@ -8,7 +8,7 @@ from torch import Tensor
 from torchmetrics import SumMetric
 
 from transformer_nmt.bleu import SacreBLEU
-from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, BPETokenizer
+from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, BPETokenizer
 from transformer_nmt.loss import label_smoothed_nll, perplexity
 from transformer_nmt.lr_schedule import inverse_sqrt_warmup
 from transformer_nmt.model import Transformer, greedy_search
@@ -25,6 +25,9 @@ class TranslationModule(L.LightningModule):
         warmup_steps: warm-up of the inverse-square-root schedule (paper: 4000).
         betas, eps: Adam's (paper: 0.9, 0.98 and 1e-9).
         max_len_b: validation translations stop at source length + max_len_b (paper: 50).
+        compile: `torch.compile` the model's forward (the training and validation loss) with
+            dynamic shapes, so that each new bucket shape reuses the compiled code instead of
+            compiling again. Decoding stays eager: its cache grows every step.
     """
 
     def __init__(
@@ -37,10 +40,13 @@ class TranslationModule(L.LightningModule):
         betas: tuple[float, float] = (0.9, 0.98),
         eps: float = 1e-9,
         max_len_b: int = 50,
+        compile: bool = False,
     ) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["model", "tokenizer"])
         self.model = model
+        if compile:
+            model.compile(dynamic=True)  # in place: parameter names stay those of the model
         self.tokenizer = tokenizer
         # Sums, not means, so that validation over several ranks weighs every token alike.
         self.val_loss_sum = SumMetric()
@@ -48,9 +54,13 @@ class TranslationModule(L.LightningModule):
         self.val_tokens = SumMetric()
         self.val_bleu = SacreBLEU()
 
-    def _loss(self, batch: dict[str, Any]) -> tuple[Tensor, Tensor, Tensor]:
-        logits = self.model(batch["src"], batch["tgt_in"])  # (B, T, V)
-        return label_smoothed_nll(logits, batch["tgt_out"], self.hparams.label_smoothing, PAD_ID)
+    def _loss(self, batch: dict[str, Any]) -> tuple[Tensor, Tensor, int]:
+        """Summed smoothed loss, summed NLL and number of the batch's real target tokens."""
+        index = batch["tgt_index"]  # (N,) non-pad target positions: padding is never projected
+        logits = self.model(batch["src"], batch["tgt_in"], index)  # (N, V)
+        target = batch["tgt_out"].flatten().index_select(0, index)  # (N,)
+        loss_sum, nll_sum = label_smoothed_nll(logits, target, self.hparams.label_smoothing)
+        return loss_sum, nll_sum, index.numel()
 
     def training_step(self, batch: dict[str, Any], batch_idx: int) -> Tensor:
         loss_sum, nll_sum, num_tokens = self._loss(batch)

@@ -184,7 +184,7 @@ def test_collate_pads_and_adds_bos_and_eos():
         {"src": [5, 6, EOS_ID], "tgt": [7], "src_text": "a b", "tgt_text": "c"},
         {"src": [8, EOS_ID], "tgt": [9, 10, 11], "src_text": "d", "tgt_text": "e f g"},
     ]
-    batch = collate(examples, pad_id=0)
+    batch = collate(examples, pad_id=0, pad_to_multiple_of=1)
     assert batch["src"].dtype == batch["tgt_in"].dtype == batch["tgt_out"].dtype == torch.long
     assert batch["src"].tolist() == [[5, 6, EOS_ID], [8, EOS_ID, 0]]
     assert batch["tgt_in"].tolist() == [[BOS_ID, 7, 0, 0], [BOS_ID, 9, 10, 11]]
@@ -194,8 +194,22 @@ def test_collate_pads_and_adds_bos_and_eos():
 
 
 def test_collate_pads_with_the_given_id_and_omits_absent_text():
-    batch = collate([{"src": [5, EOS_ID], "tgt": []}, {"src": [EOS_ID], "tgt": [4]}], pad_id=99)
+    batch = collate(
+        [{"src": [5, EOS_ID], "tgt": []}, {"src": [EOS_ID], "tgt": [4]}],
+        pad_id=99,
+        pad_to_multiple_of=1,
+    )
     assert batch["src"].tolist() == [[5, EOS_ID], [EOS_ID, 99]]
     assert batch["tgt_in"].tolist() == [[BOS_ID, 99], [BOS_ID, 4]]
     assert batch["tgt_out"].tolist() == [[EOS_ID, 99], [4, EOS_ID]]
-    assert set(batch) == {"src", "tgt_in", "tgt_out"}
+    assert set(batch) == {"src", "tgt_in", "tgt_out", "tgt_index"}
+
+
+def test_collate_rounds_lengths_up_and_indexes_the_real_target_positions():
+    examples = [{"src": [5, 6, EOS_ID], "tgt": [7]}, {"src": [8, EOS_ID], "tgt": [9, 10, 11]}]
+    batch = collate(examples, pad_id=0)  # multiples of 8 by default
+    assert batch["src"].shape == batch["tgt_out"].shape == (2, 8)
+    assert batch["src"][:, 3:].eq(0).all() and batch["tgt_in"][:, 4:].eq(0).all()
+    flat = batch["tgt_out"].flatten()
+    assert batch["tgt_index"].tolist() == (flat != 0).nonzero().flatten().tolist()
+    assert flat[batch["tgt_index"]].tolist() == [7, EOS_ID, 9, 10, 11, EOS_ID]

@@ -11,53 +11,90 @@ def mha() -> MultiHeadAttention:
     return MultiHeadAttention(d_model=32, h=4, d_k=8, d_v=8)
 
 
-def test_fast_path_equals_explicit_softmax(mha):
+@pytest.fixture
+def cross() -> MultiHeadAttention:
+    torch.manual_seed(0)
+    return MultiHeadAttention(d_model=32, h=4, d_k=8, d_v=8, self_attention=False)
+
+
+def test_fast_path_equals_explicit_softmax(cross):
     q, kv = torch.randn(2, 5, 32), torch.randn(2, 7, 32)
     mask = torch.rand(2, 1, 5, 7) > 0.3
     mask[..., 0] = True  # every query sees at least one key
-    fast, no_weights = mha(q, kv, kv, mask)
-    explicit, weights = mha(q, kv, kv, mask, need_weights=True)
+    fast, no_weights = cross(q, kv, mask)
+    explicit, weights = cross(q, kv, mask, need_weights=True)
     assert no_weights is None
     assert weights.shape == (2, 4, 5, 7)
     torch.testing.assert_close(fast, explicit, atol=1e-5, rtol=1e-5)
 
 
+def test_causal_flag_equals_causal_mask_on_both_paths(mha):
+    x = torch.randn(2, 6, 32)
+    masked, _ = mha(x, mask=causal_mask(6))
+    flagged, _ = mha(x, causal=True)
+    explicit, weights = mha(x, causal=True, need_weights=True)
+    torch.testing.assert_close(flagged, masked, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(explicit, masked, atol=1e-5, rtol=1e-5)
+    assert (weights.masked_select(~causal_mask(6)) == 0).all()
+
+
+def test_fused_projection_equals_separate_projections(mha):
+    """w_qkv is [W^Q; W^K; W^V]: the same as projecting queries, keys and values one by one."""
+    x, mask = torch.randn(2, 5, 32), causal_mask(5)
+    w_q, w_k, w_v = mha.w_qkv.weight.split(mha.fused_sizes)
+    b_q, b_k, b_v = mha.w_qkv.bias.split(mha.fused_sizes)
+    heads = lambda t: t.view(2, 5, 4, 8).transpose(1, 2)  # noqa: E731
+    q, k, v = (heads(x @ w.T + b) for w, b in ((w_q, b_q), (w_k, b_k), (w_v, b_v)))
+    scores = (q @ k.transpose(-2, -1) / 8**0.5).masked_fill(~mask, float("-inf"))
+    out = (scores.softmax(-1) @ v).transpose(1, 2).reshape(2, 5, 32)
+    torch.testing.assert_close(mha(x, mask=mask)[0], mha.w_o(out), atol=1e-5, rtol=1e-5)
+
+
+def test_each_projection_is_initialised_at_its_own_xavier_scale():
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(d_model=256, h=4, d_k=64, d_v=64)
+    mha.reset_parameters()
+    bound = (6 / (256 + 256)) ** 0.5  # fan_in d_model, fan_out h * d_k
+    for w in mha.w_qkv.weight.split(mha.fused_sizes):
+        assert bound * 0.95 < w.abs().max() <= bound
+
+
 def test_weights_sum_to_one_and_are_zero_where_masked(mha):
     x = torch.randn(2, 6, 32)
     mask = causal_mask(6)
-    _, weights = mha(x, x, x, mask, need_weights=True)
+    _, weights = mha(x, mask=mask, need_weights=True)
     torch.testing.assert_close(weights.sum(-1), torch.ones(2, 4, 6))
     assert (weights.masked_select(~mask) == 0).all()  # exactly, not approximately
     assert (weights.masked_select(mask) > 0).all()
 
 
 def test_d_k_and_d_v_are_independent_of_d_model_and_h():
-    mha = MultiHeadAttention(d_model=32, h=4, d_k=6, d_v=10)
-    assert mha.w_q.weight.shape == mha.w_k.weight.shape == (4 * 6, 32)
-    assert mha.w_v.weight.shape == (4 * 10, 32)
+    mha = MultiHeadAttention(d_model=32, h=4, d_k=6, d_v=10, self_attention=False)
+    assert mha.w_q.weight.shape == (4 * 6, 32)
+    assert mha.w_kv.weight.shape == (4 * (6 + 10), 32)
     assert mha.w_o.weight.shape == (32, 4 * 10)
     q, kv = torch.randn(2, 3, 32), torch.randn(2, 5, 32)
-    fast, _ = mha(q, kv, kv)
-    explicit, weights = mha(q, kv, kv, need_weights=True)
+    fast, _ = mha(q, kv)
+    explicit, weights = mha(q, kv, need_weights=True)
     assert fast.shape == (2, 3, 32) and weights.shape == (2, 4, 3, 5)
     torch.testing.assert_close(fast, explicit, atol=1e-5, rtol=1e-5)
 
 
 def test_cache_appends_self_attention_keys_and_values(mha):
     x = torch.randn(2, 5, 32)
-    full, _ = mha(x, x, x, causal_mask(5))
+    full, _ = mha(x, causal=True)
     cache = {}
-    steps = [mha(x_t, x_t, x_t, cache=cache)[0] for x_t in x.split(1, dim=1)]
+    steps = [mha(x_t, cache=cache)[0] for x_t in x.split(1, dim=1)]
     assert cache["k"].shape == (2, 4, 5, 8) and cache["v"].shape == (2, 4, 5, 8)
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
 
 
-def test_static_cache_projects_memory_once(mha):
+def test_encoder_decoder_cache_projects_memory_once(cross):
     memory, q = torch.randn(2, 7, 32), torch.randn(2, 1, 32)
     cache = {}
-    first, _ = mha(q, memory, memory, cache=cache, static_kv=True)
+    first, _ = cross(q, memory, cache=cache)
     k = cache["k"]
-    # Later steps must not read key/value at all: pass garbage to prove it.
-    again, _ = mha(q, torch.randn(2, 7, 32), torch.randn(2, 7, 32), cache=cache, static_kv=True)
+    # Later steps must not read the memory at all: pass garbage to prove it.
+    again, _ = cross(q, torch.randn(2, 7, 32), cache=cache)
     assert cache["k"] is k
     torch.testing.assert_close(again, first)

@@ -1,6 +1,6 @@
 import torch
 
-from transformer_nmt.model.masks import causal_mask, decoder_mask, padding_mask
+from transformer_nmt.model.masks import causal_mask, padding_mask
 
 
 def test_padding_mask_is_true_at_real_tokens():
@@ -16,9 +16,3 @@ def test_causal_mask_is_lower_triangular():
     for i in range(4):
         assert mask[0, 0, i].tolist() == [j <= i for j in range(4)]
 
-
-def test_decoder_mask_is_causal_and_ignores_target_padding():
-    tgt = torch.tensor([[1, 5, 6, 0]])
-    mask = decoder_mask(tgt, pad_id=0)
-    assert mask.shape == (1, 1, 4, 4)
-    assert torch.equal(mask[0, 0], causal_mask(4)[0, 0] & torch.tensor([True, True, True, False]))

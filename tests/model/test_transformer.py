@@ -40,8 +40,13 @@ def expected_parameters(config: dict) -> int:
 
 
 def copy_attention(ours: MultiHeadAttention, theirs: nn.MultiheadAttention) -> None:
-    theirs.in_proj_weight.copy_(torch.cat([ours.w_q.weight, ours.w_k.weight, ours.w_v.weight]))
-    theirs.in_proj_bias.copy_(torch.cat([ours.w_q.bias, ours.w_k.bias, ours.w_v.bias]))
+    # Both stack [W^Q; W^K; W^V] row-wise.
+    if ours.self_attention:
+        theirs.in_proj_weight.copy_(ours.w_qkv.weight)
+        theirs.in_proj_bias.copy_(ours.w_qkv.bias)
+    else:
+        theirs.in_proj_weight.copy_(torch.cat([ours.w_q.weight, ours.w_kv.weight]))
+        theirs.in_proj_bias.copy_(torch.cat([ours.w_q.bias, ours.w_kv.bias]))
     theirs.out_proj.load_state_dict(ours.w_o.state_dict())
 
 
@@ -100,7 +105,12 @@ def test_parity_with_torch_nn_transformer(make_model, make_tokens, norm_first):
         tgt_key_padding_mask=tgt == PAD,
         memory_key_padding_mask=src == PAD,
     )
-    torch.testing.assert_close(model(src, tgt), model.generator(out), atol=1e-5, rtol=1e-5)
+    # Real target positions only: our decoder does not mask target padding for padding's own
+    # queries (causal attention keeps real positions off it), so only those rows may differ.
+    real = tgt != PAD
+    torch.testing.assert_close(
+        model(src, tgt)[real], model.generator(out)[real], atol=1e-5, rtol=1e-5
+    )
 
 
 # --- properties -----------------------------------------------------------------------------
@@ -129,6 +139,15 @@ def test_padding_changes_nothing_for_real_tokens(make_model, make_tokens):
     logits = model(src, tgt)[real]
     torch.testing.assert_close(model(padded_src, tgt)[real], logits, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(model(src, padded_tgt)[:, :6][real], logits, atol=1e-5, rtol=1e-5)
+
+
+def test_indexed_positions_get_the_same_logits_as_the_full_projection(make_model, make_tokens):
+    model = make_model()
+    src, tgt = make_tokens([7, 5, 3]), make_tokens([6, 2, 4], seed=1, bos=True)
+    index = (tgt.flatten() != PAD).nonzero().squeeze(1)
+    selected = model(src, tgt, index)
+    assert selected.shape == (12, 50)
+    torch.testing.assert_close(selected, model(src, tgt)[tgt != PAD], atol=1e-5, rtol=1e-5)
 
 
 def test_attention_weights_of_every_layer(make_model, make_tokens):
@@ -237,7 +256,7 @@ def test_gelu_activation(make_model, make_tokens):
 def test_d_k_and_d_v_set_apart_from_d_model_and_h(make_model, make_tokens):
     model = make_model(d_k=6, d_v=10)
     attn = model.decoder.layers[0].src_attn
-    assert attn.w_k.weight.shape == (4 * 6, 32) and attn.w_o.weight.shape == (32, 4 * 10)
+    assert attn.w_kv.weight.shape == (4 * 16, 32) and attn.w_o.weight.shape == (32, 4 * 10)
     assert count_parameters(model) == expected_parameters(model.config)
     src, tgt = make_tokens([7, 5]), make_tokens([6, 6], seed=1, bos=True)
     assert model(src, tgt).shape == (2, 6, 50)

@@ -165,22 +165,28 @@ def _split_to_multiple(sizes: list[int], world_size: int) -> list[int]:
     return sizes
 
 
-def collate(examples: list[dict], pad_id: int) -> dict:
+def collate(examples: list[dict], pad_id: int, pad_to_multiple_of: int = 8) -> dict:
     """Pad a list of examples into a batch, adding BOS and EOS around the target.
 
     Args:
         examples: dicts with "src" (source ids ending in EOS), "tgt" (target ids, no special
             tokens), and optionally "src_text" and "tgt_text" (raw strings).
         pad_id: fills each sequence up to the longest of the batch.
+        pad_to_multiple_of: round the padded lengths up to a multiple of this, which the fast
+            kernels of GPUs prefer; 1 pads to the longest only.
 
     Returns:
-        "src" (B, S), "tgt_in" (B, T) = BOS + tgt, "tgt_out" (B, T) = tgt + EOS as LongTensors,
-        plus "src_text" and "tgt_text" (lists of B strings) when the examples carry them.
+        "src" (B, S), "tgt_in" (B, T) = BOS + tgt, "tgt_out" (B, T) = tgt + EOS as LongTensors;
+        "tgt_index" (N,): flat indices of the N non-pad positions of tgt_out, computed here on
+        the host so that selecting them on a GPU needs no device sync; plus "src_text" and
+        "tgt_text" (lists of B strings) when the examples carry them.
     """
+    tgt_out = _pad([[*ex["tgt"], EOS_ID] for ex in examples], pad_id, pad_to_multiple_of)
     batch = {
-        "src": _pad([ex["src"] for ex in examples], pad_id),
-        "tgt_in": _pad([[BOS_ID, *ex["tgt"]] for ex in examples], pad_id),
-        "tgt_out": _pad([[*ex["tgt"], EOS_ID] for ex in examples], pad_id),
+        "src": _pad([ex["src"] for ex in examples], pad_id, pad_to_multiple_of),
+        "tgt_in": _pad([[BOS_ID, *ex["tgt"]] for ex in examples], pad_id, pad_to_multiple_of),
+        "tgt_out": tgt_out,
+        "tgt_index": (tgt_out.flatten() != pad_id).nonzero().squeeze(1),
     }
     for key in ("src_text", "tgt_text"):
         if key in examples[0]:
@@ -188,9 +194,10 @@ def collate(examples: list[dict], pad_id: int) -> dict:
     return batch
 
 
-def _pad(sequences: list[Sequence[int]], pad_id: int) -> torch.Tensor:
-    """Right-pad id sequences into a (B, L) LongTensor, L the longest length."""
-    out = torch.full((len(sequences), max(map(len, sequences))), pad_id, dtype=torch.long)
+def _pad(sequences: list[Sequence[int]], pad_id: int, multiple: int) -> torch.Tensor:
+    """Right-pad id sequences into a (B, L) LongTensor, L the longest length rounded up."""
+    length = -(-max(map(len, sequences)) // multiple) * multiple
+    out = torch.full((len(sequences), length), pad_id, dtype=torch.long)
     for row, seq in enumerate(sequences):
         out[row, : len(seq)] = torch.as_tensor(seq, dtype=torch.long)
     return out

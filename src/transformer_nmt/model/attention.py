@@ -6,6 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from transformer_nmt.model.masks import causal_mask
+
 
 def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
     """softmax(Q K^T / sqrt(d_k)) V, written out so that it can return the weights."""
@@ -20,69 +22,93 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> tuple[Ten
 class MultiHeadAttention(nn.Module):
     """MultiHead(Q, K, V) = Concat(head_1..head_h) W^O, head_i = Attention(QW^Q_i, KW^K_i, VW^V_i).
 
-    Attention-weight dropout is left out: the paper applies dropout only to sublayer outputs and
-    embedding sums (section 5.4).
+    The projections of all heads are one matrix each, and the ones applied to the same input are
+    stacked into one matmul: [W^Q; W^K; W^V] (`w_qkv`) for self-attention, where queries, keys and
+    values are all the layer input, and [W^K; W^V] (`w_kv`) over the encoder output for
+    encoder-decoder attention. Attention-weight dropout is left out: the paper applies dropout only
+    to sublayer outputs and embedding sums (section 5.4).
+
+    Args:
+        d_model, h, d_k, d_v: sizes as in the paper.
+        self_attention: keys and values come from the queries' own sequence; False for
+            encoder-decoder attention, whose keys and values come from `memory`.
     """
 
-    def __init__(self, d_model: int, h: int, d_k: int, d_v: int):
+    def __init__(self, d_model: int, h: int, d_k: int, d_v: int, self_attention: bool = True):
         super().__init__()
         self.h, self.d_k, self.d_v = h, d_k, d_v
-        # All h heads' projections in one matrix each.
-        self.w_q = nn.Linear(d_model, h * d_k)
-        self.w_k = nn.Linear(d_model, h * d_k)
-        self.w_v = nn.Linear(d_model, h * d_v)
+        self.self_attention = self_attention
+        # Output widths of the stacked projections: (W^Q,) W^K, W^V.
+        self.fused_sizes = [h * d_k, h * d_v]
+        if self_attention:
+            self.fused_sizes.insert(0, h * d_k)
+            self.w_qkv = nn.Linear(d_model, sum(self.fused_sizes))
+        else:
+            self.w_q = nn.Linear(d_model, h * d_k)
+            self.w_kv = nn.Linear(d_model, sum(self.fused_sizes))
         self.w_o = nn.Linear(h * d_v, d_model)
+
+    def reset_parameters(self) -> None:
+        """Xavier-uniform per projection, as if W^Q, W^K and W^V were separate matrices."""
+        fused = self.w_qkv if self.self_attention else self.w_kv
+        for w in (*fused.weight.split(self.fused_sizes), self.w_o.weight):
+            nn.init.xavier_uniform_(w)
+        if not self.self_attention:
+            nn.init.xavier_uniform_(self.w_q.weight)
 
     def forward(
         self,
-        query: Tensor,
-        key: Tensor,
-        value: Tensor,
+        x: Tensor,
+        memory: Tensor | None = None,
         mask: Tensor | None = None,
+        causal: bool = False,
         need_weights: bool = False,
         cache: dict[str, Tensor] | None = None,
-        static_kv: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
-        """Attend from query to key/value.
+        """Attend from x to itself (self-attention) or to memory (encoder-decoder attention).
 
         Args:
-            query: (B, T_q, d_model).
-            key, value: (B, T_k, d_model).
+            x: (B, T_q, d_model), the queries' inputs.
+            memory: (B, T_k, d_model) keys' and values' inputs of encoder-decoder attention.
             mask: boolean, True = may attend, broadcastable to (B, h, T_q, T_k); None = attend all.
+            causal: query i attends to keys 0..i only, without a mask tensor: the fused kernel
+                skips the future instead of reading a (T, T) mask. Needs T_q == T_k; not with mask.
             need_weights: take the explicit softmax path and return the weights (B, h, T_q, T_k);
                 otherwise the fused kernel runs and the weights are None.
             cache: this module's incremental decoding state, updated in place. Its "k" and "v"
-                (B, h, T, d_k / d_v) are the keys and values so far; the new ones are appended.
-            static_kv: key and value are the same at every step (the encoder memory): project
-                them once into the cache and reuse them.
+                (B, h, T, d_k / d_v) are the keys and values so far. Self-attention appends the
+                new ones; encoder-decoder attention projects memory once and then reuses it.
 
         Returns:
             (B, T_q, d_model) output and the weights or None.
         """
-        q = self._split_heads(self.w_q(query), self.d_k)  # (B, h, T_q, d_k)
-        k, v = self._keys_values(key, value, cache, static_kv)  # (B, h, T_k, d_k), (B, h, T_k, d_v)
-        if need_weights:
-            out, weights = attention(q, k, v, mask)
+        if self.self_attention:
+            q, k, v = self.w_qkv(x).split(self.fused_sizes, dim=-1)
+            q, k, v = self._split_heads(q), self._split_heads(k), self._split_heads(v)
+            if cache is not None:
+                if "k" in cache:
+                    k = torch.cat([cache["k"], k], dim=2)
+                    v = torch.cat([cache["v"], v], dim=2)
+                cache["k"], cache["v"] = k, v
         else:
-            out, weights = F.scaled_dot_product_attention(q, k, v, attn_mask=mask), None
+            q = self._split_heads(self.w_q(x))
+            if cache is not None and "k" in cache:
+                k, v = cache["k"], cache["v"]
+            else:
+                k, v = self.w_kv(memory).split(self.fused_sizes, dim=-1)
+                k, v = self._split_heads(k), self._split_heads(v)
+                if cache is not None:
+                    cache["k"], cache["v"] = k, v
+        # q (B, h, T_q, d_k), k (B, h, T_k, d_k), v (B, h, T_k, d_v)
+        if need_weights:
+            out, weights = attention(q, k, v, causal_mask(q.size(2), q.device) if causal else mask)
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
+            weights = None
         B, _, T_q, _ = out.shape
         out = out.transpose(1, 2).reshape(B, T_q, self.h * self.d_v)  # concatenate the heads
         return self.w_o(out), weights
 
-    def _keys_values(
-        self, key: Tensor, value: Tensor, cache: dict[str, Tensor] | None, static_kv: bool
-    ) -> tuple[Tensor, Tensor]:
-        if cache is not None and static_kv and "k" in cache:
-            return cache["k"], cache["v"]
-        k = self._split_heads(self.w_k(key), self.d_k)
-        v = self._split_heads(self.w_v(value), self.d_v)
-        if cache is not None:
-            if "k" in cache:
-                k = torch.cat([cache["k"], k], dim=2)
-                v = torch.cat([cache["v"], v], dim=2)
-            cache["k"], cache["v"] = k, v
-        return k, v
-
-    def _split_heads(self, x: Tensor, d: int) -> Tensor:
+    def _split_heads(self, x: Tensor) -> Tensor:
         B, T, _ = x.shape
-        return x.view(B, T, self.h, d).transpose(1, 2)  # (B, T, h*d) -> (B, h, T, d)
+        return x.view(B, T, self.h, -1).transpose(1, 2)  # (B, T, h*d) -> (B, h, T, d)

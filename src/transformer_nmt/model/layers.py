@@ -64,7 +64,7 @@ class EncoderLayer(nn.Module):
     ) -> tuple[Tensor, Tensor | None]:
         """x (B, S, d_model), mask (B, 1, 1, S) -> (B, S, d_model), weights (B, h, S, S) or None."""
         q = self.sublayer[0].sublayer_input(x)
-        y, weights = self.self_attn(q, q, q, mask, need_weights)
+        y, weights = self.self_attn(q, mask=mask, need_weights=need_weights)
         x = self.sublayer[0](x, y)
         x = self.sublayer[1](x, self.feed_forward(self.sublayer[1].sublayer_input(x)))
         return x, weights
@@ -90,7 +90,7 @@ class DecoderLayer(nn.Module):
         super().__init__()
         self.d_model, self.norm_first = d_model, norm_first
         self.self_attn = MultiHeadAttention(d_model, h, d_k, d_v)
-        self.src_attn = MultiHeadAttention(d_model, h, d_k, d_v)
+        self.src_attn = MultiHeadAttention(d_model, h, d_k, d_v, self_attention=False)
         self.feed_forward = PositionwiseFeedForward(d_model, d_ff, activation)
         self.sublayer = nn.ModuleList(
             SublayerConnection(d_model, dropout, norm_first) for _ in range(3)
@@ -101,7 +101,7 @@ class DecoderLayer(nn.Module):
         x: Tensor,
         memory: Tensor,
         src_mask: Tensor,
-        tgt_mask: Tensor,
+        tgt_mask: Tensor | None,
         cache: dict[str, dict] | None = None,
         need_weights: bool = False,
     ) -> tuple[Tensor, Tensor | None, Tensor | None]:
@@ -110,7 +110,10 @@ class DecoderLayer(nn.Module):
         Args:
             x: (B, T, d_model) target-side inputs (only the new positions when caching).
             memory: (B, S, d_model) encoder output.
-            src_mask: (B, 1, 1, S); tgt_mask: broadcastable to (B, 1, T, T_total).
+            src_mask: (B, 1, 1, S).
+            tgt_mask: broadcastable to (B, 1, T, T_total), only with a cache; without one the
+                self-attention is causal (the fused kernel's flag, no mask tensor), with one and no
+                mask a single new position attends to all cached ones.
             cache: {"self_attn": {...}, "src_attn": {...}}, each attention module's state.
             need_weights: also return self- and encoder-decoder attention weights.
 
@@ -122,12 +125,14 @@ class DecoderLayer(nn.Module):
             (None, None) if cache is None else (cache["self_attn"], cache["src_attn"])
         )
         q = self.sublayer[0].sublayer_input(x)
-        y, self_weights = self.self_attn(q, q, q, tgt_mask, need_weights, self_cache)
+        y, self_weights = self.self_attn(
+            q, mask=tgt_mask, causal=cache is None, need_weights=need_weights, cache=self_cache
+        )
         x = self.sublayer[0](x, y)
         # Queries from the decoder; keys and values from the encoder output (section 3.2.3).
         q = self.sublayer[1].sublayer_input(x)
         y, src_weights = self.src_attn(
-            q, memory, memory, src_mask, need_weights, src_cache, static_kv=True
+            q, memory, src_mask, need_weights=need_weights, cache=src_cache
         )
         x = self.sublayer[1](x, y)
         x = self.sublayer[2](x, self.feed_forward(self.sublayer[2].sublayer_input(x)))

@@ -17,7 +17,3 @@ def causal_mask(size: int, device: torch.device | str | None = None) -> Tensor:
     """(1, 1, T, T) lower-triangular: position i attends to positions 0..i."""
     return torch.ones(size, size, dtype=torch.bool, device=device).tril()[None, None]
 
-
-def decoder_mask(tgt: Tensor, pad_id: int) -> Tensor:
-    """(B, T) target ids -> (B, 1, T, T): causal and ignoring target padding."""
-    return causal_mask(tgt.size(1), tgt.device) & padding_mask(tgt, pad_id)

@@ -11,7 +11,8 @@ from transformer_nmt.model.embeddings import (
     SinusoidalPositionalEncoding,
 )
 from transformer_nmt.model.layers import DecoderLayer, EncoderLayer
-from transformer_nmt.model.masks import causal_mask, decoder_mask, padding_mask
+from transformer_nmt.model.attention import MultiHeadAttention
+from transformer_nmt.model.masks import causal_mask, padding_mask
 
 # One dict per decoder layer, holding one dict per attention module ("self_attn", "src_attn") with
 # that module's keys "k" and values "v", (B, h, T, d_k) and (B, h, T, d_v).
@@ -62,7 +63,7 @@ class Decoder(nn.Module):
         x: Tensor,
         memory: Tensor,
         src_mask: Tensor,
-        tgt_mask: Tensor,
+        tgt_mask: Tensor | None,
         cache: Cache | None = None,
         need_weights: bool = False,
     ) -> tuple[Tensor, list[Tensor], list[Tensor]]:
@@ -158,6 +159,9 @@ class Transformer(nn.Module):
         for p in self.parameters():
             if p.dim() > 1:
                 nn.init.xavier_uniform_(p)
+        for module in self.modules():
+            if isinstance(module, MultiHeadAttention):
+                module.reset_parameters()
         # As fairseq and tensor2tensor: N(0, d_model^-0.5), so the sqrt(d_model)-scaled embeddings
         # start at unit scale; the padding row stays zero.
         for embed in {self.src_embed, self.tgt_embed}:
@@ -206,22 +210,48 @@ class Transformer(nn.Module):
         Returns:
             logits (B, T, vocab_size), or (logits, self_weights, src_weights) if need_weights.
         """
-        offset = self._cached_length(cache)
-        x = self.dropout(self.tgt_positions(self.tgt_embed(tgt_in), offset))
-        if cache is None:
-            tgt_mask = decoder_mask(tgt_in, self.pad_id)  # (B, 1, T, T)
-        else:
-            # New position offset + j sees positions 0..offset + j.
-            tgt_mask = causal_mask(offset + tgt_in.size(1), tgt_in.device)[:, :, offset:]
-        x, self_weights, src_weights = self.decoder(
-            x, memory, src_mask, tgt_mask, cache, need_weights
+        x, self_weights, src_weights = self._decoder_states(
+            tgt_in, memory, src_mask, cache, need_weights
         )
         logits = self.generator(x)
         return (logits, self_weights, src_weights) if need_weights else logits
 
-    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
-        """src (B, S), tgt_in (B, T) -> logits (B, T, vocab_size) for the shifted targets."""
-        return self.decode(tgt_in, self.encode(src), padding_mask(src, self.pad_id))
+    def forward(self, src: Tensor, tgt_in: Tensor, index: Tensor | None = None) -> Tensor:
+        """Logits for the shifted targets, at every position or only at the indexed ones.
+
+        Args:
+            src: (B, S) source ids; tgt_in: (B, T) target ids starting with BOS.
+            index: (N,) flat indices into the B * T target positions (row-major); only these get
+                the output projection, the model's largest matmul. Training passes the non-pad
+                positions, so padding costs no projection and no softmax.
+
+        Returns:
+            (B, T, vocab_size) logits, or (N, vocab_size) with index.
+        """
+        x, _, _ = self._decoder_states(tgt_in, self.encode(src), padding_mask(src, self.pad_id))
+        if index is not None:
+            x = x.flatten(0, 1).index_select(0, index)  # (N, d_model)
+        return self.generator(x)
+
+    def _decoder_states(
+        self,
+        tgt_in: Tensor,
+        memory: Tensor,
+        src_mask: Tensor,
+        cache: Cache | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, list[Tensor], list[Tensor]]:
+        """The decoder stack's output (B, T, d_model) before the output projection."""
+        offset = self._cached_length(cache)
+        x = self.dropout(self.tgt_positions(self.tgt_embed(tgt_in), offset))
+        # Without a cache the decoder layers attend causally with the fused kernel's flag instead of
+        # a (B, 1, T, T) mask: targets are right-padded, so that alone keeps every real position
+        # off the padding. With one, a single new position sees every cached one; only several
+        # new positions at once need the causal mask written out.
+        tgt_mask = None
+        if cache is not None and tgt_in.size(1) > 1:
+            tgt_mask = causal_mask(offset + tgt_in.size(1), tgt_in.device)[:, :, offset:]
+        return self.decoder(x, memory, src_mask, tgt_mask, cache, need_weights)
 
     def new_cache(self) -> Cache:
         """Empty incremental decoding state to pass to `decode`."""
