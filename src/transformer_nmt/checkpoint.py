@@ -49,14 +49,19 @@ def save_atomically(checkpoint: dict[str, Any], path: str | os.PathLike) -> None
         os.close(folder)
 
 
-def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
-    """Load tensors and plain data only (`weights_only`): a checkpoint never runs code here."""
+def read_checkpoint(path: str | os.PathLike, mmap: bool = False) -> dict[str, Any]:
+    """Load tensors and plain data only (`weights_only`): a checkpoint never runs code here.
+
+    `mmap` maps tensors instead of reading them, for a quick look at the other entries.
+    """
     if not Path(path).is_file():
         raise CheckpointError(f"{path}: no such checkpoint file")
     try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as e:
-        if "Weights only load failed" not in str(e):
+        # Code can only run through a GLOBAL (a function or class by name); any other refusal
+        # of the weights-only unpickler is a byte stream that is no pickle at all.
+        if "GLOBAL" not in str(e):
             raise _corrupted(path, e) from e
         raise CheckpointError(
             f"{path}: refused, it holds objects other than tensors and plain data, and loading "
@@ -168,8 +173,7 @@ def last_checkpoints(folder: str | os.PathLike, n: int) -> list[Path]:
     """
     by_step: dict[int, Path] = {}
     for path in sorted(Path(folder).glob("*.ckpt")):
-        # mmap: reads the step without reading the tensors.
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        checkpoint = read_checkpoint(path, mmap=True)  # the step, without reading the tensors
         by_step.setdefault(checkpoint.get("global_step", -1), path)
     if len(by_step) < n:
         raise CheckpointError(

@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from tqdm import tqdm
 
 from transformer_nmt.checkpoint import CheckpointError, load_translator, resolve_checkpoints
 from transformer_nmt.data.bitext import read_lines
+from transformer_nmt.data.corpus import DataError
 from transformer_nmt.translate import add_search_arguments, search_options, translate
 
 
@@ -50,13 +52,16 @@ def main(argv: list[str] | None = None) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
 
+    logging.basicConfig(format="%(levelname)s: %(message)s", level=logging.WARNING)
+
     try:
         paths = resolve_checkpoints(args.checkpoints, args.average_last)
         model, tokenizer = load_translator(paths)
-    except CheckpointError as e:
+        # Invalid UTF-8 is an error here, not replaced: it would change the score silently.
+        sources = [line.strip() for line in read_lines(args.src)]
+        references = [line.strip() for line in read_lines(args.ref)]
+    except (CheckpointError, DataError, OSError) as e:
         sys.exit(f"error: {e}")
-    sources = [line.strip() for line in read_lines(args.src)]
-    references = [line.strip() for line in read_lines(args.ref)]
     if len(sources) != len(references):
         sys.exit(f"{args.src} has {len(sources)} lines but {args.ref} has {len(references)}")
     outputs = translate(model, tokenizer, sources, **search_options(args))

@@ -1,6 +1,7 @@
 """`nmt-translate`: a checkpoint translates a file or stdin to stdout, one line per input line."""
 
 import argparse
+import logging
 import sys
 from collections.abc import Iterable, Iterator
 from itertools import islice
@@ -11,16 +12,23 @@ import torch
 from tqdm import tqdm
 
 from transformer_nmt.checkpoint import CheckpointError, load_checkpoint
-from transformer_nmt.data.bitext import read_lines
+from transformer_nmt.data.bitext import decode_lines, read_lines
 from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, BPETokenizer
 from transformer_nmt.model import Transformer, beam_search
+
+log = logging.getLogger(__name__)
 
 
 def encode_sources(
     tokenizer: BPETokenizer, sentences: list[str], max_positions: int
 ) -> torch.Tensor:
     """(B, S) source ids ending in EOS as in training, right-padded; cut to the position table."""
-    rows = [ids[: max_positions - 1] + [EOS_ID] for ids in tokenizer.encode_batch(sentences)]
+    return pad_sources(tokenizer.encode_batch(sentences), max_positions)
+
+
+def pad_sources(ids: list[list[int]], max_positions: int) -> torch.Tensor:
+    """(B, S) from token ids: cut to max_positions - 1, EOS appended, right-padded."""
+    rows = [row[: max_positions - 1] + [EOS_ID] for row in ids]
     width = max(map(len, rows))
     return torch.tensor([row + [PAD_ID] * (width - len(row)) for row in rows])
 
@@ -38,6 +46,9 @@ def translate(
 ) -> Iterator[list[tuple[str, float]]]:
     """Detokenized translations, in input order, batch_size consecutive sentences at a time.
 
+    An empty (or blank) sentence translates to an empty one without running the model. A sentence
+    longer than the model's position table is cut to fit, with a warning naming its line.
+
     Args:
         model: in eval mode.
         tokenizer: the model's.
@@ -49,14 +60,31 @@ def translate(
         For each sentence, its n_best (translation, score) pairs, best first.
     """
     sentences = iter(sentences)
+    limit = model.config["max_positions"] - 1  # source tokens that fit beside EOS
+    first_line = 1
     while batch := [s.strip() for s in islice(sentences, batch_size)]:
-        src = encode_sources(tokenizer, batch, model.config["max_positions"])
-        beams = beam_search(
-            model, src, BOS_ID, EOS_ID, beam_size, alpha, max_len_b, penalty, n_best
-        )
-        for hypotheses in beams:
-            texts = tokenizer.decode_batch([h.tokens for h in hypotheses])
-            yield [(text, h.score) for text, h in zip(texts, hypotheses, strict=True)]
+        results = [[("", 0.0)] * n_best for _ in batch]
+        todo = [i for i, sentence in enumerate(batch) if sentence]
+        ids = tokenizer.encode_batch([batch[i] for i in todo])
+        for i, row in zip(todo, ids, strict=True):
+            if len(row) > limit:
+                log.warning(
+                    "line %d: %d tokens, more than the model's %d; translating the first %d",
+                    first_line + i,
+                    len(row),
+                    limit,
+                    limit,
+                )
+        if todo:
+            src = pad_sources(ids, limit + 1)
+            beams = beam_search(
+                model, src, BOS_ID, EOS_ID, beam_size, alpha, max_len_b, penalty, n_best
+            )
+            for i, hypotheses in zip(todo, beams, strict=True):
+                texts = tokenizer.decode_batch([h.tokens for h in hypotheses])
+                results[i] = [(text, h.score) for text, h in zip(texts, hypotheses, strict=True)]
+        yield from results
+        first_line += len(batch)
 
 
 def add_search_arguments(parser: argparse.ArgumentParser) -> None:
@@ -94,15 +122,18 @@ def main(argv: list[str] | None = None) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
 
+    logging.basicConfig(format="%(levelname)s: %(message)s", level=logging.WARNING)
+
     try:
         model, tokenizer = load_checkpoint(args.checkpoint)
-    except CheckpointError as e:
+        if args.input is None:
+            # Bytes, not text: invalid UTF-8 is replaced per line, and only "\n" ends a line.
+            lines, progress = decode_lines(sys.stdin.buffer, "stdin", replace_invalid=True), None
+        else:
+            lines = read_lines(args.input, replace_invalid=True)
+            progress = tqdm(total=len(lines), unit="sent", file=sys.stderr)
+    except (CheckpointError, OSError) as e:
         sys.exit(f"error: {e}")
-    if args.input is None:
-        lines, progress = sys.stdin, None
-    else:
-        lines = read_lines(args.input)
-        progress = tqdm(total=len(lines), unit="sent", file=sys.stderr)
     outputs = translate(model, tokenizer, lines, n_best=args.n_best, **search_options(args))
     for i, hypotheses in enumerate(outputs):
         if args.n_best == 1:

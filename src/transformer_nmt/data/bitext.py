@@ -1,7 +1,8 @@
 """Local WMT-style parallel text: one sentence per line, `{split}.{lang}` or `{split}.{lang}.gz`."""
 
 import gzip
-from collections.abc import Mapping
+import logging
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from transformer_nmt.data.corpus import (
@@ -10,6 +11,8 @@ from transformer_nmt.data.corpus import (
     clean_pairs,
     source_split,
 )
+
+log = logging.getLogger(__name__)
 
 DEFAULT_SPLITS = {"train": "train", "val": "val", "test": "test"}
 
@@ -57,18 +60,31 @@ class TextCorpus:
         )
 
 
-def read_lines(file: Path) -> list[str]:
+def read_lines(file: Path, replace_invalid: bool = False) -> list[str]:
     """Read a UTF-8 text file (gzipped if named *.gz), one string per line, line ends kept."""
     opener = gzip.open if file.suffix == ".gz" else open
-    lines = []
     with opener(file, "rb") as f:
-        # Decode line by line so an error can name the line.
-        for number, raw in enumerate(f, start=1):
-            try:
-                lines.append(raw.decode("utf-8"))
-            except UnicodeDecodeError as e:
-                raise DataFormatError(f"{file}, line {number}: not valid UTF-8 ({e.reason})") from e
-    return lines
+        return list(decode_lines(f, str(file), replace_invalid))
+
+
+def decode_lines(
+    raw_lines: Iterable[bytes], where: str, replace_invalid: bool = False
+) -> Iterator[str]:
+    """Decode each line as UTF-8, so that an error can name the line.
+
+    Invalid bytes raise `DataFormatError`: training data with them is better fixed than guessed.
+    With `replace_invalid` they become U+FFFD instead and a warning names the line, so that a
+    translation stays one output line per input line.
+    """
+    for number, raw in enumerate(raw_lines, start=1):
+        try:
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            problem = f"{where}, line {number}: not valid UTF-8 ({e.reason})"
+            if not replace_invalid:
+                raise DataFormatError(problem) from e
+            log.warning("%s; invalid bytes replaced by U+FFFD", problem)
+            yield raw.decode("utf-8", errors="replace")
 
 
 def _listing(folder: Path) -> str:
