@@ -10,10 +10,10 @@ log = logging.getLogger(__name__)
 
 
 class FiniteLoss(L.Callback):
-    """Checks every training loss before backward.
+    """Checks the training loss of every optimizer step before the optimizer applies it.
 
-    By default the first non-finite loss raises `FloatingPointError` before the optimizer step, so
-    the weights stay finite and no checkpoint is written afterwards: the last one is the last good
+    By default a non-finite loss raises `FloatingPointError` before the optimizer step, so the
+    weights stay finite and no checkpoint is written afterwards: the last one is the last good
     one. With `skip=True` the step's gradients are dropped instead (the optimizer leaves every
     weight as it was, while the step count and learning-rate schedule move on) and the number of
     skipped steps is logged as `train/skipped_steps`.
@@ -25,32 +25,31 @@ class FiniteLoss(L.Callback):
     def __init__(self, skip: bool = False) -> None:
         self.skip = skip
         self.skipped = 0
-        self._drop_grads = False
+        self._finite: Tensor | None = None  # on the device: all losses of this step finite
+        self._loss: Tensor | None = None
 
     def on_before_backward(
         self, trainer: L.Trainer, pl_module: L.LightningModule, loss: Tensor
     ) -> None:
-        # One host sync per step: the decision cannot wait for the logger.
-        loss = loss.detach()
-        finite = bool(torch.isfinite(loss).all())
-        if trainer.strategy.reduce_boolean_decision(finite, all=True):
-            return
-        if not self.skip:
-            raise FloatingPointError(
-                f"training diverged: train/loss={loss.item()} at step {trainer.global_step}. "
-                "Stopped before the optimizer step: the last checkpoint holds the last finite "
-                "weights. "
-                "Lower module.lr_factor or raise module.warmup_steps, or set "
-                "callbacks.finite_loss.skip=true to skip such steps"
-            )
-        self._drop_grads = True  # gradient accumulation: any bad micro-batch spoils the step
+        # Accumulated micro-batches share one step: any bad one spoils it.
+        self._loss = loss.detach()
+        finite = torch.isfinite(self._loss)
+        self._finite = finite if self._finite is None else self._finite & finite
 
     def on_before_optimizer_step(
         self, trainer: L.Trainer, pl_module: L.LightningModule, optimizer: torch.optim.Optimizer
     ) -> None:
-        if not self._drop_grads:
+        # One host sync per step, after backward has been queued; the weights are still intact.
+        finite, self._finite = bool(self._finite), None
+        if trainer.strategy.reduce_boolean_decision(finite, all=True):
             return
-        self._drop_grads = False
+        if not self.skip:
+            raise FloatingPointError(
+                f"training diverged: train/loss={self._loss.item()} at step {trainer.global_step}. "
+                "Stopped before the optimizer step: the last checkpoint holds the last finite "
+                "weights. Lower module.lr_factor or raise module.warmup_steps, or set "
+                "callbacks.finite_loss.skip=true to skip such steps"
+            )
         # Optimizers leave parameters without a gradient untouched.
         for group in optimizer.param_groups:
             for param in group["params"]:
