@@ -10,7 +10,7 @@ import pytest
 
 from transformer_nmt.data import hub
 from transformer_nmt.data.bitext import TextCorpus
-from transformer_nmt.data.corpus import DataFormatError
+from transformer_nmt.data.corpus import DataFormatError, DataNotFoundError
 from transformer_nmt.data.datamodule import TranslationDataModule
 from transformer_nmt.data.hub import HubCorpus
 from transformer_nmt.data.tokenizer import cache_path, load_or_train
@@ -117,3 +117,14 @@ def test_an_unreadable_cached_tokenizer_is_trained_again(tmp_path, caplog):
     assert tokenizer.decode_batch(tokenizer.encode_batch(["a cat"])) == ["a cat"]
     assert f"{path} is unreadable" in caplog.text
     assert load_or_train(tmp_path, lambda: iter([]), **settings).to_str() == tokenizer.to_str()
+
+
+def test_a_hub_split_that_does_not_exist_says_how_to_map_it(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "train.jsonl").write_text('{"en": "a", "de": "b"}\n')
+    corpus = HubCorpus(str(tmp_path / "data"), cache_dir=str(tmp_path / "hf"))
+    with pytest.raises(DataNotFoundError) as info:
+        corpus.read("val", "en", "de")
+    message = str(info.value)
+    assert "Unknown split \"validation\". Should be one of ['train']" in message
+    assert "data.corpus.splits={val:<name>}" in message

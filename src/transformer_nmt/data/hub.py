@@ -45,6 +45,13 @@ class HubCorpus:
                 f"{e}. Without network, point data.corpus.name at a local copy of the dataset "
                 "or use local text files (data=multi30k data.corpus.path=...)"
             ) from e
+        except ValueError as e:
+            if "Unknown split" not in str(e):
+                raise
+            raise DataNotFoundError(
+                f"{self._where(hub_split)}: {e} Map the {split!r} split to one of them with "
+                f"data.corpus.splits={{{split}:<name>}}"
+            ) from e
         # Flattening turns `translation` into `translation.de`, `translation.en`, ...:
         # then one lookup fits both shapes.
         table = table.flatten()
