@@ -108,7 +108,7 @@ def test_averaging_different_checkpoints_takes_the_mean(tmp_path, tokenizer):
     torch.save(average_checkpoints(paths), tmp_path / "avg.ckpt")
     averaged, _ = load_checkpoint(tmp_path / "avg.ckpt")
     a, b = (load_checkpoint(p)[0].state_dict() for p in paths)
-    key = "encoder.layers.0.self_attn.w_q.weight"
+    key = "encoder.layers.0.self_attn.w_qkv.weight"
     assert not torch.equal(averaged.state_dict()[key], a[key])
     assert torch.allclose(averaged.state_dict()[key], (a[key] + b[key]) / 2)
     # Tied embeddings stay tied.

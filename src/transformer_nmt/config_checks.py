@@ -6,6 +6,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from transformer_nmt.checkpoint import read_checkpoint
+from transformer_nmt.data.batching import round_up
 from transformer_nmt.data.tokenizer import BPETokenizer
 
 log = logging.getLogger(__name__)
@@ -32,15 +33,19 @@ def _model_problems(cfg: DictConfig) -> list[str]:
             f"{' and '.join(f'model.{k}' for k in unset)} (d_model / h by default) cannot be "
             "derived: change one of them or set model.d_k and model.d_v"
         )
-    # A kept pair has up to max_len tokens plus EOS (source) or BOS (target input). Only a
-    # warning: corpora of short sentences (the toy task) train fine with a small table.
-    if model.get("max_positions", 1024) < data.max_len + 1:
+    # A kept pair has up to max_len tokens plus EOS (source) or BOS (target input), padded up to
+    # a multiple. Only a warning: corpora of short sentences (the toy task) train fine with a
+    # small table.
+    multiple = data.get("pad_to_multiple_of", 1)
+    positions = round_up(data.max_len + 1, multiple)
+    if model.get("max_positions", 1024) < positions:
         log.warning(
-            "data.max_len=%d allows sequences of %d positions, more than model.max_positions=%d: "
-            "a sentence that long would stop training; raise model.max_positions or lower "
-            "data.max_len",
+            "data.max_len=%d allows batches of %d positions (max_len + 1 padded to a multiple of "
+            "data.pad_to_multiple_of=%d), more than model.max_positions=%d: a sentence that long "
+            "would stop training; raise model.max_positions or lower data.max_len",
             data.max_len,
-            data.max_len + 1,
+            positions,
+            multiple,
             model.max_positions,
         )
     return problems

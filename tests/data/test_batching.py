@@ -26,16 +26,21 @@ def padded_share(batches, src, tgt) -> float:
 
 
 @pytest.mark.parametrize("shuffle", [True, False])
-def test_every_index_once_per_epoch_within_budget(shuffle):
+@pytest.mark.parametrize("multiple", [1, 8])
+def test_every_index_once_per_epoch_within_budget(shuffle, multiple):
     src, tgt = random_lengths()
-    sampler = TokenBatchSampler(src, tgt, max_tokens=500, shuffle=shuffle, seed=1)
+    sampler = TokenBatchSampler(
+        src, tgt, max_tokens=500, shuffle=shuffle, seed=1, pad_to_multiple_of=multiple
+    )
     for epoch in range(3):
         sampler.set_epoch(epoch)
         batches = list(sampler)
         assert len(batches) == len(sampler)
         assert sorted(i for b in batches for i in b) == list(range(len(src)))
         for b in batches:
-            assert len(b) * max(max(src[i], tgt[i]) for i in b) <= 500
+            examples = [{"src": [5] * (src[i] - 1) + [EOS_ID], "tgt": [5] * (tgt[i] - 1)} for i in b]
+            padded = collate(examples, pad_id=0, pad_to_multiple_of=multiple)
+            assert padded["src"].numel() <= 500 and padded["tgt_in"].numel() <= 500
 
 
 def test_batches_are_filled_greedily():
@@ -91,8 +96,10 @@ def test_length_grouping_wastes_far_less_than_random_batches():
 
 
 def test_an_example_over_budget_is_named():
-    with pytest.raises(ValueError, match="example 1 has 60 tokens, more than max_tokens=50"):
+    with pytest.raises(ValueError, match="example 1 has 60 tokens, padded to 60, more than max"):
         TokenBatchSampler([3, 60, 4], [3, 5, 4], max_tokens=50)
+    with pytest.raises(ValueError, match="example 0 has 45 tokens, padded to 48, more than max"):
+        TokenBatchSampler([45], [3], max_tokens=46, pad_to_multiple_of=8)
 
 
 def test_empty_dataset_gives_no_batches():
@@ -184,7 +191,7 @@ def test_collate_pads_and_adds_bos_and_eos():
         {"src": [5, 6, EOS_ID], "tgt": [7], "src_text": "a b", "tgt_text": "c"},
         {"src": [8, EOS_ID], "tgt": [9, 10, 11], "src_text": "d", "tgt_text": "e f g"},
     ]
-    batch = collate(examples, pad_id=0, pad_to_multiple_of=1)
+    batch = collate(examples, pad_id=0)
     assert batch["src"].dtype == batch["tgt_in"].dtype == batch["tgt_out"].dtype == torch.long
     assert batch["src"].tolist() == [[5, 6, EOS_ID], [8, EOS_ID, 0]]
     assert batch["tgt_in"].tolist() == [[BOS_ID, 7, 0, 0], [BOS_ID, 9, 10, 11]]
@@ -197,7 +204,6 @@ def test_collate_pads_with_the_given_id_and_omits_absent_text():
     batch = collate(
         [{"src": [5, EOS_ID], "tgt": []}, {"src": [EOS_ID], "tgt": [4]}],
         pad_id=99,
-        pad_to_multiple_of=1,
     )
     assert batch["src"].tolist() == [[5, EOS_ID], [EOS_ID, 99]]
     assert batch["tgt_in"].tolist() == [[BOS_ID, 99], [BOS_ID, 4]]
@@ -207,7 +213,7 @@ def test_collate_pads_with_the_given_id_and_omits_absent_text():
 
 def test_collate_rounds_lengths_up_and_indexes_the_real_target_positions():
     examples = [{"src": [5, 6, EOS_ID], "tgt": [7]}, {"src": [8, EOS_ID], "tgt": [9, 10, 11]}]
-    batch = collate(examples, pad_id=0)  # multiples of 8 by default
+    batch = collate(examples, pad_id=0, pad_to_multiple_of=8)
     assert batch["src"].shape == batch["tgt_out"].shape == (2, 8)
     assert batch["src"][:, 3:].eq(0).all() and batch["tgt_in"][:, 4:].eq(0).all()
     flat = batch["tgt_out"].flatten()

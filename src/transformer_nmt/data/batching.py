@@ -13,7 +13,8 @@ class TokenBatchSampler(Sampler[list[int]]):
     """Yields one rank's lists of example indices whose padded size stays within a token budget.
 
     Examples are sorted by length, so a batch wastes little on padding, and cut greedily so that
-    `len(batch) * max(longest source, longest target) <= max_tokens`. Ties in length are broken at
+    `len(batch) * max(longest source, longest target) <= max_tokens`, the lengths rounded up to
+    `pad_to_multiple_of` as `collate` pads them. Ties in length are broken at
     random and the batch order is shuffled, both from (seed, epoch). Batch sizes depend only on the
     sorted lengths, so every epoch has the same number of batches.
 
@@ -32,6 +33,7 @@ class TokenBatchSampler(Sampler[list[int]]):
         seed: int = 0,
         rank: int = 0,
         world_size: int = 1,
+        pad_to_multiple_of: int = 1,
     ):
         """Fix the batch sizes; which examples fill them is drawn per epoch.
 
@@ -43,6 +45,7 @@ class TokenBatchSampler(Sampler[list[int]]):
             seed: with the epoch, seeds the randomness; must be the same on every rank.
             rank: this process's global rank, 0 <= rank < world_size.
             world_size: number of DDP processes sharing the batches.
+            pad_to_multiple_of: `collate`'s rounding of padded lengths, counted in the budget.
         """
         super().__init__()
         if not 0 <= rank < world_size:
@@ -54,11 +57,12 @@ class TokenBatchSampler(Sampler[list[int]]):
                 f"{len(src_lengths)} source lengths but {len(tgt_lengths)} target lengths"
             )
         self.longest = np.maximum(self.src_lengths, self.tgt_lengths)
-        if len(self.longest) and self.longest.max() > max_tokens:
-            index = int(self.longest.argmax())
+        padded = round_up(self.longest, pad_to_multiple_of)  # what a batch holds per example
+        if len(padded) and padded.max() > max_tokens:
+            index = int(padded.argmax())
             raise ValueError(
-                f"example {index} has {self.longest[index]} tokens, more than "
-                f"max_tokens={max_tokens}; filter long examples or raise max_tokens"
+                f"example {index} has {self.longest[index]} tokens, padded to {padded[index]}, "
+                f"more than max_tokens={max_tokens}; filter long examples or raise max_tokens"
             )
         self.max_tokens = max_tokens
         self.shuffle = shuffle
@@ -67,7 +71,7 @@ class TokenBatchSampler(Sampler[list[int]]):
         self.world_size = world_size
         self.epoch = 0
         self.sizes = _split_to_multiple(
-            _greedy_sizes(np.sort(self.longest), max_tokens), world_size
+            _greedy_sizes(np.sort(padded), max_tokens), world_size
         )
         self.consumed = 0  # batches of this epoch already yielded by this rank
         self._resume_at = 0
@@ -165,15 +169,20 @@ def _split_to_multiple(sizes: list[int], world_size: int) -> list[int]:
     return sizes
 
 
-def collate(examples: list[dict], pad_id: int, pad_to_multiple_of: int = 8) -> dict:
+def round_up(length: int | np.ndarray, multiple: int) -> int | np.ndarray:
+    """The smallest multiple of `multiple` that is at least `length`."""
+    return -(-length // multiple) * multiple
+
+
+def collate(examples: list[dict], pad_id: int, pad_to_multiple_of: int = 1) -> dict:
     """Pad a list of examples into a batch, adding BOS and EOS around the target.
 
     Args:
         examples: dicts with "src" (source ids ending in EOS), "tgt" (target ids, no special
             tokens), and optionally "src_text" and "tgt_text" (raw strings).
         pad_id: fills each sequence up to the longest of the batch.
-        pad_to_multiple_of: round the padded lengths up to a multiple of this, which the fast
-            kernels of GPUs prefer; 1 pads to the longest only.
+        pad_to_multiple_of: round the padded lengths up to a multiple of this, as the tensor
+            cores of GPUs prefer; 1 pads to the longest only.
 
     Returns:
         "src" (B, S), "tgt_in" (B, T) = BOS + tgt, "tgt_out" (B, T) = tgt + EOS as LongTensors;
@@ -196,8 +205,9 @@ def collate(examples: list[dict], pad_id: int, pad_to_multiple_of: int = 8) -> d
 
 def _pad(sequences: list[Sequence[int]], pad_id: int, multiple: int) -> torch.Tensor:
     """Right-pad id sequences into a (B, L) LongTensor, L the longest length rounded up."""
-    length = -(-max(map(len, sequences)) // multiple) * multiple
-    out = torch.full((len(sequences), length), pad_id, dtype=torch.long)
+    out = torch.full(
+        (len(sequences), round_up(max(map(len, sequences)), multiple)), pad_id, dtype=torch.long
+    )
     for row, seq in enumerate(sequences):
         out[row, : len(seq)] = torch.as_tensor(seq, dtype=torch.long)
     return out

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import lightning as L
 from torch.utils.data import DataLoader
 
-from transformer_nmt.data.batching import TokenBatchSampler, collate
+from transformer_nmt.data.batching import TokenBatchSampler, collate, round_up
 from transformer_nmt.data.corpus import Corpus, DataFormatError
 from transformer_nmt.data.dataset import TranslationDataset, encode_pairs
 from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer, load_or_train
@@ -35,6 +35,7 @@ class TranslationDataModule(L.LightningDataModule):
         min_frequency: int = 2,
         max_tokens: int = 4096,
         max_len: int = 256,
+        pad_to_multiple_of: int = 8,
         num_workers: int = 0,
         cache_dir: str = "cache",
         seed: int = 0,
@@ -49,16 +50,19 @@ class TranslationDataModule(L.LightningDataModule):
             min_frequency: a pair seen fewer times is never merged into a BPE token.
             max_tokens: padded tokens per side of a batch.
             max_len: pairs with more BPE tokens on either side are dropped (specials not counted).
+            pad_to_multiple_of: batches are padded to lengths that are multiples of this, which
+                tensor cores prefer; 1 saves the extra padding where nothing gains from it.
             num_workers: DataLoader worker processes.
             cache_dir: folder of cached tokenizers.
             seed: seeds batch composition and order.
         """
         super().__init__()
-        # A pair of max_len tokens plus EOS must fit in one batch.
-        if max_tokens < max_len + 1:
+        # A pair of max_len tokens plus EOS, padded, must fit in one batch.
+        longest = round_up(max_len + 1, pad_to_multiple_of)
+        if max_tokens < longest:
             raise ValueError(
                 f"max_tokens={max_tokens} cannot hold one pair of max_len={max_len} tokens "
-                f"plus EOS; set max_tokens >= {max_len + 1} or lower max_len"
+                f"plus EOS, padded to {longest}; set max_tokens >= {longest} or lower max_len"
             )
         self.save_hyperparameters(ignore=["corpus"])
         self.corpus = corpus
@@ -138,6 +142,7 @@ class TranslationDataModule(L.LightningDataModule):
             seed=self.hparams.seed,
             rank=trainer.global_rank if trainer else 0,
             world_size=trainer.world_size if trainer else 1,
+            pad_to_multiple_of=self.hparams.pad_to_multiple_of,
         )
         if trainer:
             # A resumed run must continue with the restored epoch's order, not replay epoch 0's.
@@ -148,7 +153,9 @@ class TranslationDataModule(L.LightningDataModule):
         return DataLoader(
             dataset,
             batch_sampler=sampler,
-            collate_fn=functools.partial(collate, pad_id=PAD_ID),
+            collate_fn=functools.partial(
+                collate, pad_id=PAD_ID, pad_to_multiple_of=self.hparams.pad_to_multiple_of
+            ),
             num_workers=workers,
             # Restarting workers every epoch would ship the dataset to each of them again.
             persistent_workers=workers > 0,
