@@ -57,6 +57,32 @@ def test_projecting_only_real_positions_equals_the_full_loss_and_its_gradients()
         torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-4)
 
 
+def test_gradients_equal_autograd_through_pytorch_cross_entropy():
+    logits, target = _batch(3)
+    real = target != PAD
+    logits, target = logits[real], target[real]
+    ours = logits.clone().requires_grad_()
+    loss, nll = label_smoothed_nll(ours, target, 0.1)
+    (2.0 * loss + 0.5 * nll).backward()  # both outputs carry gradient, unequally
+    ref = logits.clone().requires_grad_()
+    (
+        2.0 * F.cross_entropy(ref, target, label_smoothing=0.1, reduction="sum")
+        + 0.5 * F.cross_entropy(ref, target, reduction="sum")
+    ).backward()
+    torch.testing.assert_close(ours.grad, ref.grad)
+
+
+def test_bf16_logits_are_scored_in_fp32_and_get_a_bf16_gradient():
+    logits, target = _batch(4)
+    logits = logits.flatten(0, 1).bfloat16().requires_grad_()
+    loss, _ = label_smoothed_nll(logits, target.flatten(), 0.1)
+    loss.backward()
+    ref = logits.detach().float().requires_grad_()
+    F.cross_entropy(ref, target.flatten(), label_smoothing=0.1, reduction="sum").backward()
+    assert loss.dtype == torch.float32 and logits.grad.dtype == torch.bfloat16
+    torch.testing.assert_close(logits.grad.float(), ref.grad, atol=1e-2, rtol=1e-2)
+
+
 def test_bf16_logits_are_scored_in_fp32():
     logits, target = _batch(2)
     loss, nll = label_smoothed_nll(logits.flatten(0, 1).bfloat16(), target.flatten(), 0.1)
