@@ -55,8 +55,9 @@ def test_d_model_not_divisible_by_h_names_both_unless_d_k_and_d_v_are_given(tmp_
 
 def test_max_len_beyond_the_position_table_is_a_warning(tmp_path, caplog):
     with caplog.at_level(logging.WARNING):
-        check_config(compose_train(tmp_path, [*TOY, "data.max_len=200", "data.max_tokens=4096"]))
-    assert "data.max_len=200 allows batches of 208 positions" in caplog.text
+        overrides = ["data.max_len=200", "data.max_tokens=4096", "data.pad_to_multiple_of=8"]
+        check_config(compose_train(tmp_path, [*TOY, *overrides]))
+    assert "data.max_len=200 allows batches of 208 positions" in caplog.text  # 201 rounded up
     assert "model.max_positions=128" in caplog.text
 
 
