@@ -70,7 +70,8 @@ def check_resume(ckpt_path: str | None, tokenizer: BPETokenizer) -> None:
     """
     if ckpt_path is None:
         return
-    saved = read_checkpoint(ckpt_path).get("tokenizer")
+    # mmap: the tokenizer without reading the tensors, which Lightning loads next anyway.
+    saved = read_checkpoint(ckpt_path, mmap=True).get("tokenizer")
     if saved is not None and saved != tokenizer.to_str():
         raise ConfigError(
             f"ckpt_path={ckpt_path} was trained with another tokenizer than the one the data "

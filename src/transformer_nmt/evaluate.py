@@ -2,19 +2,22 @@
 
 import argparse
 import json
-import logging
 import sys
 from pathlib import Path
 from typing import Any
 
-import torch
 from sacrebleu.metrics import BLEU, CHRF
 from tqdm import tqdm
 
 from transformer_nmt.checkpoint import CheckpointError, load_translator, resolve_checkpoints
 from transformer_nmt.data.bitext import read_lines
 from transformer_nmt.data.corpus import DataError
-from transformer_nmt.translate import add_search_arguments, search_options, translate
+from transformer_nmt.translate import (
+    add_search_arguments,
+    parse_search_args,
+    search_options,
+    translate,
+)
 
 
 def score(hypotheses: list[str], references: list[str]) -> dict[str, Any]:
@@ -48,12 +51,7 @@ def main(argv: list[str] | None = None) -> None:
         help="where hypotheses.txt and report.json go (default: evaluation/ beside the checkpoint)",
     )
     add_search_arguments(parser)
-    args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-
-    logging.basicConfig(format="%(levelname)s: %(message)s", level=logging.WARNING)
-
+    args = parse_search_args(parser, argv)
     try:
         paths = resolve_checkpoints(args.checkpoints, args.average_last)
         model, tokenizer = load_translator(paths)

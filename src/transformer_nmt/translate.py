@@ -104,6 +104,18 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
 
 
+def parse_search_args(
+    parser: argparse.ArgumentParser, argv: list[str] | None
+) -> argparse.Namespace:
+    """Parse a command line with the search arguments and apply the process-wide ones: the
+    `--threads`, and warnings (a line cut or replaced) on stderr."""
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    logging.basicConfig(format="%(levelname)s: %(message)s", level=logging.WARNING)
+    return args
+
+
 def search_options(args: argparse.Namespace) -> dict[str, Any]:
     """The keyword arguments of `translate` that `add_search_arguments` parsed."""
     keys = ("batch_size", "beam_size", "alpha", "penalty", "max_len_b")
@@ -118,12 +130,7 @@ def main(argv: list[str] | None = None) -> None:
         "--n-best", type=int, default=1, help="if above 1, print 'line<TAB>score<TAB>text' lines"
     )
     add_search_arguments(parser)
-    args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-
-    logging.basicConfig(format="%(levelname)s: %(message)s", level=logging.WARNING)
-
+    args = parse_search_args(parser, argv)
     try:
         model, tokenizer = load_checkpoint(args.checkpoint)
         if args.input is None:
