@@ -30,7 +30,7 @@ def run_dir(tmp_path_factory):
                 "experiment=toy",
                 "data.corpus.num_train=300",
                 "trainer.max_steps=3",
-                "trainer.val_check_interval=3",  # validate at the last step, whatever the epoch size
+                "trainer.val_check_interval=3",  # validate at the last step, whatever the epoch
                 "trainer.log_every_n_steps=1",
                 "+trainer.limit_val_batches=1",
                 "+trainer.num_sanity_val_steps=1",

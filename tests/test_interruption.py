@@ -241,9 +241,7 @@ def test_a_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, n
 
 def test_nan_losses_can_be_skipped_and_counted(tmp_path, nan_at):
     nan_at.update({3, 5})
-    metrics = train(
-        compose_train(tmp_path, [*EIGHT_STEPS, "callbacks.finite_loss.skip=true"])
-    )
+    metrics = train(compose_train(tmp_path, [*EIGHT_STEPS, "callbacks.finite_loss.skip=true"]))
     assert metrics["train/skipped_steps"] == 2
     assert last_step(tmp_path / "run") == 8
     model, _ = load_checkpoint(tmp_path / "run" / "checkpoints" / "last.ckpt")

@@ -38,7 +38,9 @@ def test_every_index_once_per_epoch_within_budget(shuffle, multiple):
         assert len(batches) == len(sampler)
         assert sorted(i for b in batches for i in b) == list(range(len(src)))
         for b in batches:
-            examples = [{"src": [5] * (src[i] - 1) + [EOS_ID], "tgt": [5] * (tgt[i] - 1)} for i in b]
+            examples = [
+                {"src": [5] * (src[i] - 1) + [EOS_ID], "tgt": [5] * (tgt[i] - 1)} for i in b
+            ]
             padded = collate(examples, pad_id=0, pad_to_multiple_of=multiple)
             assert padded["src"].numel() <= 500 and padded["tgt_in"].numel() <= 500
 

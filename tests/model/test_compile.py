@@ -1,4 +1,4 @@
-"""`torch.compile` of the training forward: same numbers as eager, one compilation for all shapes."""
+"""`torch.compile` of the training forward: as eager, one compilation for every shape."""
 
 import pytest
 import torch

@@ -15,4 +15,3 @@ def test_causal_mask_is_lower_triangular():
     assert mask.shape == (1, 1, 4, 4) and mask.dtype == torch.bool
     for i in range(4):
         assert mask[0, 0, i].tolist() == [j <= i for j in range(4)]
-

@@ -70,9 +70,7 @@ class TokenBatchSampler(Sampler[list[int]]):
         self.rank = rank
         self.world_size = world_size
         self.epoch = 0
-        self.sizes = _split_to_multiple(
-            _greedy_sizes(np.sort(padded), max_tokens), world_size
-        )
+        self.sizes = _split_to_multiple(_greedy_sizes(np.sort(padded), max_tokens), world_size)
         self.consumed = 0  # batches of this epoch already yielded by this rank
         self._resume_at = 0
 

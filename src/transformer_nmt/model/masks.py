@@ -16,4 +16,3 @@ def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
 def causal_mask(size: int, device: torch.device | str | None = None) -> Tensor:
     """(1, 1, T, T) lower-triangular: position i attends to positions 0..i."""
     return torch.ones(size, size, dtype=torch.bool, device=device).tril()[None, None]
-

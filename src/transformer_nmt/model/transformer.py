@@ -5,13 +5,13 @@ import copy
 import torch
 from torch import Tensor, nn
 
+from transformer_nmt.model.attention import MultiHeadAttention
 from transformer_nmt.model.embeddings import (
     Embeddings,
     LearnedPositionalEmbedding,
     SinusoidalPositionalEncoding,
 )
 from transformer_nmt.model.layers import DecoderLayer, EncoderLayer
-from transformer_nmt.model.attention import MultiHeadAttention
 from transformer_nmt.model.masks import causal_mask, padding_mask
 
 # One dict per decoder layer, holding one dict per attention module ("self_attn", "src_attn") with
