@@ -13,6 +13,7 @@ import torch
 import transformer_nmt
 from hydra_compose import compose_train
 from transformer_nmt.checkpoint import load_checkpoint
+from transformer_nmt.evaluate import score
 from transformer_nmt.train import train
 from transformer_nmt.translate import main as translate_main
 
@@ -98,6 +99,13 @@ def test_evaluate_the_average_of_the_last_checkpoints(checkpoints, tmp_path):
     assert report["BLEU"]["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
     assert "nc:6|nw:0" in report["chrF2"]["signature"]
     assert report["BLEU"]["signature"] in out.stdout and "chrF2 = " in out.stdout
+
+
+def test_lowercased_bleu_ignores_only_case():
+    report = score(["A Dog runs on the grass ."], ["a dog runs on the grass ."])
+    assert report["BLEU-lc"]["score"] == pytest.approx(100.0)
+    assert report["BLEU"]["score"] < 70
+    assert "case:lc" in report["BLEU-lc"]["signature"]
 
 
 def test_average_writes_a_checkpoint_that_loads_weights_only(checkpoints, tmp_path):

@@ -21,11 +21,16 @@ from transformer_nmt.translate import (
 
 
 def score(hypotheses: list[str], references: list[str]) -> dict[str, Any]:
-    """Corpus BLEU and chrF with sacreBLEU's defaults, each with its signature."""
+    """Corpus BLEU and chrF with sacreBLEU's defaults, each with its signature.
+
+    Also BLEU-lc, sacreBLEU's `-lc` on the same output: comparable with the lowercased BLEU
+    that many papers report.
+    """
     report = {}
-    for metric in (BLEU(), CHRF()):
+    metrics = {"BLEU": BLEU(), "BLEU-lc": BLEU(lowercase=True), "chrF2": CHRF()}
+    for name, metric in metrics.items():
         result = metric.corpus_score(hypotheses, [references])
-        report[result.name] = {
+        report[name] = {
             "score": result.score,
             "result": str(result),
             "signature": str(metric.get_signature()),
@@ -77,8 +82,8 @@ def main(argv: list[str] | None = None) -> None:
         **score(hypotheses, references),
     }
     (output_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n")
-    for name in ("BLEU", "chrF2"):
-        print(f"{report[name]['result']}\n  signature: {report[name]['signature']}")
+    for name in ("BLEU", "BLEU-lc", "chrF2"):
+        print(f"{name}: {report[name]['result']}\n  signature: {report[name]['signature']}")
     print(f"hypotheses: {output_dir / 'hypotheses.txt'}\nreport: {output_dir / 'report.json'}")
 
 
