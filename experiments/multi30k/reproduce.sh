@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The whole record from the repository root: train each direction for an hour, decode val with
+# every candidate setting, then score test_2016_flickr once with the settings val chose.
+#   NMT_DATA_DIR=../shared/data bash experiments/multi30k/reproduce.sh [train] [val] [test]
+set -euo pipefail
+data=${NMT_DATA_DIR:?point NMT_DATA_DIR at the folder holding multi30k/}/multi30k
+stages=${*:-train val test}
+# Chosen on val (README.md, "Choosing on val"): checkpoints to average and the beam's alpha.
+average=5
+alpha=0.6
+
+evaluate() {  # <pair> <split> <name> <checkpoint arguments and search options...>
+  local pair=$1 split=$2 name=$3 run=outputs/multi30k_$1/final
+  shift 3
+  nmt-evaluate "$@" --src "$data/$split.${pair%_*}.gz" --ref "$data/$split.${pair#*_}.gz" \
+    --output-dir "$run/evaluation/$split/$name" | grep '^[A-Za-z0-9-]*: ' | sed "s|^|$pair $split $name |"
+}
+
+for pair in de_en en_de; do
+  run=outputs/multi30k_$pair/final
+  [[ $stages == *train* ]] && python train.py experiment=multi30k_$pair hydra.run.dir=$run
+  best=$(ls "$run"/checkpoints/step*-bleu*.ckpt)
+  if [[ $stages == *val* ]]; then
+    for beam in 1 4; do
+      evaluate $pair val best_beam$beam "$best" --beam-size $beam
+      for n in 3 5 10; do
+        evaluate $pair val avg${n}_beam$beam "$run/checkpoints" --average-last $n --beam-size $beam
+      done
+    done
+    for a in 0.2 1.0; do
+      evaluate $pair val avg${average}_beam4_alpha$a "$run/checkpoints" --average-last $average --alpha $a
+    done
+  fi
+  if [[ $stages == *test* ]]; then
+    for beam in 1 4; do
+      evaluate $pair test_2016_flickr best_beam$beam "$best" --beam-size $beam --alpha $alpha
+      evaluate $pair test_2016_flickr avg${average}_beam$beam "$run/checkpoints" \
+        --average-last $average --beam-size $beam --alpha $alpha
+    done
+  fi
+done
