@@ -7,7 +7,7 @@ data=${NMT_DATA_DIR:?point NMT_DATA_DIR at the folder holding multi30k/}/multi30
 stages=${*:-train val test}
 # Chosen on val (README.md, "Choosing on val"): checkpoints to average and the beam's alpha.
 average=5
-alpha=0.6
+alpha=1.0
 
 evaluate() {  # <pair> <split> <name> <checkpoint arguments and search options...>
   local pair=$1 split=$2 name=$3 run=outputs/multi30k_$1/final
