@@ -73,17 +73,18 @@ def main(argv: list[str] | None = None) -> None:
     output_dir = args.output_dir or Path(paths[-1]).parent / "evaluation"
     output_dir.mkdir(parents=True, exist_ok=True)
     (output_dir / "hypotheses.txt").write_text("".join(f"{h}\n" for h in hypotheses))
+    scores = score(hypotheses, references)
     report = {
         "checkpoints": [str(p) for p in paths],
         "src": str(args.src),
         "ref": str(args.ref),
         "sentences": len(sources),
         "search": search_options(args),
-        **score(hypotheses, references),
+        **scores,
     }
     (output_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n")
-    for name in ("BLEU", "BLEU-lc", "chrF2"):
-        print(f"{name}: {report[name]['result']}\n  signature: {report[name]['signature']}")
+    for name, metric in scores.items():
+        print(f"{name}: {metric['result']}\n  signature: {metric['signature']}")
     print(f"hypotheses: {output_dir / 'hypotheses.txt'}\nreport: {output_dir / 'report.json'}")
 
 
