@@ -9,9 +9,9 @@ stages=${*:-train val test}
 average=5
 alpha=1.0
 
-evaluate() {  # <pair> <split> <name> <checkpoint arguments and search options...>
-  local pair=$1 split=$2 name=$3 run=outputs/multi30k_$1/final
-  shift 3
+evaluate() {  # <split> <name> <checkpoint arguments and search options...>, of $pair in $run
+  local split=$1 name=$2
+  shift 2
   nmt-evaluate "$@" --src "$data/$split.${pair%_*}.gz" --ref "$data/$split.${pair#*_}.gz" \
     --output-dir "$run/evaluation/$split/$name" | grep '^[A-Za-z0-9-]*: ' | sed "s|^|$pair $split $name |"
 }
@@ -22,19 +22,19 @@ for pair in de_en en_de; do
   best=$(ls "$run"/checkpoints/step*-bleu*.ckpt)
   if [[ $stages == *val* ]]; then
     for beam in 1 4; do
-      evaluate $pair val best_beam$beam "$best" --beam-size $beam
+      evaluate val best_beam$beam "$best" --beam-size $beam
       for n in 3 5 10; do
-        evaluate $pair val avg${n}_beam$beam "$run/checkpoints" --average-last $n --beam-size $beam
+        evaluate val avg${n}_beam$beam "$run/checkpoints" --average-last $n --beam-size $beam
       done
     done
     for a in 0.2 1.0; do
-      evaluate $pair val avg${average}_beam4_alpha$a "$run/checkpoints" --average-last $average --alpha $a
+      evaluate val avg${average}_beam4_alpha$a "$run/checkpoints" --average-last $average --alpha $a
     done
   fi
   if [[ $stages == *test* ]]; then
     for beam in 1 4; do
-      evaluate $pair test_2016_flickr best_beam$beam "$best" --beam-size $beam --alpha $alpha
-      evaluate $pair test_2016_flickr avg${average}_beam$beam "$run/checkpoints" \
+      evaluate test_2016_flickr best_beam$beam "$best" --beam-size $beam --alpha $alpha
+      evaluate test_2016_flickr avg${average}_beam$beam "$run/checkpoints" \
         --average-last $average --beam-size $beam --alpha $alpha
     done
   fi
