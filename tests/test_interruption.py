@@ -196,6 +196,31 @@ def test_resuming_after_sigkill_and_sigterm_matches_the_uninterrupted_run(interr
         torch.testing.assert_close(adam[1][index]["exp_avg_sq"], state["exp_avg_sq"])
 
 
+def test_last_checkpoint_holds_the_final_step_when_the_last_validation_is_not_the_best(tmp_path):
+    # 15 toy steps an epoch: stopping at step 40 is mid-epoch. Monitoring val/loss for its
+    # maximum keeps the first validation the best, so the best checkpoint is saved only at step
+    # 15, and the periodic one last at step 36.
+    stop_mid_epoch = [
+        "experiment=toy",
+        "logger=none",
+        "trainer.max_steps=40",
+        "callbacks.model_checkpoint.monitor=val/loss",
+        "callbacks.model_checkpoint.mode=max",
+        "callbacks.periodic_checkpoint.train_time_interval=null",
+        "+callbacks.periodic_checkpoint.every_n_train_steps=12",
+    ]
+    train(compose_train(tmp_path / "first", stop_mid_epoch))
+    checkpoints = tmp_path / "first" / "run" / "checkpoints"
+    (best,) = checkpoints.glob("step*-bleu*.ckpt")
+    assert torch.load(best, weights_only=True)["global_step"] == 15
+    assert last_step(tmp_path / "first" / "run") == 40
+
+    # It resumes like any other checkpoint.
+    resumed = [*stop_mid_epoch, "trainer.max_steps=50", f"ckpt_path={checkpoints}/last.ckpt"]
+    train(compose_train(tmp_path / "resumed", resumed))
+    assert last_step(tmp_path / "resumed" / "run") == 50
+
+
 # Eight steps of small batches, a checkpoint every two, no validation.
 EIGHT_STEPS = [
     "experiment=toy",

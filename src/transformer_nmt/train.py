@@ -31,7 +31,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
     Returns the final metrics (e.g. `val/bleu`) as floats, and as `best/<name>` the best value
     of each metric a checkpoint callback monitors. Raises `FloatingPointError` if the training
     loss became non-finite, so that a sweep records the trial as failed, and `SystemExit(143)`
-    after a SIGTERM, once the `sigterm_checkpoint` callback has saved.
+    after a SIGTERM, once the `last_checkpoint` callback has saved.
     """
     refuse_multirun_with_ddp(cfg)
     check_config(cfg)
@@ -63,7 +63,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
         metrics = {name: float(value) for name, value in trainer.callback_metrics.items()}
         raise_if_diverged(metrics)
     except SIGTERMException:
-        # The `sigterm_checkpoint` callback has saved and said where: no traceback to add.
+        # The `last_checkpoint` callback has saved and said where: no traceback to add.
         for logger in loggers:
             logger.save()  # Lightning does not flush loggers when fit ends by an exception
         finish_wandb_runs(loggers, trainer.checkpoint_callback, exit_code=SIGTERM_EXIT)
