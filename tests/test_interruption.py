@@ -221,11 +221,6 @@ def test_last_checkpoint_holds_the_final_step_when_the_last_validation_is_not_th
     assert last_step(tmp_path / "resumed" / "run") == 50
 
 
-def test_fast_dev_run_writes_no_checkpoint(tmp_path):
-    train(compose_train(tmp_path, ["experiment=toy", "logger=none", "+trainer.fast_dev_run=2"]))
-    assert last_step(tmp_path / "run") == -1
-
-
 # Eight steps of small batches, a checkpoint every two, no validation.
 EIGHT_STEPS = [
     "experiment=toy",
