@@ -33,7 +33,7 @@ def main(cfg: DictConfig) -> float | None:
     global composed
     composed = True
     # Imported after Hydra has parsed --help, which needs no torch.
-    from transformer_nmt.sweeps import optimized_metric
+    from transformer_nmt.training.sweeps import optimized_metric
     from transformer_nmt.train import train
 
     return optimized_metric(cfg, train(cfg))

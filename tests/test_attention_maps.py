@@ -9,7 +9,7 @@ from omegaconf import open_dict
 
 import wandb_records
 from hydra_compose import compose_train
-from transformer_nmt.plotting import figure_pixels
+from transformer_nmt.attention_plots import figure_pixels
 from transformer_nmt.train import train
 
 pytestmark = pytest.mark.slow  # trains, with a real (offline) W&B run

@@ -3,7 +3,7 @@ import random
 import pytest
 import sacrebleu
 
-from transformer_nmt.bleu import SacreBLEU
+from transformer_nmt.training.bleu import SacreBLEU
 
 REFS = [
     "A man in an orange hat starring at something.",

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer_nmt.checkpoint import (
+from transformer_nmt.training.checkpoint import (
     CheckpointError,
     average_checkpoints,
     last_checkpoints,

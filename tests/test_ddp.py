@@ -21,7 +21,7 @@ from omegaconf import open_dict, read_write
 
 from hydra_compose import ROOT, compose_train
 from transformer_nmt.data.tokenizer import PAD_ID
-from transformer_nmt.sweeps import refuse_multirun_with_ddp
+from transformer_nmt.training.sweeps import refuse_multirun_with_ddp
 
 TIMEOUT = 300
 # A few hundred steps of the toy task: enough for a BLEU above zero to compare.

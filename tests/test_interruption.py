@@ -14,14 +14,14 @@ import torch
 from hydra.utils import instantiate
 
 from hydra_compose import ROOT, compose_train
-from transformer_nmt.checkpoint import load_checkpoint, save_atomically
-from transformer_nmt.checkpoint_io import AtomicCheckpointIO
+from transformer_nmt.training.checkpoint import load_checkpoint, save_atomically
+from transformer_nmt.training.checkpoint import AtomicCheckpointIO
 from transformer_nmt.train import SIGTERM_EXIT, train
-from transformer_nmt.translation_module import TranslationModule
+from transformer_nmt.training.module import TranslationModule
 
 DIES_MID_SAVE = """
 import io, os, signal, sys, torch
-from transformer_nmt.checkpoint import save_atomically
+from transformer_nmt.training.checkpoint import save_atomically
 
 path = sys.argv[1]
 save_atomically({"step": 1, "w": torch.zeros(100_000)}, path)

@@ -1,6 +1,6 @@
 import pytest
 
-from transformer_nmt.lr_schedule import inverse_sqrt_warmup
+from transformer_nmt.training.lr_schedule import inverse_sqrt_warmup
 
 
 @pytest.mark.parametrize("step", [1, 10, 3999, 4000, 4001, 100_000])

@@ -12,8 +12,8 @@ from hydra_compose import ROOT
 from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer
 from transformer_nmt.data.toy import ToyCorpus
 from transformer_nmt.model import Transformer
-from transformer_nmt.plot_attention import plot_attention
-from transformer_nmt.plotting import figure_pixels
+from transformer_nmt.cli.plot_attention import plot_attention
+from transformer_nmt.attention_plots import figure_pixels
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,7 @@ def run(*args: str) -> list[str]:
     path = os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])
     env = {**os.environ, "PYTHONPATH": path}
     out = subprocess.run(
-        [sys.executable, "-m", "transformer_nmt.plot_attention", *args],
+        [sys.executable, "-m", "transformer_nmt.cli.plot_attention", *args],
         env=env,
         capture_output=True,
         text=True,

@@ -5,7 +5,7 @@ from matplotlib.image import AxesImage
 
 from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, BPETokenizer
 from transformer_nmt.model import Transformer
-from transformer_nmt.plotting import (
+from transformer_nmt.attention_plots import (
     attention_grid,
     attention_weights,
     draw_attention,

@@ -2,7 +2,7 @@ import torch
 
 from transformer_nmt.data.tokenizer import EOS_ID, PAD_ID, BPETokenizer
 from transformer_nmt.model import Transformer
-from transformer_nmt.translate import encode_sources, translate
+from transformer_nmt.cli.translate import encode_sources, translate
 
 SENTENCES = ["one two three", "four", "", "five six seven eight nine", "two"]
 

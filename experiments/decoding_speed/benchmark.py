@@ -19,7 +19,7 @@ from omegaconf import OmegaConf
 from transformer_nmt.data.bitext import TextCorpus, read_lines
 from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, BPETokenizer, load_or_train
 from transformer_nmt.model import Transformer, beam_search, greedy_search
-from transformer_nmt.translate import encode_sources
+from transformer_nmt.cli.translate import encode_sources
 
 ROOT = Path(__file__).resolve().parents[2]
 MULTI30K = ROOT.parent / "shared" / "data" / "multi30k"

@@ -9,11 +9,11 @@ from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
-from transformer_nmt.config_checks import check_config, check_resume
+from transformer_nmt.training.config_checks import check_config, check_resume
 from transformer_nmt.data.tokenizer import PAD_ID
-from transformer_nmt.loggers import finish_wandb_runs, start_wandb_runs
-from transformer_nmt.precision import resolve_precision
-from transformer_nmt.sweeps import (
+from transformer_nmt.training.loggers import finish_wandb_runs, start_wandb_runs
+from transformer_nmt.training.precision import resolve_precision
+from transformer_nmt.training.sweeps import (
     group_wandb_runs_by_sweep,
     raise_if_diverged,
     refuse_multirun_with_ddp,

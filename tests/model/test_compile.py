@@ -5,7 +5,7 @@ import torch
 from torch._dynamo.utils import counters
 
 from transformer_nmt.data.batching import collate
-from transformer_nmt.loss import label_smoothed_nll
+from transformer_nmt.training.loss import label_smoothed_nll
 from transformer_nmt.model import Transformer
 
 

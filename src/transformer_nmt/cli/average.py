@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from transformer_nmt.checkpoint import CheckpointError, average_checkpoints, resolve_checkpoints
+from transformer_nmt.training.checkpoint import CheckpointError, average_checkpoints, resolve_checkpoints
 
 
 def main(argv: list[str] | None = None) -> None:

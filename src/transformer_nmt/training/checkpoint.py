@@ -1,4 +1,5 @@
-"""Checkpoint files: atomic saves, weights-only loading into a translator, averaging."""
+"""Checkpoint files: atomic saves (also Lightning's), weights-only loading into a translator,
+averaging."""
 
 import os
 import pickle
@@ -7,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from lightning.fabric.plugins import TorchCheckpointIO
 from torch import Tensor
 
 from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer
@@ -47,6 +49,22 @@ def save_atomically(checkpoint: dict[str, Any], path: str | os.PathLike) -> None
         os.fsync(folder)
     finally:
         os.close(folder)
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Lightning's checkpoint writing through `save_atomically`: a kill mid-save keeps the old file.
+
+    Lightning's own save stages the file in the system's temporary folder and moves it: when that
+    folder is on another filesystem (usual on clusters) the move is a copy into the target, which a
+    kill cuts short; and without fsync a crash of the machine can leave an empty file behind.
+    """
+
+    def save_checkpoint(
+        self, checkpoint: dict[str, Any], path: str | os.PathLike, storage_options: Any = None
+    ) -> None:
+        if storage_options is not None:
+            raise TypeError(f"{type(self).__name__} takes no storage_options")
+        save_atomically(checkpoint, path)
 
 
 def read_checkpoint(path: str | os.PathLike, mmap: bool = False) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from transformer_nmt.checkpoint import CheckpointError, load_checkpoint
+from transformer_nmt.training.checkpoint import CheckpointError, load_checkpoint
 from transformer_nmt.data.bitext import decode_lines, read_lines
 from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, BPETokenizer
 from transformer_nmt.model import Transformer, beam_search

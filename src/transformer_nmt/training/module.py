@@ -7,10 +7,10 @@ import torch
 from torch import Tensor
 from torchmetrics import SumMetric
 
-from transformer_nmt.bleu import SacreBLEU
+from transformer_nmt.training.bleu import SacreBLEU
 from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, BPETokenizer
-from transformer_nmt.loss import label_smoothed_nll, perplexity
-from transformer_nmt.lr_schedule import inverse_sqrt_warmup
+from transformer_nmt.training.loss import label_smoothed_nll, perplexity
+from transformer_nmt.training.lr_schedule import inverse_sqrt_warmup
 from transformer_nmt.model import Transformer, greedy_search
 
 

@@ -6,11 +6,11 @@ import lightning as L
 import torch
 from lightning.pytorch.loggers import WandbLogger
 
-from transformer_nmt.callbacks.val_examples import pick_val_examples
+from transformer_nmt.training.callbacks.val_examples import pick_val_examples
 from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID
 from transformer_nmt.model import greedy_search
-from transformer_nmt.plotting import attention_weights, draw_attention, token_labels
-from transformer_nmt.translation_module import cut_at_eos
+from transformer_nmt.attention_plots import attention_weights, draw_attention, token_labels
+from transformer_nmt.training.module import cut_at_eos
 
 
 class AttentionMaps(L.Callback):

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import torch
 
-from transformer_nmt.checkpoint import load_checkpoint
+from transformer_nmt.training.checkpoint import load_checkpoint
 from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID
 from transformer_nmt.model import greedy_search
-from transformer_nmt.plotting import attention_weights, draw_attention, token_labels
+from transformer_nmt.attention_plots import attention_weights, draw_attention, token_labels
 
 
 def plot_attention(

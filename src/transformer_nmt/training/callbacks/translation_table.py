@@ -8,7 +8,7 @@ import sacrebleu
 import torch
 from lightning.pytorch.loggers import WandbLogger
 
-from transformer_nmt.callbacks.val_examples import pick_val_examples
+from transformer_nmt.training.callbacks.val_examples import pick_val_examples
 from transformer_nmt.data.batching import collate
 from transformer_nmt.data.tokenizer import PAD_ID
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from transformer_nmt.checkpoint import read_checkpoint
+from transformer_nmt.training.checkpoint import read_checkpoint
 from transformer_nmt.data.batching import round_up
 from transformer_nmt.data.tokenizer import BPETokenizer
 
