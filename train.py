@@ -33,8 +33,8 @@ def main(cfg: DictConfig) -> float | None:
     global composed
     composed = True
     # Imported after Hydra has parsed --help, which needs no torch.
-    from transformer_nmt.training.sweeps import optimized_metric
     from transformer_nmt.train import train
+    from transformer_nmt.training.sweeps import optimized_metric
 
     return optimized_metric(cfg, train(cfg))
 

@@ -3,14 +3,14 @@ from pathlib import Path
 import pytest
 import torch
 
+from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer
+from transformer_nmt.model import Transformer
 from transformer_nmt.training.checkpoint import (
     CheckpointError,
     average_checkpoints,
     last_checkpoints,
     load_checkpoint,
 )
-from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer
-from transformer_nmt.model import Transformer
 
 SENTENCES = ["one two three", "zwei drei vier", "four five six", "fünf sechs sieben"] * 5
 
@@ -28,7 +28,7 @@ def write_checkpoint(path: Path, tokenizer: BPETokenizer, seed: int = 0, step: i
         {
             "global_step": step,
             "state_dict": {f"model.{k}": v for k, v in model.state_dict().items()},
-            "model_config": model.config,
+            "model_config": model.config.to_dict(),
             "tokenizer": tokenizer.to_str(),
         },
         path,

@@ -8,8 +8,8 @@ from lightning.pytorch.loggers import CSVLogger, WandbLogger
 from hydra_compose import CONF, compose_train
 from transformer_nmt.data.datamodule import TranslationDataModule
 from transformer_nmt.model import Transformer
-from transformer_nmt.training.precision import resolve_precision
 from transformer_nmt.training.module import TranslationModule
+from transformer_nmt.training.precision import resolve_precision
 
 
 def options(group: str) -> list[str]:
@@ -21,7 +21,7 @@ def test_model_presets_build(tmp_path, name):
     cfg = compose_train(tmp_path, [f"model={name}"])
     model = instantiate(cfg.model, vocab_size=100, pad_id=0)
     assert isinstance(model, Transformer)
-    assert model.config["d_model"] == cfg.model.d_model
+    assert model.config.d_model == cfg.model.d_model
 
 
 def test_base_and_big_are_the_papers(tmp_path):

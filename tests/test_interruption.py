@@ -14,9 +14,8 @@ import torch
 from hydra.utils import instantiate
 
 from hydra_compose import ROOT, compose_train
-from transformer_nmt.training.checkpoint import load_checkpoint, save_atomically
-from transformer_nmt.training.checkpoint import AtomicCheckpointIO
 from transformer_nmt.train import SIGTERM_EXIT, train
+from transformer_nmt.training.checkpoint import AtomicCheckpointIO, load_checkpoint, save_atomically
 from transformer_nmt.training.module import TranslationModule
 
 DIES_MID_SAVE = """

@@ -2,8 +2,8 @@ import torch
 import torch.nn.functional as F
 
 from transformer_nmt.data.batching import collate
-from transformer_nmt.training.loss import label_smoothed_nll, perplexity
 from transformer_nmt.model import Transformer
+from transformer_nmt.training.loss import label_smoothed_nll, perplexity
 
 PAD = 0
 

@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from hydra_compose import ROOT
+from transformer_nmt.attention_plots import figure_pixels
+from transformer_nmt.cli.plot_attention import plot_attention
 from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer
 from transformer_nmt.data.toy import ToyCorpus
 from transformer_nmt.model import Transformer
-from transformer_nmt.cli.plot_attention import plot_attention
-from transformer_nmt.attention_plots import figure_pixels
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +26,12 @@ def checkpoint(tmp_path_factory):
     path = tmp_path_factory.mktemp("ckpt") / "toy.ckpt"
     state = {f"model.{k}": v for k, v in model.state_dict().items()}
     torch.save(
-        {"state_dict": state, "model_config": model.config, "tokenizer": tokenizer.to_str()}, path
+        {
+            "state_dict": state,
+            "model_config": model.config.to_dict(),
+            "tokenizer": tokenizer.to_str(),
+        },
+        path,
     )
     return path
 

@@ -3,8 +3,6 @@ import pytest
 import torch
 from matplotlib.image import AxesImage
 
-from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, BPETokenizer
-from transformer_nmt.model import Transformer
 from transformer_nmt.attention_plots import (
     attention_grid,
     attention_weights,
@@ -13,6 +11,8 @@ from transformer_nmt.attention_plots import (
     grid_shape,
     token_labels,
 )
+from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, BPETokenizer
+from transformer_nmt.model import Transformer
 
 
 @pytest.fixture(scope="module")

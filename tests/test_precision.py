@@ -2,8 +2,8 @@ import torch
 
 from transformer_nmt.data.batching import collate
 from transformer_nmt.data.tokenizer import EOS_ID, PAD_ID
-from transformer_nmt.training.loss import label_smoothed_nll
 from transformer_nmt.model import Transformer
+from transformer_nmt.training.loss import label_smoothed_nll
 from transformer_nmt.training.precision import auto_precision, cpu_has_native_bf16
 
 

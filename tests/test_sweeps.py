@@ -11,7 +11,11 @@ from omegaconf import OmegaConf, open_dict, read_write
 from wandb.sdk.launch.sweeps.utils import create_sweep_command_args
 
 from hydra_compose import ROOT, compose_train
-from transformer_nmt.training.sweeps import group_wandb_runs_by_sweep, optimized_metric, raise_if_diverged
+from transformer_nmt.training.sweeps import (
+    group_wandb_runs_by_sweep,
+    optimized_metric,
+    raise_if_diverged,
+)
 
 WANDB_SWEEP = ROOT / "experiments" / "sweeps" / "wandb_multi30k_de_en.yaml"
 # The toy task, a few steps a trial: a sweep's mechanics, not its results.

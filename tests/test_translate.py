@@ -1,17 +1,10 @@
 import torch
 
-from transformer_nmt.data.tokenizer import EOS_ID, PAD_ID, BPETokenizer
+from transformer_nmt.cli.translate import translate
+from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer
 from transformer_nmt.model import Transformer
-from transformer_nmt.cli.translate import encode_sources, translate
 
 SENTENCES = ["one two three", "four", "", "five six seven eight nine", "two"]
-
-
-def test_sources_end_in_eos_and_fit_the_position_table():
-    tokenizer = BPETokenizer.train(SENTENCES, vocab_size=270, min_frequency=1)
-    src = encode_sources(tokenizer, ["a b c d e f", "", "a"], max_positions=4)
-    assert src.shape == (3, 4)
-    assert src[:, -1].tolist()[0] == EOS_ID and src[1].tolist() == [EOS_ID] + [PAD_ID] * 3
 
 
 def test_batches_keep_the_input_order():

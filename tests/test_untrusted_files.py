@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer_nmt.training.checkpoint import CheckpointError, last_checkpoints, read_checkpoint
-from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer
 from transformer_nmt.cli.evaluate import main as evaluate_main
-from transformer_nmt.model import Transformer
 from transformer_nmt.cli.translate import main as translate_main
+from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer
+from transformer_nmt.model import Transformer
+from transformer_nmt.training.checkpoint import CheckpointError, last_checkpoints, read_checkpoint
 
 WORDS = ["one two three", "four five six", "seven eight nine", "ten eleven twelve"] * 5
 
@@ -31,7 +31,7 @@ def checkpoint(tmp_path_factory) -> Path:
         {
             "global_step": 3,
             "state_dict": {f"model.{k}": v for k, v in model.state_dict().items()},
-            "model_config": model.config,
+            "model_config": model.config.to_dict(),
             "tokenizer": tokenizer.to_str(),
         },
         path,

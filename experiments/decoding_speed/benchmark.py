@@ -17,9 +17,9 @@ import torch
 from omegaconf import OmegaConf
 
 from transformer_nmt.data.bitext import TextCorpus, read_lines
+from transformer_nmt.data.framing import source_batch
 from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, BPETokenizer, load_or_train
 from transformer_nmt.model import Transformer, beam_search, greedy_search
-from transformer_nmt.cli.translate import encode_sources
 
 ROOT = Path(__file__).resolve().parents[2]
 MULTI30K = ROOT.parent / "shared" / "data" / "multi30k"
@@ -55,9 +55,8 @@ def sentences_per_second(
 ) -> float:
     start = time.perf_counter()
     for i in range(0, len(sources), batch_size):
-        batch = encode_sources(
-            tokenizer, sources[i : i + batch_size], model.config["max_positions"]
-        )
+        ids = tokenizer.encode_batch(sources[i : i + batch_size])
+        batch = source_batch(ids, model.config.max_positions)
         decode(model, batch, beam_size, cached)
     return len(sources) / (time.perf_counter() - start)
 

@@ -49,8 +49,8 @@ if __name__ == "__main__" and sys.platform == "linux" and "GLIBC_TUNABLES" not i
 from transformer_nmt.data.batching import TokenBatchSampler, collate  # noqa: E402
 from transformer_nmt.data.bitext import TextCorpus, read_lines  # noqa: E402
 from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, load_or_train  # noqa: E402
-from transformer_nmt.training.loss import label_smoothed_nll  # noqa: E402
 from transformer_nmt.model import Transformer, beam_search, greedy_search  # noqa: E402
+from transformer_nmt.training.loss import label_smoothed_nll  # noqa: E402
 from transformer_nmt.training.precision import cpu_has_native_bf16  # noqa: E402
 
 # nn.Transformer's encoder runs on nested tensors at inference, and says so on every call.

@@ -1,6 +1,7 @@
 """Attention heatmaps: one figure per layer and attention kind, a grid of its heads.
 
-Shared by the `AttentionMaps` callback and the `nmt-plot-attention` command. Figures are built
+Shared by the `AttentionMaps` callback and the `nmt-plot-attention` command, which both call
+`draw_sentence_attention`. Figures are built
 with `matplotlib.figure.Figure` on the Agg canvas, never pyplot: no global state, no display,
 safe in training processes and threads.
 """
@@ -12,8 +13,9 @@ import torch
 from matplotlib.figure import Figure
 from torch import Tensor
 
+from transformer_nmt.data.framing import TARGET_FRAME, cut_at_eos, decoder_input
 from transformer_nmt.data.tokenizer import SPECIAL_TOKENS, BPETokenizer
-from transformer_nmt.model import Transformer
+from transformer_nmt.model import EncoderDecoder, greedy_search
 from transformer_nmt.model.masks import padding_mask
 
 # The three attentions of the paper's section 3.2.3, in the order the data flows.
@@ -86,11 +88,13 @@ def attention_grid(
 
 
 @torch.no_grad()
-def attention_weights(model: Transformer, src: Tensor, tgt_in: Tensor) -> dict[str, list[Tensor]]:
+def attention_weights(
+    model: EncoderDecoder, src: Tensor, tgt_in: Tensor
+) -> dict[str, list[Tensor]]:
     """Every layer's attention weights for one sentence pair, teacher-forced.
 
     Args:
-        model: the Transformer; put it in eval mode first, or dropout blurs the weights.
+        model: in eval mode, or dropout blurs the weights.
         src: (S,) source ids ending in EOS, no padding.
         tgt_in: (T,) decoder input ids starting with BOS, no padding.
 
@@ -100,7 +104,7 @@ def attention_weights(model: Transformer, src: Tensor, tgt_in: Tensor) -> dict[s
     src, tgt_in = src[None], tgt_in[None]  # (1, S), (1, T)
     memory, encoder_self = model.encode(src, need_weights=True)
     _, decoder_self, decoder_src = model.decode(
-        tgt_in, memory, padding_mask(src, model.pad_id), need_weights=True
+        tgt_in, memory, padding_mask(src, model.config.pad_id), need_weights=True
     )
     weights = {"encoder_self": encoder_self, "decoder_self": decoder_self}
     weights["decoder_src"] = decoder_src
@@ -145,3 +149,50 @@ def draw_attention(
             fig.savefig(path)
             paths[f"{kind}/layer{layer}"] = path
     return paths
+
+
+def draw_sentence_attention(
+    model: EncoderDecoder,
+    tokenizer: BPETokenizer,
+    src_ids: list[int],
+    out_dir: str | Path,
+    tgt_tokens: list[int] | None = None,
+    max_len_b: int = 50,
+    step: int | None = None,
+    layers: list[int] | None = None,
+    prefix: str = "",
+) -> dict[str, Path]:
+    """Draw every attention of the model on one sentence; returns {"<kind>/layer<l>": path}.
+
+    The decoder reads `tgt_tokens` (teacher forcing) or, if None, the model's own greedy
+    translation, so that the pictures show what the model attends to while it translates.
+
+    Args:
+        model: the model, put in eval mode while drawing and then back in its mode.
+        tokenizer: the model's, for the axis labels.
+        src_ids: the source as the encoder reads it (`framing.source_ids`).
+        out_dir, step, layers, prefix: as in `draw_attention`.
+        tgt_tokens: target token ids without BOS or EOS; None decodes greedily.
+        max_len_b: the greedy translation stops at source length + max_len_b tokens.
+    """
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()  # dropout would blur the weights
+    try:
+        src = torch.tensor(src_ids, device=device)  # (S,)
+        if tgt_tokens is None:
+            out = greedy_search(model, src[None], **TARGET_FRAME, max_len_b=max_len_b)  # (1, T)
+            tgt_tokens = cut_at_eos(out[0].tolist())
+        tgt_in = torch.tensor(decoder_input(tgt_tokens), device=device)  # (T,)
+        weights = attention_weights(model, src, tgt_in)
+    finally:
+        model.train(was_training)
+    return draw_attention(
+        weights,
+        token_labels(tokenizer, src_ids),
+        token_labels(tokenizer, tgt_in.tolist()),
+        out_dir,
+        step=step,
+        layers=layers,
+        prefix=prefix,
+    )

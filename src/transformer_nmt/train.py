@@ -9,8 +9,8 @@ from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
-from transformer_nmt.training.config_checks import check_config, check_resume
 from transformer_nmt.data.tokenizer import PAD_ID
+from transformer_nmt.training.config_checks import check_config, check_resume
 from transformer_nmt.training.loggers import finish_wandb_runs, start_wandb_runs
 from transformer_nmt.training.precision import resolve_precision
 from transformer_nmt.training.sweeps import (

@@ -1,8 +1,8 @@
 import torch
 
-from transformer_nmt.training.callbacks.batch_telemetry import BatchTelemetry, pad_share
 from transformer_nmt.data.batching import collate
 from transformer_nmt.data.tokenizer import EOS_ID, PAD_ID
+from transformer_nmt.training.callbacks.batch_telemetry import BatchTelemetry, pad_share
 
 
 class RecordingModule:

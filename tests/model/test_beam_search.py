@@ -27,7 +27,7 @@ def test_beam_size_one_is_greedy(make_model, make_tokens, overrides):
         beams = beam_search(model, src, BOS, eos_id, beam_size=1, max_len_b=4)
         for row, (best,) in zip(greedy.tolist(), beams, strict=True):
             assert best.tokens == row[: len(best.tokens)], eos_id
-            assert all(pad == model.config["pad_id"] for pad in row[len(best.tokens) :])
+            assert all(pad == model.config.pad_id for pad in row[len(best.tokens) :])
 
 
 def test_cached_equals_uncached(make_model, make_tokens):
@@ -56,7 +56,7 @@ def exhaustive_ranking(
 
     Outputs are word sequences ending in EOS of at most max_len ids, or max_len ids without EOS.
     """
-    words = [i for i in range(model.config["vocab_size"]) if i not in (0, BOS, EOS)]
+    words = [i for i in range(model.config.vocab_size) if i not in (0, BOS, EOS)]
     outputs = [
         [*prefix, EOS] for n in range(max_len) for prefix in itertools.product(words, repeat=n)
     ] + [list(seq) for seq in itertools.product(words, repeat=max_len)]

@@ -5,8 +5,8 @@ import torch
 from torch._dynamo.utils import counters
 
 from transformer_nmt.data.batching import collate
-from transformer_nmt.training.loss import label_smoothed_nll
 from transformer_nmt.model import Transformer
+from transformer_nmt.training.loss import label_smoothed_nll
 
 
 def bucket(batch_size: int, src_len: int, tgt_len: int, seed: int) -> dict:
@@ -29,7 +29,7 @@ def loss_and_grads(model: Transformer, batch: dict) -> tuple[torch.Tensor, list[
 def test_compiled_equals_eager_and_compiles_once_for_every_bucket_shape():
     torch.manual_seed(0)
     eager = Transformer(vocab_size=50, pad_id=0, N=1, d_model=32, d_ff=64, h=4, dropout=0.0)
-    compiled = Transformer(**eager.config)
+    compiled = Transformer.from_config(eager.config)
     compiled.load_state_dict(eager.state_dict())
     compiled.compile(dynamic=True)
     torch._dynamo.reset()

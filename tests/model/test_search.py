@@ -12,7 +12,7 @@ def reference_greedy(
     model: Transformer, src: Tensor, bos_id: int, eos_id: int, max_len_b: int
 ) -> Tensor:
     """One sentence at a time, unpadded and uncached: recompute the whole prefix every step."""
-    pad_id = model.config["pad_id"]
+    pad_id = model.config.pad_id
     never = [pad_id, bos_id]  # never targets, so search never picks them
     rows = []
     for sentence in src:
@@ -50,7 +50,7 @@ def test_rows_are_cut_at_source_length_plus_max_len_b(make_model, make_tokens):
     src = make_tokens([7, 3])
     out = greedy_search(model, src, BOS, NEVER, max_len_b=4)
     assert out.shape == (2, 7 + 4)
-    assert (out[1, 3 + 4 :] == model.config["pad_id"]).all()
+    assert (out[1, 3 + 4 :] == model.config.pad_id).all()
 
 
 def test_stops_as_soon_as_every_row_has_finished(make_model, make_tokens):
@@ -75,7 +75,7 @@ def test_training_mode_is_left_alone(make_model, make_tokens):
 def test_never_picks_padding_or_bos(make_model, make_tokens):
     model = make_model()
     # A generator that favours PAD and BOS above every word.
-    model.generator = torch.nn.Linear(model.config["d_model"], model.config["vocab_size"])
+    model.generator = torch.nn.Linear(model.config.d_model, model.config.vocab_size)
     with torch.no_grad():
         model.generator.bias[: BOS + 1] = 100.0
     out = greedy_search(model, make_tokens([5, 3]), BOS, NEVER, max_len_b=2)

@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch import nn
 
-from transformer_nmt.model import Transformer, reorder_cache
+from transformer_nmt.model import Transformer, TransformerConfig, reorder_cache
 from transformer_nmt.model.attention import MultiHeadAttention
 from transformer_nmt.model.masks import causal_mask, padding_mask
 
@@ -20,19 +20,19 @@ def linear(n_in: int, n_out: int) -> int:
     return n_in * n_out + n_out  # weights and biases
 
 
-def expected_parameters(config: dict) -> int:
+def expected_parameters(config: TransformerConfig) -> int:
     """The parameter count from the paper's layer definitions, independently of the code."""
-    V, N, d_model, d_ff, h = (config[k] for k in ("vocab_size", "N", "d_model", "d_ff", "h"))
-    d_k, d_v = config["d_k"], config["d_v"]
+    V, N, d_model, d_ff, h = config.vocab_size, config.N, config.d_model, config.d_ff, config.h
+    d_k, d_v = config.d_k, config.d_v
     attention = 2 * linear(d_model, h * d_k) + linear(d_model, h * d_v) + linear(h * d_v, d_model)
     ffn = linear(d_model, d_ff) + linear(d_ff, d_model)
     layer_norm = 2 * d_model
     encoder = N * (attention + ffn + 2 * layer_norm)
     decoder = N * (2 * attention + ffn + 3 * layer_norm)
-    final_norms = 2 * layer_norm if config["norm_first"] else 0
-    embeddings = {"all": 1, "decoder": 2, "none": 3}[config["tie_embeddings"]] * V * d_model
-    learned = config["positions"] == "learned"
-    positions = 2 * config["max_positions"] * d_model if learned else 0
+    final_norms = 2 * layer_norm if config.norm_first else 0
+    embeddings = {"all": 1, "decoder": 2, "none": 3}[config.tie_embeddings] * V * d_model
+    learned = config.positions == "learned"
+    positions = 2 * config.max_positions * d_model if learned else 0
     return encoder + decoder + final_norms + embeddings + positions
 
 
@@ -57,13 +57,13 @@ def reference_transformer(model: Transformer) -> nn.Transformer:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # nested tensors are unavailable with norm_first
         ref = nn.Transformer(
-            c["d_model"], c["h"], c["N"], c["N"], c["d_ff"], dropout=0.0,
-            batch_first=True, norm_first=c["norm_first"],
+            c.d_model, c.h, c.N, c.N, c.d_ff, dropout=0.0,
+            batch_first=True, norm_first=c.norm_first,
         )  # fmt: skip
     # nn.Transformer always ends each stack with a LayerNorm. A post-norm layer already ends with
     # one and the paper adds no other, so for post-norm the reference's are replaced by identities;
     # for pre-norm they are the stacks' final norms, copied like the rest.
-    if c["norm_first"]:
+    if c.norm_first:
         ref.encoder.norm.load_state_dict(model.encoder.norm.state_dict())
         ref.decoder.norm.load_state_dict(model.decoder.norm.state_dict())
     else:
@@ -263,9 +263,9 @@ def test_d_k_and_d_v_set_apart_from_d_model_and_h(make_model, make_tokens):
 
 
 def test_d_model_not_divisible_by_h_needs_explicit_d_k_and_d_v(make_model):
-    with pytest.raises(ValueError, match=r"d_model \(30\).*h \(4\)"):
+    with pytest.raises(ValueError, match=r"d_model=30 is not divisible by model.h=4"):
         make_model(d_model=30)
-    assert make_model(d_model=30, d_k=8, d_v=8).config["d_k"] == 8
+    assert make_model(d_model=30, d_k=8, d_v=8).config.d_k == 8
 
 
 @pytest.mark.parametrize("bad", [{"positions": "rotary"}, {"tie_embeddings": "encoder"}])
@@ -279,7 +279,9 @@ def test_unknown_switch_values_are_rejected(make_model, bad):
 
 def test_config_rebuilds_the_model(make_model, make_tokens):
     model = make_model(positions="learned", tie_embeddings="decoder")
-    clone = Transformer(**json.loads(json.dumps(model.config))).eval()  # plain values only
+    clone = Transformer(
+        **json.loads(json.dumps(model.config.to_dict()))
+    ).eval()  # plain values only
     clone.load_state_dict(model.state_dict())
     src, tgt = make_tokens([7, 5]), make_tokens([6, 6], seed=1, bos=True)
     torch.testing.assert_close(clone(src, tgt), model(src, tgt))

@@ -6,7 +6,11 @@ from pathlib import Path
 
 import torch
 
-from transformer_nmt.training.checkpoint import CheckpointError, average_checkpoints, resolve_checkpoints
+from transformer_nmt.training.checkpoint import (
+    CheckpointError,
+    average_checkpoints,
+    resolve_checkpoints,
+)
 
 
 def main(argv: list[str] | None = None) -> None:

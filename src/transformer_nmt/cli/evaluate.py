@@ -9,14 +9,18 @@ from typing import Any
 from sacrebleu.metrics import BLEU, CHRF
 from tqdm import tqdm
 
-from transformer_nmt.training.checkpoint import CheckpointError, load_translator, resolve_checkpoints
-from transformer_nmt.data.bitext import read_lines
-from transformer_nmt.data.corpus import DataError
 from transformer_nmt.cli.translate import (
     add_search_arguments,
     parse_search_args,
     search_options,
     translate,
+)
+from transformer_nmt.data.bitext import read_lines
+from transformer_nmt.data.corpus import DataError
+from transformer_nmt.training.checkpoint import (
+    CheckpointError,
+    load_translator,
+    resolve_checkpoints,
 )
 
 

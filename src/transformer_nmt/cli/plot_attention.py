@@ -10,12 +10,9 @@ is forced as decoder input (teacher forcing), which shows how the model aligns a
 import argparse
 from pathlib import Path
 
-import torch
-
+from transformer_nmt.attention_plots import draw_sentence_attention
+from transformer_nmt.data.framing import source_ids
 from transformer_nmt.training.checkpoint import load_checkpoint
-from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID
-from transformer_nmt.model import greedy_search
-from transformer_nmt.attention_plots import attention_weights, draw_attention, token_labels
 
 
 def plot_attention(
@@ -36,22 +33,12 @@ def plot_attention(
         layers: 1-based layers to draw; all if None.
         max_len_b: the greedy translation stops at source length + max_len_b tokens.
     """
-    model, tokenizer = load_checkpoint(checkpoint)  # eval mode
-    (src_ids,) = tokenizer.encode_batch([source])
-    src = torch.tensor([*src_ids, EOS_ID])  # as the training data: source ends in EOS
-    if reference is None:
-        with torch.no_grad():
-            out = greedy_search(model, src[None], BOS_ID, EOS_ID, max_len_b)[0].tolist()
-        tgt_ids = out[: out.index(EOS_ID)] if EOS_ID in out else out
-    else:
-        (tgt_ids,) = tokenizer.encode_batch([reference])
-    tgt_in = torch.tensor([BOS_ID, *tgt_ids])
-    return draw_attention(
-        attention_weights(model, src, tgt_in),
-        token_labels(tokenizer, src.tolist()),
-        token_labels(tokenizer, tgt_in.tolist()),
-        out_dir,
-        layers=layers,
+    model, tokenizer = load_checkpoint(checkpoint)
+    (tokens,) = tokenizer.encode_batch([source])
+    src_ids = source_ids(tokens, model.config.max_positions)
+    tgt_tokens = None if reference is None else tokenizer.encode_batch([reference])[0]
+    return draw_sentence_attention(
+        model, tokenizer, src_ids, out_dir, tgt_tokens, max_len_b=max_len_b, layers=layers
     )
 
 

@@ -6,35 +6,21 @@ import sys
 from collections.abc import Iterable, Iterator
 from itertools import islice
 from pathlib import Path
-from typing import Any
 
-import torch
 from tqdm import tqdm
 
-from transformer_nmt.training.checkpoint import CheckpointError, load_checkpoint
+from transformer_nmt.cli.search_args import add_search_arguments, parse_search_args, search_options
 from transformer_nmt.data.bitext import decode_lines, read_lines
-from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, BPETokenizer
-from transformer_nmt.model import Transformer, beam_search
+from transformer_nmt.data.framing import ADDED_TOKENS, TARGET_FRAME, source_batch
+from transformer_nmt.data.tokenizer import BPETokenizer
+from transformer_nmt.model import EncoderDecoder, beam_search
+from transformer_nmt.training.checkpoint import CheckpointError, load_checkpoint
 
 log = logging.getLogger(__name__)
 
 
-def encode_sources(
-    tokenizer: BPETokenizer, sentences: list[str], max_positions: int
-) -> torch.Tensor:
-    """(B, S) source ids ending in EOS as in training, right-padded; cut to the position table."""
-    return pad_sources(tokenizer.encode_batch(sentences), max_positions)
-
-
-def pad_sources(ids: list[list[int]], max_positions: int) -> torch.Tensor:
-    """(B, S) from token ids: cut to max_positions - 1, EOS appended, right-padded."""
-    rows = [row[: max_positions - 1] + [EOS_ID] for row in ids]
-    width = max(map(len, rows))
-    return torch.tensor([row + [PAD_ID] * (width - len(row)) for row in rows])
-
-
 def translate(
-    model: Transformer,
+    model: EncoderDecoder,
     tokenizer: BPETokenizer,
     sentences: Iterable[str],
     batch_size: int = 64,
@@ -60,7 +46,7 @@ def translate(
         For each sentence, its n_best (translation, score) pairs, best first.
     """
     sentences = iter(sentences)
-    limit = model.config["max_positions"] - 1  # source tokens that fit beside EOS
+    limit = model.config.max_positions - ADDED_TOKENS  # source tokens that fit beside EOS
     first_line = 1
     while batch := [s.strip() for s in islice(sentences, batch_size)]:
         results = [[("", 0.0)] * n_best for _ in batch]
@@ -76,50 +62,22 @@ def translate(
                     limit,
                 )
         if todo:
-            src = pad_sources(ids, limit + 1)
+            src = source_batch(ids, model.config.max_positions)
             beams = beam_search(
-                model, src, BOS_ID, EOS_ID, beam_size, alpha, max_len_b, penalty, n_best
+                model,
+                src,
+                **TARGET_FRAME,
+                beam_size=beam_size,
+                alpha=alpha,
+                max_len_b=max_len_b,
+                penalty=penalty,
+                n_best=n_best,
             )
             for i, hypotheses in zip(todo, beams, strict=True):
                 texts = tokenizer.decode_batch([h.tokens for h in hypotheses])
                 results[i] = [(text, h.score) for text, h in zip(texts, hypotheses, strict=True)]
         yield from results
         first_line += len(batch)
-
-
-def add_search_arguments(parser: argparse.ArgumentParser) -> None:
-    """Decoding options shared by translate and evaluate; defaults are the paper's."""
-    parser.add_argument("--beam-size", type=int, default=4, help="1 is greedy (default: 4)")
-    parser.add_argument("--alpha", type=float, default=0.6, help="length penalty (default: 0.6)")
-    parser.add_argument(
-        "--penalty",
-        choices=["gnmt", "fairseq"],
-        default="gnmt",
-        help="gnmt: log P / ((5 + |Y|) / 6)^alpha, the paper's; fairseq: log P / |Y|^alpha",
-    )
-    parser.add_argument(
-        "--max-len-b", type=int, default=50, help="outputs stop at source length + this (50)"
-    )
-    parser.add_argument("--batch-size", type=int, default=64, help="sentences per batch (64)")
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
-
-
-def parse_search_args(
-    parser: argparse.ArgumentParser, argv: list[str] | None
-) -> argparse.Namespace:
-    """Parse a command line with the search arguments and apply the process-wide ones: the
-    `--threads`, and warnings (a line cut or replaced) on stderr."""
-    args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    logging.basicConfig(format="%(levelname)s: %(message)s", level=logging.WARNING)
-    return args
-
-
-def search_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The keyword arguments of `translate` that `add_search_arguments` parsed."""
-    keys = ("batch_size", "beam_size", "alpha", "penalty", "max_len_b")
-    return {key: getattr(args, key) for key in keys}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -3,10 +3,9 @@
 from collections.abc import Iterator, Sequence
 
 import numpy as np
-import torch
 from torch.utils.data import Sampler
 
-from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID
+from transformer_nmt.data.framing import decoder_input, decoder_target, pad_batch, round_up
 
 
 class TokenBatchSampler(Sampler[list[int]]):
@@ -167,13 +166,8 @@ def _split_to_multiple(sizes: list[int], world_size: int) -> list[int]:
     return sizes
 
 
-def round_up(length: int | np.ndarray, multiple: int) -> int | np.ndarray:
-    """The smallest multiple of `multiple` that is at least `length`."""
-    return -(-length // multiple) * multiple
-
-
 def collate(examples: list[dict], pad_id: int, pad_to_multiple_of: int = 1) -> dict:
-    """Pad a list of examples into a batch, adding BOS and EOS around the target.
+    """Pad a list of examples into a batch, framing the target (BOS + tgt in, tgt + EOS out).
 
     Args:
         examples: dicts with "src" (source ids ending in EOS), "tgt" (target ids, no special
@@ -188,10 +182,12 @@ def collate(examples: list[dict], pad_id: int, pad_to_multiple_of: int = 1) -> d
         the host so that selecting them on a GPU needs no device sync; plus "src_text" and
         "tgt_text" (lists of B strings) when the examples carry them.
     """
-    tgt_out = _pad([[*ex["tgt"], EOS_ID] for ex in examples], pad_id, pad_to_multiple_of)
+    tgt_out = pad_batch([decoder_target(ex["tgt"]) for ex in examples], pad_to_multiple_of, pad_id)
     batch = {
-        "src": _pad([ex["src"] for ex in examples], pad_id, pad_to_multiple_of),
-        "tgt_in": _pad([[BOS_ID, *ex["tgt"]] for ex in examples], pad_id, pad_to_multiple_of),
+        "src": pad_batch([ex["src"] for ex in examples], pad_to_multiple_of, pad_id),
+        "tgt_in": pad_batch(
+            [decoder_input(ex["tgt"]) for ex in examples], pad_to_multiple_of, pad_id
+        ),
         "tgt_out": tgt_out,
         "tgt_index": (tgt_out.flatten() != pad_id).nonzero().squeeze(1),
     }
@@ -199,13 +195,3 @@ def collate(examples: list[dict], pad_id: int, pad_to_multiple_of: int = 1) -> d
         if key in examples[0]:
             batch[key] = [ex[key] for ex in examples]
     return batch
-
-
-def _pad(sequences: list[Sequence[int]], pad_id: int, multiple: int) -> torch.Tensor:
-    """Right-pad id sequences into a (B, L) LongTensor, L the longest length rounded up."""
-    out = torch.full(
-        (len(sequences), round_up(max(map(len, sequences)), multiple)), pad_id, dtype=torch.long
-    )
-    for row, seq in enumerate(sequences):
-        out[row, : len(seq)] = torch.as_tensor(seq, dtype=torch.long)
-    return out

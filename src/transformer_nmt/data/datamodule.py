@@ -7,9 +7,10 @@ from collections.abc import Iterator
 import lightning as L
 from torch.utils.data import DataLoader
 
-from transformer_nmt.data.batching import TokenBatchSampler, collate, round_up
+from transformer_nmt.data.batching import TokenBatchSampler, collate
 from transformer_nmt.data.corpus import Corpus, DataFormatError
 from transformer_nmt.data.dataset import TranslationDataset, encode_pairs
+from transformer_nmt.data.framing import ADDED_TOKENS, round_up
 from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer, load_or_train
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,7 @@ class TranslationDataModule(L.LightningDataModule):
         """
         super().__init__()
         # A pair of max_len tokens plus EOS, padded, must fit in one batch.
-        longest = round_up(max_len + 1, pad_to_multiple_of)
+        longest = round_up(max_len + ADDED_TOKENS, pad_to_multiple_of)
         if max_tokens < longest:
             raise ValueError(
                 f"max_tokens={max_tokens} cannot hold one pair of max_len={max_len} tokens "

@@ -6,7 +6,8 @@ from collections.abc import Sequence
 import numpy as np
 from torch.utils.data import Dataset
 
-from transformer_nmt.data.tokenizer import EOS_ID, BPETokenizer
+from transformer_nmt.data.framing import ADDED_TOKENS, source_ids
+from transformer_nmt.data.tokenizer import BPETokenizer
 
 # Sentences encoded per call: bounds the memory held in Python int lists while encoding.
 ENCODE_CHUNK = 50_000
@@ -75,18 +76,18 @@ class TranslationDataset(Dataset):
     @property
     def src_lengths(self) -> np.ndarray:
         """Source lengths as the model sees them, EOS included."""
-        return self.src.lengths() + 1
+        return self.src.lengths() + ADDED_TOKENS
 
     @property
     def tgt_lengths(self) -> np.ndarray:
         """Target lengths as the model sees them, BOS (input) or EOS (output) included."""
-        return self.tgt.lengths() + 1
+        return self.tgt.lengths() + ADDED_TOKENS
 
     def __len__(self) -> int:
         return len(self.src)
 
     def __getitem__(self, index: int) -> dict:
-        example = {"src": [*self.src[index].tolist(), EOS_ID], "tgt": self.tgt[index].tolist()}
+        example = {"src": source_ids(self.src[index].tolist()), "tgt": self.tgt[index].tolist()}
         if self.src_text is not None and self.tgt_text is not None:
             example["src_text"] = self.src_text[index]
             example["tgt_text"] = self.tgt_text[index]

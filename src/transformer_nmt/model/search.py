@@ -5,8 +5,8 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from transformer_nmt.model.interface import Cache, EncoderDecoder
 from transformer_nmt.model.masks import padding_mask
-from transformer_nmt.model.transformer import Cache, Transformer, reorder_cache
 
 PENALTIES = ("gnmt", "fairseq")
 
@@ -32,13 +32,13 @@ def length_penalty(length: int, alpha: float, form: str = "gnmt") -> float:
     raise ValueError(f"length penalty form must be one of {PENALTIES}, got {form!r}")
 
 
-def _max_lengths(model: Transformer, src_mask: Tensor, max_len_b: int) -> Tensor:
+def _max_lengths(model: EncoderDecoder, src_mask: Tensor, max_len_b: int) -> Tensor:
     """(B,) longest output of each row: source length + max_len_b, within the position table."""
-    return (src_mask.sum(dim=(1, 2, 3)) + max_len_b).clamp(max=model.config["max_positions"])
+    return (src_mask.sum(dim=(1, 2, 3)) + max_len_b).clamp(max=model.config.max_positions)
 
 
 def _next_log_probs(
-    model: Transformer,
+    model: EncoderDecoder,
     prefix: Tensor,
     memory: Tensor,
     src_mask: Tensor,
@@ -62,7 +62,7 @@ def _next_log_probs(
 
 @torch.no_grad()
 def greedy_search(
-    model: Transformer,
+    model: EncoderDecoder,
     src: Tensor,
     bos_id: int,
     eos_id: int,
@@ -74,8 +74,8 @@ def greedy_search(
     The caller sets eval mode; this leaves the mode as it is. PAD and BOS are never picked.
 
     Args:
-        model: the Transformer.
-        src: (B, S) source ids, right-padded with model.config["pad_id"].
+        model: any `EncoderDecoder`, e.g. the Transformer.
+        src: (B, S) source ids, right-padded with model.config.pad_id.
         bos_id, eos_id: begin- and end-of-sentence ids.
         max_len_b: a row stops at its source length (without padding) + max_len_b tokens,
             the paper's "input length + 50" (section 6.1), unless it emits EOS first.
@@ -85,7 +85,7 @@ def greedy_search(
         (B, T_out) ids without the leading BOS; each row ends with EOS (or is cut at its maximum
         length) and is then filled with pad_id. T_out is the longest row's length.
     """
-    pad_id = model.config["pad_id"]
+    pad_id = model.config.pad_id
     src_mask = padding_mask(src, pad_id)  # (B, 1, 1, S)
     memory = model.encode(src)
     max_lens = _max_lengths(model, src_mask, max_len_b)  # (B,)
@@ -104,7 +104,7 @@ def greedy_search(
 
 @torch.no_grad()
 def beam_search(
-    model: Transformer,
+    model: EncoderDecoder,
     src: Tensor,
     bos_id: int,
     eos_id: int,
@@ -125,8 +125,8 @@ def beam_search(
     search. The caller sets eval mode. PAD and BOS are never picked.
 
     Args:
-        model: the Transformer.
-        src: (B, S) source ids, right-padded with model.config["pad_id"].
+        model: any `EncoderDecoder`, e.g. the Transformer.
+        src: (B, S) source ids, right-padded with model.config.pad_id.
         bos_id, eos_id: begin- and end-of-sentence ids.
         beam_size: hypotheses kept per sentence (paper: 4).
         alpha: length penalty exponent (paper: 0.6); 0 ranks by log-probability alone.
@@ -141,7 +141,7 @@ def beam_search(
     if not 1 <= n_best <= beam_size:
         raise ValueError(f"n_best must be between 1 and beam_size ({beam_size}), got {n_best}")
     length_penalty(1, alpha, penalty)  # fail on an unknown form before any work
-    pad_id = model.config["pad_id"]
+    pad_id = model.config.pad_id
     B, K = src.size(0), beam_size
     src_mask = padding_mask(src, pad_id)  # (B, 1, 1, S)
     max_lens = _max_lengths(model, src_mask, max_len_b)  # (B,)
@@ -190,7 +190,7 @@ def beam_search(
         prefixes = torch.cat([prefixes[order], new_tokens.view(-1, 1)], dim=1)
         memory, src_mask = memory[order], src_mask[order]
         if cache is not None:
-            cache = reorder_cache(cache, order)
+            cache = model.reorder_cache(cache, order)
         max_lens = max_lens[live]
         sentences = [sentences[i] for i in live.tolist()]
     return [sorted(h, key=lambda h: h.score, reverse=True)[:n_best] for h in finished]

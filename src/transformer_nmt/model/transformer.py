@@ -1,11 +1,13 @@
 """The encoder-decoder Transformer (section 3) and its incremental decoding cache."""
 
 import copy
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from transformer_nmt.model.attention import MultiHeadAttention
+from transformer_nmt.model.config import TransformerConfig
 from transformer_nmt.model.embeddings import (
     Embeddings,
     LearnedPositionalEmbedding,
@@ -80,80 +82,44 @@ class Decoder(nn.Module):
 class Transformer(nn.Module):
     """Encoder-decoder Transformer for translation, sized by default as the paper's base model.
 
-    Args:
-        vocab_size: size of the vocabulary, shared by source and target (joint BPE, section 5.1).
-        pad_id: padding token id; never attended to, its embedding starts at zero.
-        N, d_model, d_ff, h: sizes as in Table 3.
-        d_k, d_v: per-head query/key and value sizes; default d_model // h (the paper's choice,
-            which Table 3 rows (A) and (B) vary).
-        dropout: P_drop on sublayer outputs and on embedding + position sums.
-        norm_first: pre-norm layers and a final LayerNorm per stack; the paper is post-norm.
-        positions: "sinusoidal" (the paper) or "learned" (Table 3 row E).
-        max_positions: longest sequence the position table covers.
-        tie_embeddings: "all" shares one matrix between source embeddings, target embeddings and
-            the pre-softmax projection (the paper, section 3.4); "decoder" ties only the target
-            embeddings and the projection; "none" ties nothing.
-        activation: "relu" (the paper) or "gelu" in the feed-forward networks.
+    Built from numbers, so that a Hydra `_target_` builds any variant: `vocab_size`, `pad_id` and
+    any other field of `TransformerConfig` (sizes and switches, each documented there), which
+    `self.config` then holds.
     """
 
-    def __init__(
-        self,
-        vocab_size: int,
-        pad_id: int,
-        N: int = 6,
-        d_model: int = 512,
-        d_ff: int = 2048,
-        h: int = 8,
-        d_k: int | None = None,
-        d_v: int | None = None,
-        dropout: float = 0.1,
-        norm_first: bool = False,
-        positions: str = "sinusoidal",
-        max_positions: int = 1024,
-        tie_embeddings: str = "all",
-        activation: str = "relu",
-    ):
+    def __init__(self, vocab_size: int, pad_id: int, **settings: Any):
         super().__init__()
-        if (d_k is None or d_v is None) and d_model % h != 0:
-            raise ValueError(
-                f"d_model ({d_model}) is not divisible by h ({h}): give d_k and d_v explicitly"
-            )
-        if positions not in ("sinusoidal", "learned"):
-            raise ValueError(f"positions must be 'sinusoidal' or 'learned', got {positions!r}")
-        if tie_embeddings not in ("all", "decoder", "none"):
-            raise ValueError(
-                f"tie_embeddings must be 'all', 'decoder' or 'none', got {tie_embeddings!r}"
-            )
-        d_k = d_model // h if d_k is None else d_k
-        d_v = d_model // h if d_v is None else d_v
-        # Plain values, enough to rebuild the model: Transformer(**config).
-        self.config = dict(
-            vocab_size=vocab_size, pad_id=pad_id, N=N, d_model=d_model, d_ff=d_ff, h=h, d_k=d_k,
-            d_v=d_v, dropout=dropout, norm_first=norm_first, positions=positions,
-            max_positions=max_positions, tie_embeddings=tie_embeddings, activation=activation,
-        )  # fmt: skip
-        self.pad_id = pad_id
-
+        self.config = config = TransformerConfig(vocab_size=vocab_size, pad_id=pad_id, **settings)
+        d_model = config.d_model
         self.src_embed = Embeddings(vocab_size, d_model, pad_id)
         self.tgt_embed = (
-            self.src_embed if tie_embeddings == "all" else Embeddings(vocab_size, d_model, pad_id)
+            self.src_embed
+            if config.tie_embeddings == "all"
+            else Embeddings(vocab_size, d_model, pad_id)
         )
         Positions = (
             SinusoidalPositionalEncoding
-            if positions == "sinusoidal"
+            if config.positions == "sinusoidal"
             else LearnedPositionalEmbedding
         )
-        self.src_positions = Positions(d_model, max_positions)
-        self.tgt_positions = Positions(d_model, max_positions)
-        self.dropout = nn.Dropout(dropout)
-        layer_args = (d_model, h, d_k, d_v, d_ff, dropout, norm_first, activation)
-        self.encoder = Encoder(EncoderLayer(*layer_args), N)
-        self.decoder = Decoder(DecoderLayer(*layer_args), N)
+        self.src_positions = Positions(d_model, config.max_positions)
+        self.tgt_positions = Positions(d_model, config.max_positions)
+        self.dropout = nn.Dropout(config.dropout)
+        layer_args = (
+            d_model, config.h, config.d_k, config.d_v, config.d_ff, config.dropout,
+            config.norm_first, config.activation,
+        )  # fmt: skip
+        self.encoder = Encoder(EncoderLayer(*layer_args), config.N)
+        self.decoder = Decoder(DecoderLayer(*layer_args), config.N)
         # The pre-softmax linear transformation; no bias, so tying makes it exactly the embedding.
         self.generator = nn.Linear(d_model, vocab_size, bias=False)
         self._reset_parameters()
-        if tie_embeddings != "none":
+        if config.tie_embeddings != "none":
             self.generator.weight = self.tgt_embed.weight
+
+    @classmethod
+    def from_config(cls, config: TransformerConfig) -> "Transformer":
+        return cls(**config.to_dict())
 
     def _reset_parameters(self) -> None:
         for p in self.parameters():
@@ -165,9 +131,9 @@ class Transformer(nn.Module):
         # As fairseq and tensor2tensor: N(0, d_model^-0.5), so the sqrt(d_model)-scaled embeddings
         # start at unit scale; the padding row stays zero.
         for embed in {self.src_embed, self.tgt_embed}:
-            nn.init.normal_(embed.weight, 0.0, self.config["d_model"] ** -0.5)
+            nn.init.normal_(embed.weight, 0.0, self.config.d_model**-0.5)
             with torch.no_grad():
-                embed.weight[self.pad_id].zero_()
+                embed.weight[self.config.pad_id].zero_()
 
     def encode(
         self, src: Tensor, need_weights: bool = False
@@ -183,7 +149,7 @@ class Transformer(nn.Module):
             memory (B, S, d_model), or (memory, weights) if need_weights.
         """
         x = self.dropout(self.src_positions(self.src_embed(src)))
-        memory, weights = self.encoder(x, padding_mask(src, self.pad_id), need_weights)
+        memory, weights = self.encoder(x, padding_mask(src, self.config.pad_id), need_weights)
         return (memory, weights) if need_weights else memory
 
     def decode(
@@ -228,7 +194,8 @@ class Transformer(nn.Module):
         Returns:
             (B, T, vocab_size) logits, or (N, vocab_size) with index.
         """
-        x, _, _ = self._decoder_states(tgt_in, self.encode(src), padding_mask(src, self.pad_id))
+        src_mask = padding_mask(src, self.config.pad_id)
+        x, _, _ = self._decoder_states(tgt_in, self.encode(src), src_mask)
         if index is not None:
             x = x.flatten(0, 1).index_select(0, index)  # (N, d_model)
         return self.generator(x)
@@ -256,6 +223,10 @@ class Transformer(nn.Module):
     def new_cache(self) -> Cache:
         """Empty incremental decoding state to pass to `decode`."""
         return [{"self_attn": {}, "src_attn": {}} for _ in self.decoder.layers]
+
+    def reorder_cache(self, cache: Cache, order: Tensor) -> Cache:
+        """New cache whose batch row i is row order[i] of `cache`."""
+        return reorder_cache(cache, order)
 
     @staticmethod
     def _cached_length(cache: Cache | None) -> int:

@@ -12,7 +12,7 @@ from lightning.fabric.plugins import TorchCheckpointIO
 from torch import Tensor
 
 from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer
-from transformer_nmt.model import Transformer
+from transformer_nmt.model import Transformer, TransformerConfig
 
 PREFIX = "model."  # TranslationModule's attribute holding the Transformer
 REQUIRED = ("state_dict", "model_config", "tokenizer")
@@ -119,11 +119,14 @@ def translator_from(
         tokenizer = BPETokenizer.from_str(checkpoint["tokenizer"])
     except Exception as e:
         raise CheckpointError(f"{where}: its tokenizer is unreadable or unusable: {e}") from e
-    config = checkpoint["model_config"]
-    if config["vocab_size"] != tokenizer.vocab_size or config["pad_id"] != PAD_ID:
+    try:
+        config = TransformerConfig.from_dict(checkpoint["model_config"])
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"{where}: its model config is unusable: {e}") from e
+    if config.vocab_size != tokenizer.vocab_size or config.pad_id != PAD_ID:
         raise CheckpointError(
-            f"{where}: the model was built for a vocabulary of {config['vocab_size']} with padding "
-            f"id {config['pad_id']}, but its tokenizer has {tokenizer.vocab_size} tokens with "
+            f"{where}: the model was built for a vocabulary of {config.vocab_size} with padding "
+            f"id {config.pad_id}, but its tokenizer has {tokenizer.vocab_size} tokens with "
             f"padding id {PAD_ID}: the tokenizer does not belong to these weights"
         )
     weights = model_weights(checkpoint)
@@ -133,7 +136,7 @@ def translator_from(
             f"{where}: the weights' output layer has {rows} rows but the tokenizer has "
             f"{tokenizer.vocab_size} tokens: the vocabulary does not match the model"
         )
-    model = Transformer(**config)
+    model = Transformer.from_config(config)
     try:
         model.load_state_dict(weights)
     except RuntimeError as e:

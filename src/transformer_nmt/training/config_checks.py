@@ -5,9 +5,9 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from transformer_nmt.training.checkpoint import read_checkpoint
-from transformer_nmt.data.batching import round_up
+from transformer_nmt.data.framing import ADDED_TOKENS, round_up
 from transformer_nmt.data.tokenizer import BPETokenizer
+from transformer_nmt.training.checkpoint import read_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ def _model_problems(cfg: DictConfig) -> list[str]:
     # a multiple. Only a warning: corpora of short sentences (the toy task) train fine with a
     # small table.
     multiple = data.get("pad_to_multiple_of", 1)
-    positions = round_up(data.max_len + 1, multiple)
+    positions = round_up(data.max_len + ADDED_TOKENS, multiple)
     if model.get("max_positions", 1024) < positions:
         log.warning(
             "data.max_len=%d allows batches of %d positions (max_len + 1 padded to a multiple of "

@@ -7,18 +7,20 @@ import torch
 from torch import Tensor
 from torchmetrics import SumMetric
 
+from transformer_nmt.data.framing import TARGET_FRAME, cut_at_eos
+from transformer_nmt.data.tokenizer import BPETokenizer
+from transformer_nmt.model import EncoderDecoder, greedy_search
 from transformer_nmt.training.bleu import SacreBLEU
-from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, BPETokenizer
 from transformer_nmt.training.loss import label_smoothed_nll, perplexity
 from transformer_nmt.training.lr_schedule import inverse_sqrt_warmup
-from transformer_nmt.model import Transformer, greedy_search
 
 
 class TranslationModule(L.LightningModule):
-    """Trains a `Transformer` as in section 5 of the paper and scores it with sacreBLEU.
+    """Trains an encoder-decoder as in section 5 of the paper and scores it with sacreBLEU.
 
     Args:
-        model: the encoder-decoder, built from the `model` config and the tokenizer's vocabulary.
+        model: the Transformer (or any `EncoderDecoder`), built from the `model` config and the
+            tokenizer's vocabulary.
         tokenizer: the joint BPE; saved inside every checkpoint so a checkpoint alone translates.
         label_smoothing: eps_ls (paper: 0.1).
         lr_factor: multiplies the paper's learning rate (paper: 1).
@@ -32,7 +34,7 @@ class TranslationModule(L.LightningModule):
 
     def __init__(
         self,
-        model: Transformer,
+        model: EncoderDecoder,
         tokenizer: BPETokenizer,
         label_smoothing: float = 0.1,
         lr_factor: float = 1.0,
@@ -94,7 +96,7 @@ class TranslationModule(L.LightningModule):
     @torch.no_grad()
     def translate_ids(self, src: Tensor) -> list[str]:
         """Greedy translations of a padded source batch (B, S), detokenized."""
-        out = greedy_search(self.model, src, BOS_ID, EOS_ID, self.hparams.max_len_b)
+        out = greedy_search(self.model, src, **TARGET_FRAME, max_len_b=self.hparams.max_len_b)
         return self.tokenizer.decode_batch([cut_at_eos(row) for row in out.tolist()])
 
     def configure_optimizers(self) -> dict[str, Any]:
@@ -102,7 +104,7 @@ class TranslationModule(L.LightningModule):
         optimizer = torch.optim.Adam(
             self.model.parameters(), lr=1.0, betas=self.hparams.betas, eps=self.hparams.eps
         )
-        d_model = self.model.config["d_model"]
+        d_model = self.model.config.d_model
         scheduler = torch.optim.lr_scheduler.LambdaLR(
             optimizer,
             # LambdaLR counts from 0; the paper's step number counts from 1.
@@ -117,9 +119,5 @@ class TranslationModule(L.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         # Plain strings and numbers: rebuild model and tokenizer with weights_only loading.
-        checkpoint["model_config"] = dict(self.model.config)
+        checkpoint["model_config"] = self.model.config.to_dict()
         checkpoint["tokenizer"] = self.tokenizer.to_str()
-
-
-def cut_at_eos(ids: list[int]) -> list[int]:
-    return ids[: ids.index(EOS_ID)] if EOS_ID in ids else ids

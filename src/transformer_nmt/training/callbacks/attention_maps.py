@@ -6,11 +6,8 @@ import lightning as L
 import torch
 from lightning.pytorch.loggers import WandbLogger
 
+from transformer_nmt.attention_plots import draw_sentence_attention
 from transformer_nmt.training.callbacks.val_examples import pick_val_examples
-from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID
-from transformer_nmt.model import greedy_search
-from transformer_nmt.attention_plots import attention_weights, draw_attention, token_labels
-from transformer_nmt.training.module import cut_at_eos
 
 
 class AttentionMaps(L.Callback):
@@ -57,27 +54,20 @@ class AttentionMaps(L.Callback):
         out_dir = Path(self.dirpath or Path(trainer.default_root_dir) / "attention")
         out_dir = out_dir / f"step{step:07d}"
         examples = pick_val_examples(trainer, self.num_sentences, self.indices)
-        model, tokenizer = pl_module.model, pl_module.tokenizer
-        was_training = model.training
-        model.eval()  # dropout would blur the weights
         images: dict[str, list[Path]] = {}
         for i, example in enumerate(examples):
-            src = torch.tensor(example["src"], device=pl_module.device)
-            out = greedy_search(model, src[None], BOS_ID, EOS_ID, pl_module.hparams.max_len_b)
-            hypothesis = cut_at_eos(out[0].tolist())
-            tgt_in = torch.tensor([BOS_ID, *hypothesis], device=pl_module.device)
-            paths = draw_attention(
-                attention_weights(model, src, tgt_in),
-                token_labels(tokenizer, src.tolist()),
-                token_labels(tokenizer, tgt_in.tolist()),
+            paths = draw_sentence_attention(
+                pl_module.model,
+                pl_module.tokenizer,
+                example["src"],
                 out_dir,
+                max_len_b=pl_module.hparams.max_len_b,
                 step=step,
                 layers=self.layers,
                 prefix=f"sentence{i}_",
             )
             for name, path in paths.items():
                 images.setdefault(name, []).append(path)
-        model.train(was_training)
 
         captions = [example["src_text"] for example in examples]
         for logger in trainer.loggers:

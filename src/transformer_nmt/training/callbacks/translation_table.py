@@ -8,9 +8,8 @@ import sacrebleu
 import torch
 from lightning.pytorch.loggers import WandbLogger
 
+from transformer_nmt.data.framing import pad_batch
 from transformer_nmt.training.callbacks.val_examples import pick_val_examples
-from transformer_nmt.data.batching import collate
-from transformer_nmt.data.tokenizer import PAD_ID
 
 COLUMNS = ["step", "source", "reference", "hypothesis", "sentence_bleu"]
 
@@ -40,7 +39,7 @@ class TranslationTable(L.Callback):
         if trainer.sanity_checking or not trainer.is_global_zero:
             return
         examples = pick_val_examples(trainer, self.num_sentences, self.indices)
-        src = collate(examples, PAD_ID)["src"].to(pl_module.device)
+        src = pad_batch([ex["src"] for ex in examples]).to(pl_module.device)
         was_training = pl_module.training
         pl_module.eval()
         hypotheses = pl_module.translate_ids(src)

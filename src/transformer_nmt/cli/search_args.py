@@ -1,0 +1,42 @@
+"""Decoding options shared by `nmt-translate` and `nmt-evaluate`; the defaults are the paper's."""
+
+import argparse
+import logging
+from typing import Any
+
+import torch
+
+
+def add_search_arguments(parser: argparse.ArgumentParser) -> None:
+    """Decoding options shared by translate and evaluate; defaults are the paper's."""
+    parser.add_argument("--beam-size", type=int, default=4, help="1 is greedy (default: 4)")
+    parser.add_argument("--alpha", type=float, default=0.6, help="length penalty (default: 0.6)")
+    parser.add_argument(
+        "--penalty",
+        choices=["gnmt", "fairseq"],
+        default="gnmt",
+        help="gnmt: log P / ((5 + |Y|) / 6)^alpha, the paper's; fairseq: log P / |Y|^alpha",
+    )
+    parser.add_argument(
+        "--max-len-b", type=int, default=50, help="outputs stop at source length + this (50)"
+    )
+    parser.add_argument("--batch-size", type=int, default=64, help="sentences per batch (64)")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+
+
+def parse_search_args(
+    parser: argparse.ArgumentParser, argv: list[str] | None
+) -> argparse.Namespace:
+    """Parse a command line with the search arguments and apply the process-wide ones: the
+    `--threads`, and warnings (a line cut or replaced) on stderr."""
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    logging.basicConfig(format="%(levelname)s: %(message)s", level=logging.WARNING)
+    return args
+
+
+def search_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The keyword arguments of `translate` that `add_search_arguments` parsed."""
+    keys = ("batch_size", "beam_size", "alpha", "penalty", "max_len_b")
+    return {key: getattr(args, key) for key in keys}

@@ -1,0 +1,88 @@
+"""The Transformer's settings: one typed record for the model, search, checkpoints and export."""
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+POSITIONS = ("sinusoidal", "learned")
+TIE_EMBEDDINGS = ("all", "decoder", "none")
+ACTIVATIONS = ("relu", "gelu")
+
+
+@dataclass
+class TransformerConfig:
+    """Sizes and switches of a Transformer; defaults are the paper's base model (Table 3).
+
+    Args:
+        vocab_size: size of the vocabulary, shared by source and target (joint BPE, section 5.1).
+        pad_id: padding token id; never attended to, its embedding starts at zero.
+        N, d_model, d_ff, h: sizes as in Table 3.
+        d_k, d_v: per-head query/key and value sizes; None means d_model // h (the paper's
+            choice, which Table 3 rows (A) and (B) vary). Resolved to numbers on construction.
+        dropout: P_drop on sublayer outputs and on embedding + position sums.
+        norm_first: pre-norm layers and a final LayerNorm per stack; the paper is post-norm.
+        positions: "sinusoidal" (the paper) or "learned" (Table 3 row E).
+        max_positions: longest sequence the position table covers.
+        tie_embeddings: "all" shares one matrix between source embeddings, target embeddings and
+            the pre-softmax projection (the paper, section 3.4); "decoder" ties only the target
+            embeddings and the projection; "none" ties nothing.
+        activation: "relu" (the paper) or "gelu" in the feed-forward networks.
+    """
+
+    vocab_size: int
+    pad_id: int
+    N: int = 6
+    d_model: int = 512
+    d_ff: int = 2048
+    h: int = 8
+    d_k: int | None = None
+    d_v: int | None = None
+    dropout: float = 0.1
+    norm_first: bool = False
+    positions: str = "sinusoidal"
+    max_positions: int = 1024
+    tie_embeddings: str = "all"
+    activation: str = "relu"
+
+    def __post_init__(self) -> None:
+        problems = settings_problems(asdict(self))
+        if problems:
+            raise ValueError("; ".join(problems))
+        self.d_k = self.d_model // self.h if self.d_k is None else self.d_k
+        self.d_v = self.d_model // self.h if self.d_v is None else self.d_v
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain values, as checkpoints store them (they load with `weights_only=True`)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> "TransformerConfig":
+        """The config a checkpoint stored; unknown keys are an error, not silently dropped."""
+        unknown = set(values) - {f.name for f in fields(cls)}
+        if unknown:
+            raise ValueError(f"unknown Transformer settings {sorted(unknown)}")
+        return cls(**values)
+
+
+def settings_problems(settings: dict[str, Any]) -> list[str]:
+    """Every inconsistent Transformer setting, each named as `model.<key>` is in the configs.
+
+    Takes a plain dict so that a training config can be checked before its vocabulary exists.
+    """
+    problems = []
+    unset = [key for key in ("d_k", "d_v") if settings.get(key) is None]
+    d_model, h = settings.get("d_model", 512), settings.get("h", 8)
+    if unset and d_model % h:
+        problems.append(
+            f"model.d_model={d_model} is not divisible by model.h={h}, so "
+            f"{' and '.join(f'model.{k}' for k in unset)} (d_model / h by default) cannot be "
+            "derived: change one of them or set model.d_k and model.d_v"
+        )
+    for key, allowed in (
+        ("positions", POSITIONS),
+        ("tie_embeddings", TIE_EMBEDDINGS),
+        ("activation", ACTIVATIONS),
+    ):
+        value = settings.get(key, allowed[0])
+        if value not in allowed:
+            problems.append(f"model.{key}={value!r} must be one of {', '.join(allowed)}")
+    return problems

@@ -1,0 +1,59 @@
+"""What training, search and the attention plots need from a translation model.
+
+A second model family (e.g. an RNN encoder-decoder with attention) plugs in by providing these
+methods, without an `if` in the code that uses them.
+"""
+
+from typing import Any, Protocol
+
+from torch import Tensor
+
+# A model's incremental decoding state: opaque to callers, who only create and reorder it.
+Cache = Any
+
+
+class ModelConfig(Protocol):
+    """The settings every model family has; each family's config adds its own sizes."""
+
+    vocab_size: int
+    pad_id: int
+    max_positions: int  # longest sequence the model reads or writes
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+class EncoderDecoder(Protocol):
+    """A sequence-to-sequence model, batch-first, over one shared vocabulary."""
+
+    config: ModelConfig
+
+    def forward(self, src: Tensor, tgt_in: Tensor, index: Tensor | None = None) -> Tensor:
+        """Teacher-forced logits: (B, T, V), or (N, V) at the flat target positions `index`."""
+        ...
+
+    def encode(self, src: Tensor, need_weights: bool = False) -> Tensor | tuple[Tensor, Any]:
+        """(B, S) source ids -> memory (B, S, d), with attention weights if asked."""
+        ...
+
+    def decode(
+        self,
+        tgt_in: Tensor,
+        memory: Tensor,
+        src_mask: Tensor,
+        cache: Cache | None = None,
+        need_weights: bool = False,
+    ) -> Tensor | tuple[Tensor, Any, Any]:
+        """Logits (B, T, V) for target ids; with a cache, only the new ids, and the cache grows.
+
+        With need_weights also per-layer decoder self-attention and encoder-decoder attention
+        weights (a family without self-attention returns an empty list for it).
+        """
+        ...
+
+    def new_cache(self) -> Cache:
+        """Empty incremental decoding state for `decode`."""
+        ...
+
+    def reorder_cache(self, cache: Cache, order: Tensor) -> Cache:
+        """The cache whose batch row i is row order[i]: beam search's one reordering hook."""
+        ...
