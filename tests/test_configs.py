@@ -50,7 +50,8 @@ def test_module_defaults_are_the_papers(tmp_path):
     assert cfg.model.N == 6 and cfg.data.tgt_lang == "de" and cfg.data.src_lang == "en"
 
 
-@pytest.mark.parametrize("name", options("data"))
+# data/base.yaml holds what the corpora share; it names no corpus of its own.
+@pytest.mark.parametrize("name", [o for o in options("data") if o != "base"])
 def test_data_sources_build(tmp_path, name):
     datamodule = instantiate(compose_train(tmp_path, [f"data={name}"]).data)
     assert isinstance(datamodule, TranslationDataModule)
@@ -93,3 +94,15 @@ def test_experiments_compose_and_build(tmp_path, name):
 def test_debug_overlays_compose(tmp_path, name):
     cfg = compose_train(tmp_path, [f"debug={name}", "data=toy", "model=tiny"])
     instantiate(cfg.trainer, logger=False, precision="32-true")
+
+
+def test_data_base_leaves_the_languages_to_each_corpus(tmp_path):
+    with pytest.raises(Exception, match="src_lang"):
+        instantiate(compose_train(tmp_path, ["data=base"]).data)
+
+
+@pytest.mark.parametrize("name", options("module"))
+def test_module_options_build(tmp_path, name):
+    cfg = compose_train(tmp_path, [f"module={name}", "model=tiny"])
+    model = instantiate(cfg.model, vocab_size=100, pad_id=0)
+    assert instantiate(cfg.module, model=model, tokenizer=None).hparams.warmup_steps > 0

@@ -21,7 +21,7 @@ from omegaconf import open_dict, read_write
 
 from hydra_compose import ROOT, compose_train
 from transformer_nmt.data.tokenizer import PAD_ID
-from transformer_nmt.training.sweeps import refuse_multirun_with_ddp
+from transformer_nmt.training.config_checks import check_config
 
 TIMEOUT = 300
 # A few hundred steps of the toy task: enough for a BLEU above zero to compare.
@@ -169,6 +169,6 @@ def test_multirun_with_relaunching_ddp_is_refused(tmp_path, trainer, refused):
     HydraConfig.instance().set_config(cfg)
     if refused:
         with pytest.raises(ValueError, match="ddp_spawn"):
-            refuse_multirun_with_ddp(cfg)
+            check_config(cfg)
     else:
-        refuse_multirun_with_ddp(cfg)
+        check_config(cfg)

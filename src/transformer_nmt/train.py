@@ -1,4 +1,8 @@
-"""`train(cfg)`: what `python train.py` runs, callable in-process from tests and notebooks."""
+"""`train(cfg)`: what `python train.py` runs, callable in-process from tests and notebooks.
+
+It reads as the list of its steps: check the config, build the data, model and module, build
+the loggers and trainer, fit, report. Each step's details live in `training/`.
+"""
 
 import logging
 import signal
@@ -9,15 +13,17 @@ from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
+from transformer_nmt.data.datamodule import TranslationDataModule
 from transformer_nmt.data.tokenizer import PAD_ID
 from transformer_nmt.training.config_checks import check_config, check_resume
-from transformer_nmt.training.loggers import finish_wandb_runs, start_wandb_runs
-from transformer_nmt.training.precision import resolve_precision
-from transformer_nmt.training.sweeps import (
+from transformer_nmt.training.loggers import (
+    finish_wandb_runs,
     group_wandb_runs_by_sweep,
-    raise_if_diverged,
-    refuse_multirun_with_ddp,
+    start_wandb_runs,
 )
+from transformer_nmt.training.module import TranslationModule
+from transformer_nmt.training.precision import resolve_precision
+from transformer_nmt.training.sweeps import best_scores, raise_if_diverged
 
 log = logging.getLogger(__name__)
 
@@ -33,47 +39,71 @@ def train(cfg: DictConfig) -> dict[str, float]:
     loss became non-finite, so that a sweep records the trial as failed, and `SystemExit(143)`
     after a SIGTERM, once the `last_checkpoint` callback has saved.
     """
-    refuse_multirun_with_ddp(cfg)
     check_config(cfg)
-    group_wandb_runs_by_sweep(cfg)
     L.seed_everything(cfg.seed, workers=True)
-    datamodule = instantiate(cfg.data)
-    tokenizer = datamodule.load_tokenizer()
-    check_resume(cfg.get("ckpt_path"), tokenizer)
-    model = instantiate(cfg.model, vocab_size=tokenizer.vocab_size, pad_id=PAD_ID)
-    # Plain lists and dicts in hyperparameters keep checkpoints loadable with weights_only=True.
-    module = instantiate(cfg.module, model=model, tokenizer=tokenizer, _convert_="all")
-    log.info("Model: %s parameters", f"{sum(p.numel() for p in model.parameters()):,}")
-
-    loggers: list[Logger] = [instantiate(c) for c in (cfg.logger or {}).values()]
-    callbacks = [instantiate(c) for c in (cfg.callbacks or {}).values()]
-    precision = resolve_precision(cfg.trainer.precision, cfg.trainer.accelerator)
-    log.info("Precision: %s", precision)
-    trainer: L.Trainer = instantiate(
-        cfg.trainer, logger=loggers or False, callbacks=callbacks, precision=precision
-    )
-    for logger in loggers:
-        logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
-    start_wandb_runs(loggers)
-
+    datamodule, module = build_data_and_module(cfg)
+    loggers = build_loggers(cfg)
+    trainer, exit_code = None, 1
     try:
-        trainer.fit(
-            module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"), weights_only=True
-        )
-        metrics = {name: float(value) for name, value in trainer.callback_metrics.items()}
-        raise_if_diverged(metrics)
+        trainer = build_trainer(cfg, loggers)
+        metrics = fit(trainer, module, datamodule, cfg.get("ckpt_path"))
+        exit_code = 0
+        return metrics
     except SIGTERMException:
         # The `last_checkpoint` callback has saved and said where: no traceback to add.
         for logger in loggers:
             logger.save()  # Lightning does not flush loggers when fit ends by an exception
-        finish_wandb_runs(loggers, trainer.checkpoint_callback, exit_code=SIGTERM_EXIT)
+        exit_code = SIGTERM_EXIT
         raise SystemExit(SIGTERM_EXIT) from None
     except BaseException as error:
         log.error("Training failed: %r", error)  # into this run's log, also inside a sweep
-        finish_wandb_runs(loggers, trainer.checkpoint_callback, exit_code=1)
         raise
-    finish_wandb_runs(loggers, trainer.checkpoint_callback)
-    for checkpoint in trainer.checkpoint_callbacks:
-        if checkpoint.monitor and checkpoint.best_model_score is not None:
-            metrics[f"best/{checkpoint.monitor}"] = float(checkpoint.best_model_score)
+    finally:
+        checkpoint = trainer.checkpoint_callback if trainer else None
+        finish_wandb_runs(loggers, checkpoint, exit_code=exit_code)
+
+
+def build_data_and_module(cfg: DictConfig) -> tuple[TranslationDataModule, TranslationModule]:
+    """The DataModule, and the LightningModule around a model sized by its tokenizer."""
+    datamodule = instantiate(cfg.data)
+    tokenizer = datamodule.load_tokenizer()
+    check_resume(cfg.get("ckpt_path"), tokenizer)
+    model = instantiate(cfg.model, vocab_size=tokenizer.vocab_size, pad_id=PAD_ID)
+    log.info("Model: %s parameters", f"{sum(p.numel() for p in model.parameters()):,}")
+    # Plain lists and dicts in hyperparameters keep checkpoints loadable with weights_only=True.
+    module = instantiate(cfg.module, model=model, tokenizer=tokenizer, _convert_="all")
+    return datamodule, module
+
+
+def build_loggers(cfg: DictConfig) -> list[Logger]:
+    """The configured experiment loggers, each given the resolved config."""
+    group_wandb_runs_by_sweep(cfg)
+    loggers = [instantiate(c) for c in (cfg.logger or {}).values()]
+    for logger in loggers:
+        logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
+    start_wandb_runs(loggers)
+    return loggers
+
+
+def build_trainer(cfg: DictConfig, loggers: list[Logger]) -> L.Trainer:
+    """The Trainer with its callbacks and the precision the hardware runs fastest."""
+    callbacks = [instantiate(c) for c in (cfg.callbacks or {}).values()]
+    precision = resolve_precision(cfg.trainer.precision, cfg.trainer.accelerator)
+    log.info("Precision: %s", precision)
+    return instantiate(
+        cfg.trainer, logger=loggers or False, callbacks=callbacks, precision=precision
+    )
+
+
+def fit(
+    trainer: L.Trainer,
+    module: TranslationModule,
+    datamodule: TranslationDataModule,
+    ckpt_path: str | None,
+) -> dict[str, float]:
+    """Train (or resume), then return the final and best metrics; raise if the loss diverged."""
+    trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
+    metrics = {name: float(value) for name, value in trainer.callback_metrics.items()}
+    metrics.update(best_scores(trainer, ckpt_path))
+    raise_if_diverged(metrics)
     return metrics

@@ -1,13 +1,17 @@
-"""Settings that contradict each other fail before any data is read, each named by its key."""
+"""Every guard a training config passes before any data is read, each problem named by its key."""
 
 import logging
 from pathlib import Path
+from typing import Any
 
-from omegaconf import DictConfig
+from lightning.fabric.accelerators.cuda import num_cuda_devices
+from omegaconf import DictConfig, OmegaConf
 
 from transformer_nmt.data.framing import ADDED_TOKENS, round_up
 from transformer_nmt.data.tokenizer import BPETokenizer
+from transformer_nmt.model.config import TransformerConfig, settings_problems
 from transformer_nmt.training.checkpoint import read_checkpoint
+from transformer_nmt.training.sweeps import is_multirun
 
 log = logging.getLogger(__name__)
 
@@ -18,27 +22,106 @@ class ConfigError(ValueError):
 
 def check_config(cfg: DictConfig) -> None:
     """Raise a `ConfigError` listing every inconsistent setting of a training config."""
-    problems = [*_model_problems(cfg), *_resume_problems(cfg)]
+    problems = [
+        *_multirun_problems(cfg),
+        *_device_problems(cfg),
+        *settings_problems(model_settings(cfg)),
+        *_resume_problems(cfg),
+    ]
+    _warn_about_positions(cfg)
     if problems:
         raise ConfigError("inconsistent settings:\n  " + "\n  ".join(problems))
 
 
-def _model_problems(cfg: DictConfig) -> list[str]:
-    model, data = cfg.model, cfg.data
-    problems = []
-    unset = [key for key in ("d_k", "d_v") if model.get(key) is None]
-    if unset and model.d_model % model.h:
-        problems.append(
-            f"model.d_model={model.d_model} is not divisible by model.h={model.h}, so "
-            f"{' and '.join(f'model.{k}' for k in unset)} (d_model / h by default) cannot be "
-            "derived: change one of them or set model.d_k and model.d_v"
-        )
-    # A kept pair has up to max_len tokens plus EOS (source) or BOS (target input), padded up to
-    # a multiple. Only a warning: corpora of short sentences (the toy task) train fine with a
-    # small table.
+def model_settings(cfg: DictConfig) -> dict[str, Any]:
+    """The `model` config as the plain settings a model is built from (no `_target_`)."""
+    settings = OmegaConf.to_container(cfg.model, resolve=True)
+    settings.pop("_target_", None)
+    return settings
+
+
+def _multirun_problems(cfg: DictConfig) -> list[str]:
+    """A Hydra sweep whose trials would run on several devices through re-launched ranks.
+
+    `ddp` (and `auto` on several GPUs) re-runs the command line once per extra rank: under
+    `--multirun` every rank would run the whole sweep, and with a sampling sweeper such as Optuna
+    the ranks would silently train different hyperparameters.
+    """
+    if not is_multirun():
+        return []
+    devices = cfg.trainer.get("devices", 1)
+    one_device = devices == 1 or (OmegaConf.is_list(devices) and len(devices) == 1)
+    strategy = str(cfg.trainer.get("strategy", "auto"))
+    if (one_device and cfg.trainer.get("num_nodes", 1) == 1) or "spawn" in strategy:
+        return []
+    return [
+        f"Hydra multirun with trainer.strategy={strategy} on trainer.devices={devices} would run "
+        "the sweep once per rank. Run one device per trial (trainer.devices=1), or keep several "
+        "devices per trial with trainer.strategy=ddp_spawn."
+    ]
+
+
+def _device_problems(cfg: DictConfig) -> list[str]:
+    """More GPUs asked for than the machine has, instead of Lightning's silent CPU fallback."""
+    accelerator = str(cfg.trainer.get("accelerator", "auto"))
+    devices = cfg.trainer.get("devices", 1)
+    wanted = len(devices) if OmegaConf.is_list(devices) else devices
+    if not isinstance(wanted, int) or wanted < 1:  # -1 and "auto": whatever is there
+        wanted = 1
+    on_gpu = accelerator in ("gpu", "cuda")
+    if not on_gpu and not (accelerator == "auto" and wanted > 1):
+        return []
+    found = num_cuda_devices()  # NVML where it can: the parent process must not initialise CUDA
+    if found >= wanted:
+        return []
+    return [
+        f"trainer.devices={devices} (trainer.accelerator={accelerator}) asks for {wanted} GPUs "
+        f"but this machine has {found}: use trainer.devices={found} or fewer, or run on CPU "
+        f"processes with trainer=ddp_cpu trainer.devices={wanted} (DDP over gloo) or "
+        "trainer=cpu (one process)"
+    ]
+
+
+def _resume_problems(cfg: DictConfig) -> list[str]:
+    """A `ckpt_path` that is no file, or whose model settings differ from the config's."""
+    path = cfg.get("ckpt_path")
+    if path is None:
+        return []
+    if not Path(path).is_file():
+        state = "is a folder" if Path(path).is_dir() else "does not exist"
+        return [
+            f"ckpt_path={path} {state}: give a checkpoint file such as "
+            "<run dir>/checkpoints/last.ckpt, or drop ckpt_path to start afresh"
+        ]
+    settings = model_settings(cfg)
+    if settings_problems(settings):
+        return []  # reported on their own
+    # mmap: the settings without reading the tensors, which Lightning loads next anyway.
+    saved = read_checkpoint(path, mmap=True).get("model_config")
+    if saved is None:
+        return []
+    vocabulary = {key: saved[key] for key in ("vocab_size", "pad_id")}
+    ours = TransformerConfig(**vocabulary, **settings).to_dict()
+    differ = [key for key in ours if key in saved and ours[key] != saved[key]]
+    if not differ:
+        return []
+    trained = ", ".join(f"model.{key}={saved[key]}" for key in differ)
+    given = ", ".join(f"model.{key}={ours[key]}" for key in differ)
+    return [
+        f"ckpt_path={path} was trained with {trained}; your config says {given}: resume with "
+        "the run's own model settings (e.g. the same experiment=... and model=...)"
+    ]
+
+
+def _warn_about_positions(cfg: DictConfig) -> None:
+    """A kept pair longer than the position table would stop training when it is drawn.
+
+    Only a warning: corpora of short sentences (the toy task) train fine with a small table.
+    """
+    data, max_positions = cfg.data, cfg.model.get("max_positions", 1024)
     multiple = data.get("pad_to_multiple_of", 1)
     positions = round_up(data.max_len + ADDED_TOKENS, multiple)
-    if model.get("max_positions", 1024) < positions:
+    if max_positions < positions:
         log.warning(
             "data.max_len=%d allows batches of %d positions (max_len + 1 padded to a multiple of "
             "data.pad_to_multiple_of=%d), more than model.max_positions=%d: a sentence that long "
@@ -46,20 +129,8 @@ def _model_problems(cfg: DictConfig) -> list[str]:
             data.max_len,
             positions,
             multiple,
-            model.max_positions,
+            max_positions,
         )
-    return problems
-
-
-def _resume_problems(cfg: DictConfig) -> list[str]:
-    path = cfg.get("ckpt_path")
-    if path is None or Path(path).is_file():
-        return []
-    state = "is a folder" if Path(path).is_dir() else "does not exist"
-    return [
-        f"ckpt_path={path} {state}: give a checkpoint file such as "
-        "<run dir>/checkpoints/last.ckpt, or drop ckpt_path to start afresh"
-    ]
 
 
 def check_resume(ckpt_path: str | None, tokenizer: BPETokenizer) -> None:
@@ -70,7 +141,6 @@ def check_resume(ckpt_path: str | None, tokenizer: BPETokenizer) -> None:
     """
     if ckpt_path is None:
         return
-    # mmap: the tokenizer without reading the tensors, which Lightning loads next anyway.
     saved = read_checkpoint(ckpt_path, mmap=True).get("tokenizer")
     if saved is not None and saved != tokenizer.to_str():
         raise ConfigError(

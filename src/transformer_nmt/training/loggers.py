@@ -2,10 +2,15 @@
 
 import logging
 import os
+from pathlib import Path
 
+from hydra.core.hydra_config import HydraConfig
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import Logger, WandbLogger
 from lightning.pytorch.utilities import rank_zero_only
+from omegaconf import DictConfig, open_dict
+
+from transformer_nmt.training.sweeps import is_multirun
 
 log = logging.getLogger(__name__)
 
@@ -77,10 +82,21 @@ def finish_wandb_runs(
             logger.experiment.finish(exit_code=exit_code)
 
 
+def group_wandb_runs_by_sweep(cfg: DictConfig) -> None:
+    """In a Hydra multirun, group every trial's W&B run under the sweep, e.g. `toy/<sweep>`.
+
+    An explicit `logger.wandb.group` wins. Done here rather than by interpolation in the YAML:
+    `hydra.sweep.dir` is set in single runs too, which should stay ungrouped.
+    """
+    wandb = (cfg.get("logger") or {}).get("wandb")
+    if wandb is None or wandb.get("group") is not None or not is_multirun():
+        return
+    with open_dict(wandb):
+        wandb.group = f"{cfg.task_name}/{Path(HydraConfig.get().sweep.dir).name}"
+
+
 def _experiment_overrides() -> list[str]:
     """Hydra's command-line overrides, without those that only place files; [] outside Hydra."""
-    from hydra.core.hydra_config import HydraConfig
-
     if not HydraConfig.initialized():
         return []
     overrides = HydraConfig.get().overrides.task

@@ -1,30 +1,77 @@
-"""What a Hydra multirun needs from a training run: its metric, failures, W&B grouping, no DDP."""
+"""What a run reports to a Hydra sweeper: its optimised metric, or a failure when it diverged."""
 
 import logging
 import math
 from pathlib import Path
 
+import lightning as L
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig
+
+from transformer_nmt.training.checkpoint import read_checkpoint
 
 log = logging.getLogger(__name__)
+
+
+def is_multirun() -> bool:
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
 def optimized_metric(cfg: DictConfig, metrics: dict[str, float]) -> float | None:
     """The value of `cfg.optimized_metric` that a sweeper optimises: its best, else its last.
 
-    None when no metric is named. The best is that of a checkpoint callback monitoring the metric,
-    so its `mode` must agree with `optimized_direction`.
+    None when no metric is named, or when the run never logged it (it ended before its first
+    validation): a warning says so, the run still succeeds, and an Optuna sweep records the trial
+    as failed. The best is that of a checkpoint callback monitoring the metric, so its `mode`
+    must agree with `optimized_direction`.
     """
     name = cfg.get("optimized_metric")
     if not name:
         return None
     value = metrics.get(f"best/{name}", metrics.get(name))
     if value is None:
-        raise KeyError(f"optimized_metric={name} was not logged; logged: {sorted(metrics)}")
+        log.warning(
+            "optimized_metric=%s is missing: the run ended before its first validation "
+            "(logged: %s); lower trainer.val_check_interval or train longer to get it",
+            name,
+            ", ".join(sorted(metrics)) or "nothing",
+        )
+        return None
     log.info("Optimized metric %s (%s): %s", name, cfg.get("optimized_direction"), value)
     return value
+
+
+def best_scores(trainer: L.Trainer, ckpt_path: str | None) -> dict[str, float]:
+    """`best/<metric>` of each checkpoint callback that monitors one, over the whole run.
+
+    A resumed run counts the best its checkpoint recorded: Lightning restores it only when the
+    run writes to the same folder, and a resumed run that stops before validating again would
+    otherwise report nothing.
+    """
+    restored = _restored_best(ckpt_path) if ckpt_path else {}
+    best = {}
+    for checkpoint in trainer.checkpoint_callbacks:
+        if not checkpoint.monitor:
+            continue
+        scores = [float(s) for s in (checkpoint.best_model_score,) if s is not None]
+        if checkpoint.monitor in restored:
+            scores.append(restored[checkpoint.monitor])
+        if scores:
+            pick = max if checkpoint.mode == "max" else min
+            best[f"best/{checkpoint.monitor}"] = pick(scores)
+    return best
+
+
+def _restored_best(ckpt_path: str | Path) -> dict[str, float]:
+    """The best score of each monitored metric saved in a checkpoint's callback states."""
+    states = read_checkpoint(ckpt_path, mmap=True).get("callbacks", {})
+    best = {}
+    for state in states.values():
+        monitor, score = state.get("monitor"), state.get("best_model_score")
+        if monitor and score is not None:
+            best[monitor] = float(score)
+    return best
 
 
 def raise_if_diverged(metrics: dict[str, float]) -> None:
@@ -36,41 +83,3 @@ def raise_if_diverged(metrics: dict[str, float]) -> None:
     loss = metrics.get("train/loss")
     if loss is not None and not math.isfinite(loss):
         raise FloatingPointError(f"training diverged: train/loss={loss}")
-
-
-def group_wandb_runs_by_sweep(cfg: DictConfig) -> None:
-    """In a Hydra multirun, group every trial's W&B run under the sweep, e.g. `toy/<sweep>`.
-
-    An explicit `logger.wandb.group` wins. Done here rather than by interpolation in the YAML:
-    `hydra.sweep.dir` is set in single runs too, which should stay ungrouped.
-    """
-    wandb = (cfg.get("logger") or {}).get("wandb")
-    if wandb is None or wandb.get("group") is not None or not _is_multirun():
-        return
-    with open_dict(wandb):
-        wandb.group = f"{cfg.task_name}/{Path(HydraConfig.get().sweep.dir).name}"
-
-
-def _is_multirun() -> bool:
-    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
-
-
-def refuse_multirun_with_ddp(cfg: DictConfig) -> None:
-    """Stop a Hydra sweep whose trials would run on several devices through re-launched ranks.
-
-    `ddp` (and `auto` on several GPUs) re-runs the command line once per extra rank: under
-    `--multirun` every rank would run the whole sweep, and with a sampling sweeper such as Optuna
-    the ranks would silently train different hyperparameters.
-    """
-    if not _is_multirun():
-        return
-    devices = cfg.trainer.get("devices", 1)
-    one_device = devices == 1 or (OmegaConf.is_list(devices) and len(devices) == 1)
-    strategy = str(cfg.trainer.get("strategy", "auto"))
-    if (one_device and cfg.trainer.get("num_nodes", 1) == 1) or "spawn" in strategy:
-        return
-    raise ValueError(
-        f"Hydra multirun with trainer.strategy={strategy} on trainer.devices={devices} would run "
-        "the sweep once per rank. Run one device per trial (trainer.devices=1), or keep several "
-        "devices per trial with trainer.strategy=ddp_spawn."
-    )
