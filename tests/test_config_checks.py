@@ -11,6 +11,7 @@ from train import HINT
 
 from hydra_compose import ROOT, compose_train
 from transformer_nmt.data.tokenizer import BPETokenizer
+from transformer_nmt.model import TransformerConfig
 from transformer_nmt.train import train
 from transformer_nmt.training.checkpoint import CheckpointError
 from transformer_nmt.training.config_checks import ConfigError, check_config
@@ -106,3 +107,28 @@ def test_resuming_from_a_checkpoint_carrying_code_is_refused_before_lightning_lo
     with pytest.raises(CheckpointError, match="could run code"):
         train(compose_train(tmp_path, [*TOY, f"ckpt_path={tmp_path}/evil.ckpt"]))
     assert not (tmp_path / "ran").exists()
+
+
+def test_resuming_with_other_model_settings_lists_each_before_reading_data(tmp_path):
+    # The toy experiment's model=tiny, but with dropout 0.1.
+    trained = TransformerConfig(300, 0, N=2, d_model=64, d_ff=128, h=4, max_positions=128)
+    path = tmp_path / "last.ckpt"
+    torch.save({"model_config": trained.to_dict()}, path)
+    with pytest.raises(ConfigError) as info:
+        check_config(compose_train(tmp_path, [*TOY, f"ckpt_path={path}", "model.d_model=128"]))
+    assert (
+        "was trained with model.d_model=64, model.d_k=16, model.d_v=16, model.dropout=0.1; "
+        "your config says model.d_model=128, model.d_k=32, model.d_v=32, model.dropout=0.0"
+    ) in str(info.value)
+    check_config(compose_train(tmp_path, [*TOY, f"ckpt_path={path}", "model.dropout=0.1"]))
+
+
+@pytest.mark.skipif(torch.cuda.device_count() >= 4, reason="this machine has 4 GPUs")
+@pytest.mark.parametrize(
+    "trainer", [["trainer.devices=4"], ["trainer=gpu"], ["trainer=ddp", "trainer.devices=4"]]
+)
+def test_gpus_asked_for_but_absent_are_named_with_the_cpu_way(tmp_path, trainer):
+    with pytest.raises(ConfigError) as info:
+        check_config(compose_train(tmp_path, [*TOY, *trainer]))
+    assert f"this machine has {torch.cuda.device_count()}" in str(info.value)
+    assert "trainer=ddp_cpu" in str(info.value)

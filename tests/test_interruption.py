@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from hydra_compose import ROOT, compose_train
 from transformer_nmt.train import SIGTERM_EXIT, train
 from transformer_nmt.training.checkpoint import AtomicCheckpointIO, load_checkpoint, save_atomically
 from transformer_nmt.training.module import TranslationModule
+from transformer_nmt.training.sweeps import optimized_metric
 
 DIES_MID_SAVE = """
 import io, os, signal, sys, torch
@@ -76,6 +76,8 @@ QUICK = [
 
 def start(tmp_path: Path, name: str, *overrides: str) -> subprocess.Popen:
     """`python train.py` writing to tmp_path/name, sharing one tokenizer cache."""
+    # tests/ on the path: the runs load `signal_at_step` from there.
+    pythonpath = os.pathsep.join(filter(None, [str(ROOT / "tests"), os.environ.get("PYTHONPATH")]))
     return subprocess.Popen(
         [
             sys.executable,
@@ -88,11 +90,20 @@ def start(tmp_path: Path, name: str, *overrides: str) -> subprocess.Popen:
         ],
         cwd=ROOT,
         # One thread: identical arithmetic in every run, and less fighting over the CPU.
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": pythonpath},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def signal_at(step: int, signum: int) -> list[str]:
+    """Overrides that make a run send itself `signum` as step `step` starts."""
+    return [
+        "+callbacks.signal_at._target_=signal_at_step.SignalAtStep",
+        f"+callbacks.signal_at.step={step}",
+        f"+callbacks.signal_at.signum={int(signum)}",
+    ]
 
 
 def last_step(run_dir: Path) -> int:
@@ -101,16 +112,6 @@ def last_step(run_dir: Path) -> int:
     if not path.exists():
         return -1
     return torch.load(path, map_location="cpu", weights_only=True, mmap=True)["global_step"]
-
-
-def signal_after_step(process: subprocess.Popen, run_dir: Path, step: int, signum: int) -> None:
-    """Send `signum` once run_dir holds a checkpoint of `step` or later."""
-    deadline = time.monotonic() + 300
-    while last_step(run_dir) < step:
-        assert process.poll() is None, process.stderr.read()
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    process.send_signal(signum)
 
 
 def logged_steps(run_dir: Path) -> dict[int, dict[str, float]]:
@@ -126,22 +127,31 @@ def logged_steps(run_dir: Path) -> dict[int, dict[str, float]]:
 
 @pytest.fixture(scope="module")
 def interrupted(tmp_path_factory) -> dict:
-    """One uninterrupted run; one of the same seed SIGKILLed, resumed, SIGTERMed and resumed."""
+    """One uninterrupted run; one of the same seed SIGKILLed, resumed, SIGTERMed and resumed.
+
+    Each run stops itself at a fixed step, so the test does not depend on timing. 13 batches an
+    epoch and validation at each epoch's end: killed at step 5 (last checkpoint: step 3),
+    terminated at step 9, and the final run validates at step 13, after both.
+    """
     tmp_path = tmp_path_factory.mktemp("runs")
     assert start(tmp_path, "uninterrupted").wait(timeout=600) == 0
 
-    killed = start(tmp_path, "killed")
-    signal_after_step(killed, tmp_path / "killed", 5, signal.SIGKILL)
-    killed.wait(timeout=60)
+    killed = start(tmp_path, "killed", *signal_at(5, signal.SIGKILL))
+    killed.wait(timeout=600)
     killed_at = last_step(tmp_path / "killed")
 
-    resumed = start(tmp_path, "resumed", f"ckpt_path={tmp_path}/killed/checkpoints/last.ckpt")
-    signal_after_step(resumed, tmp_path / "resumed", killed_at + 3, signal.SIGTERM)
-    _, terminated_stderr = resumed.communicate(timeout=120)
+    resumed = start(
+        tmp_path,
+        "resumed",
+        f"ckpt_path={tmp_path}/killed/checkpoints/last.ckpt",
+        *signal_at(9, signal.SIGTERM),
+    )
+    _, terminated_stderr = resumed.communicate(timeout=600)
     terminated_at = last_step(tmp_path / "resumed")
 
     final = start(tmp_path, "final", f"ckpt_path={tmp_path}/resumed/checkpoints/last.ckpt")
-    assert final.wait(timeout=600) == 0
+    _, final_stderr = final.communicate(timeout=600)
+    assert final.returncode == 0, final_stderr[-3000:]
     return {
         "dir": tmp_path,
         "killed": killed,
@@ -162,6 +172,7 @@ def test_sigterm_saves_a_checkpoint_and_exits_without_a_traceback(interrupted):
         f"SIGTERM at step {interrupted['terminated_at']}: saved {checkpoint}; "
         f"resume with ckpt_path={checkpoint}"
     ) in (run / "train.log").read_text()
+    assert interrupted["killed_at"] == 3  # the checkpoint before the kill at step 5
     assert interrupted["terminated_at"] > interrupted["killed_at"]
 
 
@@ -218,6 +229,22 @@ def test_last_checkpoint_holds_the_final_step_when_the_last_validation_is_not_th
     resumed = [*stop_mid_epoch, "trainer.max_steps=50", f"ckpt_path={checkpoints}/last.ckpt"]
     train(compose_train(tmp_path / "resumed", resumed))
     assert last_step(tmp_path / "resumed" / "run") == 50
+
+
+def test_a_resumed_run_that_ends_before_validating_reports_its_checkpoints_best(tmp_path):
+    # 13 batches an epoch, validation at its end. The first run validates at step 13 and stops
+    # at 15; the resumed one, in another folder, stops at 18, before its next validation.
+    quick = [q for q in QUICK if not q.startswith(("trainer.max_steps", "logger"))]
+    quick += ["logger=none", "callbacks.model_checkpoint.save_top_k=1"]
+    first = train(compose_train(tmp_path / "first", [*quick, "trainer.max_steps=15"]))
+    last = tmp_path / "first" / "run" / "checkpoints" / "last.ckpt"
+
+    cfg = compose_train(tmp_path / "resumed", [*quick, "trainer.max_steps=18", f"ckpt_path={last}"])
+    resumed = train(cfg)
+    assert last_step(tmp_path / "resumed" / "run") == 18
+    assert "val/bleu" not in resumed  # no validation since the resume
+    assert resumed["best/val/bleu"] == first["best/val/bleu"] == first["val/bleu"]
+    assert optimized_metric(cfg, resumed) == first["val/bleu"]
 
 
 # Eight steps of small batches, a checkpoint every two, no validation.

@@ -85,6 +85,31 @@ def test_train_py_runs_as_a_user_runs_it_with_offline_wandb(tmp_path):
     assert b"val/bleu" in history.read_bytes() and b"train/loss" in history.read_bytes()
 
 
+@pytest.mark.slow
+def test_a_run_that_ends_before_its_first_validation_succeeds_and_says_the_metric_is_missing(
+    tmp_path,
+):
+    run = subprocess.run(
+        [
+            sys.executable,
+            "train.py",
+            *TOY,
+            "trainer.max_steps=2",
+            "+trainer.limit_val_batches=0",
+            f"paths.log_dir={tmp_path}",
+            f"paths.cache_dir={tmp_path}/cache",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "optimized_metric=val/bleu is missing" in run.stdout  # Hydra logs to stdout
+    (folder,) = (tmp_path / "toy" / "runs").iterdir()
+    assert torch.load(folder / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 2
+
+
 def test_help_lists_the_config_groups():
     out = subprocess.run(
         [sys.executable, "train.py", "--help"],
