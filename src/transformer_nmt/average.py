@@ -4,9 +4,12 @@ import argparse
 import sys
 from pathlib import Path
 
-import torch
-
-from transformer_nmt.checkpoint import CheckpointError, average_checkpoints, resolve_checkpoints
+from transformer_nmt.checkpoint import (
+    CheckpointError,
+    average_checkpoints,
+    resolve_checkpoints,
+    save_atomically,
+)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -22,11 +25,9 @@ def main(argv: list[str] | None = None) -> None:
 
     try:
         paths = resolve_checkpoints(args.checkpoints, args.average_last)
-        averaged = average_checkpoints(paths)
-    except CheckpointError as e:
+        save_atomically(average_checkpoints(paths), args.output)
+    except (CheckpointError, OSError) as e:
         sys.exit(f"error: {e}")
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(averaged, args.output)
     print(f"{args.output}: the average of {', '.join(str(p) for p in paths)}")
 
 
