@@ -10,6 +10,7 @@ from transformer_nmt.checkpoint import (
     resolve_checkpoints,
     save_atomically,
 )
+from transformer_nmt.translate import positive_int
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -18,7 +19,10 @@ def main(argv: list[str] | None = None) -> None:
         "checkpoints", nargs="+", help="the .ckpt files to average, or a folder with --average-last"
     )
     parser.add_argument(
-        "--average-last", type=int, metavar="N", help="average the folder's last N checkpoints"
+        "--average-last",
+        type=positive_int,
+        metavar="N",
+        help="average the folder's last N checkpoints",
     )
     parser.add_argument("--output", type=Path, required=True, help="the averaged .ckpt to write")
     args = parser.parse_args(argv)

@@ -66,6 +66,8 @@ def read_checkpoint(path: str | os.PathLike, mmap: bool = False) -> dict[str, An
 
     `mmap` maps tensors instead of reading them, for a quick look at the other entries.
     """
+    if Path(path).is_dir():
+        raise _folder_error(path)
     if not Path(path).is_file():
         raise CheckpointError(f"{path}: no such checkpoint file")
     try:
@@ -198,10 +200,26 @@ def last_checkpoints(folder: str | os.PathLike, n: int) -> list[Path]:
 def resolve_checkpoints(paths: list[str], last: int | None = None) -> list[Path]:
     """Checkpoint files from command-line arguments: files as given, or one folder's last N."""
     if last is None:
+        for path in paths:
+            if Path(path).is_dir():
+                raise _folder_error(path, or_average=True)
         return [Path(p) for p in paths]
     if len(paths) != 1 or not Path(paths[0]).is_dir():
         raise CheckpointError(f"--average-last {last} needs exactly one checkpoint folder")
     return last_checkpoints(paths[0], last)
+
+
+def _folder_error(folder: str | os.PathLike, or_average: bool = False) -> CheckpointError:
+    """A folder given as a checkpoint: say which checkpoints it holds, and how to pick."""
+    names = sorted(p.name for p in Path(folder).glob("*.ckpt"))
+    if not names:
+        return CheckpointError(f"{folder} is a folder, not a checkpoint file, and holds no .ckpt file")
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    average = ", or average its last N with --average-last N" if or_average else ""
+    return CheckpointError(
+        f"{folder} is a folder, not a checkpoint file: name one of its checkpoints ({shown})"
+        f"{average}"
+    )
 
 
 def load_translator(paths: list[Path]) -> tuple[Transformer, BPETokenizer]:

@@ -16,6 +16,7 @@ from transformer_nmt.data.corpus import DataError
 from transformer_nmt.translate import (
     add_search_arguments,
     parse_search_args,
+    positive_int,
     search_options,
     translate,
 )
@@ -47,7 +48,10 @@ def main(argv: list[str] | None = None) -> None:
         help="one .ckpt; several to average; or a folder with --average-last",
     )
     parser.add_argument(
-        "--average-last", type=int, metavar="N", help="average the folder's last N checkpoints"
+        "--average-last",
+        type=positive_int,
+        metavar="N",
+        help="average the folder's last N checkpoints",
     )
     parser.add_argument("--src", type=Path, required=True, help="source text, .gz allowed")
     parser.add_argument("--ref", type=Path, required=True, help="reference text, line-aligned")

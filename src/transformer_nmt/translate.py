@@ -2,6 +2,7 @@
 
 import argparse
 import logging
+import math
 import sys
 from collections.abc import Iterable, Iterator
 from itertools import islice
@@ -11,7 +12,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from transformer_nmt.checkpoint import CheckpointError, load_checkpoint
+from transformer_nmt.checkpoint import CheckpointError, load_translator, resolve_checkpoints
 from transformer_nmt.data.bitext import decode_lines, read_lines
 from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, BPETokenizer
 from transformer_nmt.model import Transformer, beam_search
@@ -59,6 +60,8 @@ def translate(
     Yields:
         For each sentence, its n_best (translation, score) pairs, best first.
     """
+    if batch_size < 1:  # islice would take nothing: every sentence lost without a word
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     sentences = iter(sentences)
     limit = model.config["max_positions"] - 1  # source tokens that fit beside EOS
     first_line = 1
@@ -87,10 +90,43 @@ def translate(
         first_line += len(batch)
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1."""
+    return _at_least(text, 1)
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse type: an integer >= 0."""
+    return _at_least(text, 0)
+
+
+def _at_least(text: str, minimum: int) -> int:
+    try:
+        if (value := int(text)) >= minimum:
+            return value
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {text!r}")
+
+
+def finite_float(text: str) -> float:
+    """An argparse type: a number other than nan and ±inf."""
+    try:
+        if math.isfinite(value := float(text)):
+            return value
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+
+
 def add_search_arguments(parser: argparse.ArgumentParser) -> None:
     """Decoding options shared by translate and evaluate; defaults are the paper's."""
-    parser.add_argument("--beam-size", type=int, default=4, help="1 is greedy (default: 4)")
-    parser.add_argument("--alpha", type=float, default=0.6, help="length penalty (default: 0.6)")
+    parser.add_argument(
+        "--beam-size", type=positive_int, default=4, help="1 is greedy (default: 4)"
+    )
+    parser.add_argument(
+        "--alpha", type=finite_float, default=0.6, help="length penalty (default: 0.6)"
+    )
     parser.add_argument(
         "--penalty",
         choices=["gnmt", "fairseq"],
@@ -98,10 +134,15 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
         help="gnmt: log P / ((5 + |Y|) / 6)^alpha, the paper's; fairseq: log P / |Y|^alpha",
     )
     parser.add_argument(
-        "--max-len-b", type=int, default=50, help="outputs stop at source length + this (50)"
+        "--max-len-b",
+        type=non_negative_int,
+        default=50,
+        help="outputs stop at source length + this (50)",
     )
-    parser.add_argument("--batch-size", type=int, default=64, help="sentences per batch (64)")
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument(
+        "--batch-size", type=positive_int, default=64, help="sentences per batch (64)"
+    )
+    parser.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads")
 
 
 def parse_search_args(
@@ -110,7 +151,7 @@ def parse_search_args(
     """Parse a command line with the search arguments and apply the process-wide ones: the
     `--threads`, and warnings (a line cut or replaced) on stderr."""
     args = parser.parse_args(argv)
-    if args.threads:
+    if args.threads is not None:
         torch.set_num_threads(args.threads)
     logging.basicConfig(format="%(levelname)s: %(message)s", level=logging.WARNING)
     return args
@@ -124,15 +165,32 @@ def search_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("checkpoint", type=Path, help="a .ckpt from training or nmt-average")
+    parser.add_argument(
+        "checkpoint", help="a .ckpt from training or nmt-average, or a folder with --average-last"
+    )
     parser.add_argument("input", nargs="?", type=Path, help="text or .gz file (default: stdin)")
     parser.add_argument(
-        "--n-best", type=int, default=1, help="if above 1, print 'line<TAB>score<TAB>text' lines"
+        "--average-last",
+        type=positive_int,
+        metavar="N",
+        help="translate with the average of the folder's last N checkpoints",
+    )
+    parser.add_argument(
+        "--n-best",
+        type=positive_int,
+        default=1,
+        help="if above 1, print 'line<TAB>score<TAB>text' lines (at most --beam-size)",
     )
     add_search_arguments(parser)
     args = parse_search_args(parser, argv)
+    if args.n_best > args.beam_size:
+        parser.error(
+            f"--n-best {args.n_best} exceeds --beam-size {args.beam_size}: the beam holds only "
+            "beam-size hypotheses; raise --beam-size or lower --n-best"
+        )
     try:
-        model, tokenizer = load_checkpoint(args.checkpoint)
+        paths = resolve_checkpoints([args.checkpoint], args.average_last)
+        model, tokenizer = load_translator(paths)
         if args.input is None:
             # Bytes, not text: invalid UTF-8 is replaced per line, and only "\n" ends a line.
             lines, progress = decode_lines(sys.stdin.buffer, "stdin", replace_invalid=True), None
