@@ -119,6 +119,12 @@ def test_translate_and_evaluate_of_a_folder_suggest_a_file_or_average_last(
     assert averaged == capsys.readouterr().out and len(averaged.splitlines()) == 2
 
 
+def test_translate_names_a_gz_input_that_is_not_gzip(checkpoint, tmp_path):
+    (tmp_path / "in.gz").write_text("one two\n")
+    with pytest.raises(SystemExit, match=r"error: .*in.gz: not gzip data, although the name"):
+        translate_main([str(checkpoint), str(tmp_path / "in.gz")])
+
+
 def test_a_tokenizer_that_does_not_parse_is_refused(checkpoint, tmp_path):
     ckpt = torch.load(checkpoint, weights_only=True)
     torch.save({**ckpt, "tokenizer": '{"model": {"type": "BPE", "vocab": '}, tmp_path / "t.ckpt")
@@ -156,6 +162,16 @@ def test_translate_a_file_with_messy_lines_and_n_best(checkpoint, tmp_path, monk
     rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
     assert [int(row[0]) for row in rows] == [i for i in range(6) for _ in range(2)]
     assert [row[2] for row in rows if row[0] in ("1", "2")] == [""] * 4
+
+
+def test_translate_of_an_empty_stdin_prints_nothing_and_succeeds(checkpoint, monkeypatch, capsys):
+    assert translate_bytes(checkpoint, b"", monkeypatch=monkeypatch, capsys=capsys) == []
+
+
+def test_translate_ignores_a_byte_order_mark(checkpoint, monkeypatch, capsys):
+    plain = translate_bytes(checkpoint, b"one two\nthree\n", monkeypatch=monkeypatch, capsys=capsys)
+    marked = b"\xef\xbb\xbfone two\r\nthree\r\n"  # as Windows editors save text
+    assert translate_bytes(checkpoint, marked, monkeypatch=monkeypatch, capsys=capsys) == plain
 
 
 def test_evaluate_names_the_line_of_invalid_utf8_instead_of_guessing(checkpoint, tmp_path):

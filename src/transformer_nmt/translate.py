@@ -14,6 +14,7 @@ from tqdm import tqdm
 
 from transformer_nmt.checkpoint import CheckpointError, load_translator, resolve_checkpoints
 from transformer_nmt.data.bitext import decode_lines, read_lines
+from transformer_nmt.data.corpus import DataError
 from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, BPETokenizer
 from transformer_nmt.model import Transformer, beam_search
 
@@ -197,7 +198,7 @@ def main(argv: list[str] | None = None) -> None:
         else:
             lines = read_lines(args.input, replace_invalid=True)
             progress = tqdm(total=len(lines), unit="sent", file=sys.stderr)
-    except (CheckpointError, OSError) as e:
+    except (CheckpointError, DataError, OSError) as e:
         sys.exit(f"error: {e}")
     outputs = translate(model, tokenizer, lines, n_best=args.n_best, **search_options(args))
     for i, hypotheses in enumerate(outputs):
