@@ -42,8 +42,7 @@ def source_split(splits: Mapping[str, str], split: str) -> str:
 def clean_pairs(
     src_lines: Iterable[str | None], tgt_lines: Iterable[str | None], where: str
 ) -> list[tuple[str, str]]:
-    """Strip surrounding whitespace and drop pairs with an empty side or a NUL byte, logging how
-    many of each.
+    """Strip whitespace and drop pairs with an empty side or a NUL byte, logging how many of each.
 
     Dropping whole pairs keeps the sides aligned. A missing value (None, as Hub tables may hold)
     counts as empty. A NUL byte is no text: binary data, or UTF-16 read as UTF-8, which puts one in
