@@ -213,7 +213,7 @@ def _folder_error(folder: str | os.PathLike, or_average: bool = False) -> Checkp
     """A folder given as a checkpoint: say which checkpoints it holds, and how to pick."""
     names = sorted(p.name for p in Path(folder).glob("*.ckpt"))
     if not names:
-        return CheckpointError(f"{folder} is a folder, not a checkpoint file, and holds no .ckpt file")
+        return CheckpointError(f"{folder} is a folder, not a checkpoint file, and holds no .ckpt")
     shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
     average = ", or average its last N with --average-last N" if or_average else ""
     return CheckpointError(
