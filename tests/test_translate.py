@@ -1,5 +1,9 @@
+import pytest
 import torch
 
+from transformer_nmt.cli.average import main as average_main
+from transformer_nmt.cli.evaluate import main as evaluate_main
+from transformer_nmt.cli.translate import main as translate_main
 from transformer_nmt.cli.translate import translate
 from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer
 from transformer_nmt.model import Transformer
@@ -18,3 +22,45 @@ def test_batches_keep_the_input_order():
         [text for text, _ in n_best] for n_best in alone
     ]
     assert len(batched) == len(SENTENCES)
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "expected"),
+    [
+        ("--batch-size", "0", "must be an integer >= 1, got '0'"),  # was: no output, exit 0
+        ("--beam-size", "0", "must be an integer >= 1, got '0'"),
+        ("--max-len-b", "-5", "must be an integer >= 0, got '-5'"),
+        ("--alpha", "nan", "must be a finite number, got 'nan'"),
+        ("--alpha", "inf", "must be a finite number, got 'inf'"),
+        ("--threads", "0", "must be an integer >= 1, got '0'"),
+        ("--n-best", "0", "must be an integer >= 1, got '0'"),
+        ("--average-last", "0", "must be an integer >= 1, got '0'"),
+        ("--batch-size", "two", "must be an integer >= 1, got 'two'"),
+    ],
+)
+def test_options_out_of_range_are_refused_naming_the_range(option, value, expected, capsys):
+    with pytest.raises(SystemExit) as info:
+        translate_main(["some.ckpt", option, value])
+    assert info.value.code == 2
+    assert f"argument {option}: {expected}" in capsys.readouterr().err
+
+
+def test_more_best_translations_than_the_beam_holds_are_refused(capsys):
+    with pytest.raises(SystemExit):
+        translate_main(["some.ckpt", "--beam-size", "2", "--n-best", "3"])
+    assert "--n-best 3 exceeds --beam-size 2" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("main", [evaluate_main, average_main])
+def test_average_last_zero_is_refused_by_evaluate_and_average(main, tmp_path, capsys):
+    # Was: a folder's last 0 checkpoints were all of them ([-0:]).
+    with pytest.raises(SystemExit):
+        main([str(tmp_path), "--average-last", "0"])
+    assert "argument --average-last: must be an integer >= 1, got '0'" in capsys.readouterr().err
+
+
+def test_a_batch_size_below_one_is_an_error_not_an_empty_output():
+    tokenizer = BPETokenizer.train(SENTENCES, vocab_size=270, min_frequency=1)
+    model = Transformer(tokenizer.vocab_size, PAD_ID, N=1, d_model=16, d_ff=32, h=2).eval()
+    with pytest.raises(ValueError, match="batch_size must be >= 1, got 0"):
+        next(translate(model, tokenizer, SENTENCES, batch_size=0))

@@ -63,6 +63,21 @@ def test_a_missing_checkpoint_or_one_of_other_data_is_named(checkpoint, tmp_path
         read_checkpoint(tmp_path / "list.ckpt")
 
 
+def test_a_folder_given_as_checkpoint_says_so_and_lists_its_checkpoints(checkpoint, tmp_path):
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    with pytest.raises(CheckpointError, match="is a folder, not a checkpoint file, and holds no"):
+        read_checkpoint(folder)
+    for name in ("last.ckpt", "step10.ckpt"):
+        (folder / name).write_bytes(checkpoint.read_bytes())
+    with pytest.raises(CheckpointError) as info:
+        read_checkpoint(folder)
+    assert str(info.value) == (
+        f"{folder} is a folder, not a checkpoint file: name one of its checkpoints "
+        "(last.ckpt, step10.ckpt)"
+    )
+
+
 def test_a_damaged_checkpoint_among_those_to_average_is_named(checkpoint, tmp_path):
     (tmp_path / "good.ckpt").write_bytes(checkpoint.read_bytes())
     path = damaged(tmp_path / "good.ckpt", "truncated")
@@ -77,6 +92,37 @@ def test_translate_says_what_is_wrong_with_a_damaged_checkpoint(checkpoint, tmp_
         translate_main([str(damaged(checkpoint, "truncated")), str(source)])
     with pytest.raises(SystemExit, match="error: .*No such file"):
         translate_main([str(checkpoint), str(tmp_path / "missing.txt")])
+
+
+def test_translate_and_evaluate_of_a_folder_suggest_a_file_or_average_last(
+    checkpoint, tmp_path, monkeypatch, capsys
+):
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    (folder / "last.ckpt").write_bytes(checkpoint.read_bytes())
+    source = tmp_path / "in.txt"
+    source.write_text("one two\nthree\n")
+    expected = (
+        f"error: {folder} is a folder, not a checkpoint file: name one of its checkpoints "
+        "(last.ckpt), or average its last N with --average-last N"
+    )
+    with pytest.raises(SystemExit) as info:
+        translate_main([str(folder), str(source)])
+    assert info.value.code == expected
+    with pytest.raises(SystemExit) as info:
+        evaluate_main([str(folder), "--src", str(source), "--ref", str(source)])
+    assert info.value.code == expected
+    capsys.readouterr()
+    translate_main([str(folder), str(source), "--average-last", "1"])
+    averaged = capsys.readouterr().out
+    translate_main([str(folder / "last.ckpt"), str(source)])
+    assert averaged == capsys.readouterr().out and len(averaged.splitlines()) == 2
+
+
+def test_translate_names_a_gz_input_that_is_not_gzip(checkpoint, tmp_path):
+    (tmp_path / "in.gz").write_text("one two\n")
+    with pytest.raises(SystemExit, match=r"error: .*in.gz: not gzip data, although the name"):
+        translate_main([str(checkpoint), str(tmp_path / "in.gz")])
 
 
 def test_a_tokenizer_that_does_not_parse_is_refused(checkpoint, tmp_path):
@@ -116,6 +162,16 @@ def test_translate_a_file_with_messy_lines_and_n_best(checkpoint, tmp_path, monk
     rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
     assert [int(row[0]) for row in rows] == [i for i in range(6) for _ in range(2)]
     assert [row[2] for row in rows if row[0] in ("1", "2")] == [""] * 4
+
+
+def test_translate_of_an_empty_stdin_prints_nothing_and_succeeds(checkpoint, monkeypatch, capsys):
+    assert translate_bytes(checkpoint, b"", monkeypatch=monkeypatch, capsys=capsys) == []
+
+
+def test_translate_ignores_a_byte_order_mark(checkpoint, monkeypatch, capsys):
+    plain = translate_bytes(checkpoint, b"one two\nthree\n", monkeypatch=monkeypatch, capsys=capsys)
+    marked = b"\xef\xbb\xbfone two\r\nthree\r\n"  # as Windows editors save text
+    assert translate_bytes(checkpoint, marked, monkeypatch=monkeypatch, capsys=capsys) == plain
 
 
 def test_evaluate_names_the_line_of_invalid_utf8_instead_of_guessing(checkpoint, tmp_path):

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from transformer_nmt.data.bitext import TextCorpus
+from transformer_nmt.data.bitext import TextCorpus, decode_lines, read_lines
 from transformer_nmt.data.corpus import DataError, DataFormatError, DataNotFoundError
 
 
@@ -75,6 +75,38 @@ def test_invalid_utf8_names_the_file_and_line(tmp_path, name):
         DataFormatError, match=re.escape(f"{tmp_path / name}, line 3: not valid UTF-8")
     ):
         TextCorpus(str(tmp_path)).read("train", "en", "de")
+
+
+def test_a_gz_file_of_plain_text_is_named_with_what_to_do(tmp_path):
+    write(tmp_path / "train.en", ["a"])
+    (tmp_path / "train.de.gz").write_text("Eine Gruppe\n")  # plain text under a .gz name
+    with pytest.raises(DataFormatError) as info:
+        TextCorpus(str(tmp_path)).read("train", "en", "de")
+    assert str(info.value) == (
+        f"{tmp_path / 'train.de.gz'}: not gzip data, although the name ends in .gz: if it holds "
+        "plain text, rename it without .gz, or compress it with gzip"
+    )
+
+
+def test_a_cut_gz_file_is_named(tmp_path):
+    data = gzip.compress(("".join(f"line {i}\n" for i in range(1000))).encode())
+    path = tmp_path / "train.de.gz"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(DataFormatError, match=re.escape(f"{path}: damaged gzip data (EOFError")):
+        read_lines(path)
+    (tmp_path / "empty.gz").write_bytes(b"")
+    assert read_lines(tmp_path / "empty.gz") == []  # empty, as an empty plain file
+
+
+@pytest.mark.parametrize("name", ["train.de", "train.de.gz"])
+def test_a_byte_order_mark_is_dropped_from_the_first_line_only(tmp_path, name):
+    write(tmp_path / "train.en", ["A group", "\ufeffa"])
+    write(tmp_path / name, ["\ufeffEine Gruppe", "\ufeffb"])  # e.g. saved by Notepad
+    pairs = TextCorpus(str(tmp_path)).read("train", "en", "de")
+    # Inside the text, U+FEFF is a (deprecated) zero-width no-break space: kept as written.
+    assert pairs == [("A group", "Eine Gruppe"), ("\ufeffa", "\ufeffb")]
+    lines = decode_lines([b"\xef\xbb\xbfone\r\n", b"two\n"], "stdin")
+    assert list(lines) == ["one\r\n", "two\n"]
 
 
 def test_pairs_with_an_empty_side_are_dropped_and_counted(tmp_path, caplog):

@@ -54,6 +54,25 @@ def test_a_side_empty_on_every_line_is_an_error_not_an_empty_corpus(tmp_path):
         TextCorpus(str(tmp_path)).read("train", "en", "de")
 
 
+def test_pairs_with_a_nul_byte_are_dropped_and_counted_apart(tmp_path, caplog):
+    write(tmp_path, "train", "en", ["a", "b\0c", "d", "", "f"])
+    write(tmp_path, "train", "de", ["v", "w", "x\0", "y", "z"])
+    with caplog.at_level(logging.WARNING):
+        pairs = TextCorpus(str(tmp_path)).read("train", "en", "de")
+    assert pairs == [("a", "v"), ("f", "z")]
+    assert "dropped 1 of 5 pairs with an empty side" in caplog.text
+    assert "dropped 2 of 5 pairs with a NUL byte" in caplog.text
+
+
+def test_a_corpus_in_utf16_is_an_error_that_says_so(tmp_path):
+    # UTF-16 without a byte order mark is valid UTF-8, with a NUL byte in every line (and one
+    # line more: the NUL after the last line end).
+    (tmp_path / "train.en").write_bytes("a\nb\n".encode("utf-16-le"))
+    (tmp_path / "train.de").write_bytes("x\ny\n".encode("utf-16-le"))
+    with pytest.raises(DataFormatError, match=r"all 3 have a NUL byte \(a UTF-16 file\? convert"):
+        TextCorpus(str(tmp_path)).read("train", "en", "de")
+
+
 def test_hub_rows_with_a_missing_side_are_dropped_and_counted(monkeypatch, caplog):
     table = {"en": ["a", None, "c", " "], "de": ["x", "y", None, "w"]}
     monkeypatch.setattr(

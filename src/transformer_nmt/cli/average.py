@@ -4,12 +4,12 @@ import argparse
 import sys
 from pathlib import Path
 
-import torch
-
+from transformer_nmt.cli.search_args import positive_int
 from transformer_nmt.training.checkpoint import (
     CheckpointError,
     average_checkpoints,
     resolve_checkpoints,
+    save_atomically,
 )
 
 
@@ -19,18 +19,19 @@ def main(argv: list[str] | None = None) -> None:
         "checkpoints", nargs="+", help="the .ckpt files to average, or a folder with --average-last"
     )
     parser.add_argument(
-        "--average-last", type=int, metavar="N", help="average the folder's last N checkpoints"
+        "--average-last",
+        type=positive_int,
+        metavar="N",
+        help="average the folder's last N checkpoints",
     )
     parser.add_argument("--output", type=Path, required=True, help="the averaged .ckpt to write")
     args = parser.parse_args(argv)
 
     try:
         paths = resolve_checkpoints(args.checkpoints, args.average_last)
-        averaged = average_checkpoints(paths)
-    except CheckpointError as e:
+        save_atomically(average_checkpoints(paths), args.output)
+    except (CheckpointError, OSError) as e:
         sys.exit(f"error: {e}")
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(averaged, args.output)
     print(f"{args.output}: the average of {', '.join(str(p) for p in paths)}")
 
 

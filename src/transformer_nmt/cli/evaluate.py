@@ -9,12 +9,14 @@ from typing import Any
 from sacrebleu.metrics import BLEU, CHRF
 from tqdm import tqdm
 
-from transformer_nmt.cli.translate import (
+from transformer_nmt.atomic import write_atomically
+from transformer_nmt.cli.search_args import (
     add_search_arguments,
     parse_search_args,
+    positive_int,
     search_options,
-    translate,
 )
+from transformer_nmt.cli.translate import translate
 from transformer_nmt.data.bitext import read_lines
 from transformer_nmt.data.corpus import DataError
 from transformer_nmt.training.checkpoint import (
@@ -50,7 +52,10 @@ def main(argv: list[str] | None = None) -> None:
         help="one .ckpt; several to average; or a folder with --average-last",
     )
     parser.add_argument(
-        "--average-last", type=int, metavar="N", help="average the folder's last N checkpoints"
+        "--average-last",
+        type=positive_int,
+        metavar="N",
+        help="average the folder's last N checkpoints",
     )
     parser.add_argument("--src", type=Path, required=True, help="source text, .gz allowed")
     parser.add_argument("--ref", type=Path, required=True, help="reference text, line-aligned")
@@ -74,9 +79,6 @@ def main(argv: list[str] | None = None) -> None:
     outputs = translate(model, tokenizer, sources, **search_options(args))
     hypotheses = [hyps[0][0] for hyps in tqdm(outputs, total=len(sources), unit="sent")]
 
-    output_dir = args.output_dir or Path(paths[-1]).parent / "evaluation"
-    output_dir.mkdir(parents=True, exist_ok=True)
-    (output_dir / "hypotheses.txt").write_text("".join(f"{h}\n" for h in hypotheses))
     scores = score(hypotheses, references)
     report = {
         "checkpoints": [str(p) for p in paths],
@@ -86,7 +88,12 @@ def main(argv: list[str] | None = None) -> None:
         "search": search_options(args),
         **scores,
     }
-    (output_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    output_dir = args.output_dir or Path(paths[-1]).parent / "evaluation"
+    try:
+        write_atomically(output_dir / "hypotheses.txt", "".join(f"{h}\n" for h in hypotheses))
+        write_atomically(output_dir / "report.json", json.dumps(report, indent=2) + "\n")
+    except OSError as e:
+        sys.exit(f"error: {e}")
     for name, metric in scores.items():
         print(f"{name}: {metric['result']}\n  signature: {metric['signature']}")
     print(f"hypotheses: {output_dir / 'hypotheses.txt'}\nreport: {output_dir / 'report.json'}")

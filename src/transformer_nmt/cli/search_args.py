@@ -2,15 +2,49 @@
 
 import argparse
 import logging
+import math
 from typing import Any
 
 import torch
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1."""
+    return _at_least(text, 1)
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse type: an integer >= 0."""
+    return _at_least(text, 0)
+
+
+def _at_least(text: str, minimum: int) -> int:
+    try:
+        if (value := int(text)) >= minimum:
+            return value
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {text!r}")
+
+
+def finite_float(text: str) -> float:
+    """An argparse type: a number other than nan and ±inf."""
+    try:
+        if math.isfinite(value := float(text)):
+            return value
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+
+
 def add_search_arguments(parser: argparse.ArgumentParser) -> None:
     """Decoding options shared by translate and evaluate; defaults are the paper's."""
-    parser.add_argument("--beam-size", type=int, default=4, help="1 is greedy (default: 4)")
-    parser.add_argument("--alpha", type=float, default=0.6, help="length penalty (default: 0.6)")
+    parser.add_argument(
+        "--beam-size", type=positive_int, default=4, help="1 is greedy (default: 4)"
+    )
+    parser.add_argument(
+        "--alpha", type=finite_float, default=0.6, help="length penalty (default: 0.6)"
+    )
     parser.add_argument(
         "--penalty",
         choices=["gnmt", "fairseq"],
@@ -18,10 +52,15 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
         help="gnmt: log P / ((5 + |Y|) / 6)^alpha, the paper's; fairseq: log P / |Y|^alpha",
     )
     parser.add_argument(
-        "--max-len-b", type=int, default=50, help="outputs stop at source length + this (50)"
+        "--max-len-b",
+        type=non_negative_int,
+        default=50,
+        help="outputs stop at source length + this (50)",
     )
-    parser.add_argument("--batch-size", type=int, default=64, help="sentences per batch (64)")
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument(
+        "--batch-size", type=positive_int, default=64, help="sentences per batch (64)"
+    )
+    parser.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads")
 
 
 def parse_search_args(
@@ -30,7 +69,7 @@ def parse_search_args(
     """Parse a command line with the search arguments and apply the process-wide ones: the
     `--threads`, and warnings (a line cut or replaced) on stderr."""
     args = parser.parse_args(argv)
-    if args.threads:
+    if args.threads is not None:
         torch.set_num_threads(args.threads)
     logging.basicConfig(format="%(levelname)s: %(message)s", level=logging.WARNING)
     return args

@@ -9,12 +9,22 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from transformer_nmt.cli.search_args import add_search_arguments, parse_search_args, search_options
+from transformer_nmt.cli.search_args import (
+    add_search_arguments,
+    parse_search_args,
+    positive_int,
+    search_options,
+)
 from transformer_nmt.data.bitext import decode_lines, read_lines
+from transformer_nmt.data.corpus import DataError
 from transformer_nmt.data.framing import ADDED_TOKENS, TARGET_FRAME, source_batch
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.model import EncoderDecoder, beam_search
-from transformer_nmt.training.checkpoint import CheckpointError, load_checkpoint
+from transformer_nmt.training.checkpoint import (
+    CheckpointError,
+    load_translator,
+    resolve_checkpoints,
+)
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +55,8 @@ def translate(
     Yields:
         For each sentence, its n_best (translation, score) pairs, best first.
     """
+    if batch_size < 1:  # islice would take nothing: every sentence lost without a word
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     sentences = iter(sentences)
     limit = model.config.max_positions - ADDED_TOKENS  # source tokens that fit beside EOS
     first_line = 1
@@ -82,22 +94,39 @@ def translate(
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("checkpoint", type=Path, help="a .ckpt from training or nmt-average")
+    parser.add_argument(
+        "checkpoint", help="a .ckpt from training or nmt-average, or a folder with --average-last"
+    )
     parser.add_argument("input", nargs="?", type=Path, help="text or .gz file (default: stdin)")
     parser.add_argument(
-        "--n-best", type=int, default=1, help="if above 1, print 'line<TAB>score<TAB>text' lines"
+        "--average-last",
+        type=positive_int,
+        metavar="N",
+        help="translate with the average of the folder's last N checkpoints",
+    )
+    parser.add_argument(
+        "--n-best",
+        type=positive_int,
+        default=1,
+        help="if above 1, print 'line<TAB>score<TAB>text' lines (at most --beam-size)",
     )
     add_search_arguments(parser)
     args = parse_search_args(parser, argv)
+    if args.n_best > args.beam_size:
+        parser.error(
+            f"--n-best {args.n_best} exceeds --beam-size {args.beam_size}: the beam holds only "
+            "beam-size hypotheses; raise --beam-size or lower --n-best"
+        )
     try:
-        model, tokenizer = load_checkpoint(args.checkpoint)
+        paths = resolve_checkpoints([args.checkpoint], args.average_last)
+        model, tokenizer = load_translator(paths)
         if args.input is None:
             # Bytes, not text: invalid UTF-8 is replaced per line, and only "\n" ends a line.
             lines, progress = decode_lines(sys.stdin.buffer, "stdin", replace_invalid=True), None
         else:
             lines = read_lines(args.input, replace_invalid=True)
             progress = tqdm(total=len(lines), unit="sent", file=sys.stderr)
-    except (CheckpointError, OSError) as e:
+    except (CheckpointError, DataError, OSError) as e:
         sys.exit(f"error: {e}")
     outputs = translate(model, tokenizer, lines, n_best=args.n_best, **search_options(args))
     for i, hypotheses in enumerate(outputs):

@@ -1,7 +1,9 @@
 """Local WMT-style parallel text: one sentence per line, `{split}.{lang}` or `{split}.{lang}.gz`."""
 
+import codecs
 import gzip
 import logging
+import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from transformer_nmt.data.corpus import (
 log = logging.getLogger(__name__)
 
 DEFAULT_SPLITS = {"train": "train", "val": "val", "test": "test"}
+GZIP_MAGIC = b"\x1f\x8b"  # the first two bytes of every gzip file
 
 
 class TextCorpus:
@@ -62,9 +65,22 @@ class TextCorpus:
 
 def read_lines(file: Path, replace_invalid: bool = False) -> list[str]:
     """Read a UTF-8 text file (gzipped if named *.gz), one string per line, line ends kept."""
-    opener = gzip.open if file.suffix == ".gz" else open
-    with opener(file, "rb") as f:
-        return list(decode_lines(f, str(file), replace_invalid))
+    with open(file, "rb") as f:
+        if file.suffix != ".gz":
+            return list(decode_lines(f, str(file), replace_invalid))
+        if f.read(2) not in (b"", GZIP_MAGIC):
+            raise DataFormatError(
+                f"{file}: not gzip data, although the name ends in .gz: if it holds plain text, "
+                "rename it without .gz, or compress it with gzip"
+            )
+        f.seek(0)
+        try:
+            with gzip.open(f, "rb") as unzipped:
+                return list(decode_lines(unzipped, str(file), replace_invalid))
+        except (gzip.BadGzipFile, EOFError, zlib.error) as e:
+            raise DataFormatError(
+                f"{file}: damaged gzip data ({type(e).__name__}: {e}); copy or compress it again"
+            ) from e
 
 
 def decode_lines(
@@ -74,9 +90,12 @@ def decode_lines(
 
     Invalid bytes raise `DataFormatError`: training data with them is better fixed than guessed.
     With `replace_invalid` they become U+FFFD instead and a warning names the line, so that a
-    translation stays one output line per input line.
+    translation stays one output line per input line. A byte order mark opening the first line
+    is dropped (as "utf-8-sig" does): it would otherwise start the first sentence.
     """
     for number, raw in enumerate(raw_lines, start=1):
+        if number == 1:
+            raw = raw.removeprefix(codecs.BOM_UTF8)
         try:
             yield raw.decode("utf-8")
         except UnicodeDecodeError as e:

@@ -1,6 +1,7 @@
 """The interface every bitext source implements, its errors, and the cleaning all sources share."""
 
 import logging
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Protocol
 
@@ -41,24 +42,28 @@ def source_split(splits: Mapping[str, str], split: str) -> str:
 def clean_pairs(
     src_lines: Iterable[str | None], tgt_lines: Iterable[str | None], where: str
 ) -> list[tuple[str, str]]:
-    """Strip surrounding whitespace and drop pairs with an empty side, logging how many.
+    """Strip whitespace and drop pairs with an empty side or a NUL byte, logging how many of each.
 
     Dropping whole pairs keeps the sides aligned. A missing value (None, as Hub tables may hold)
-    counts as empty. No pair left at all is an error: nothing could be trained or scored.
+    counts as empty. A NUL byte is no text: binary data, or UTF-16 read as UTF-8, which puts one in
+    every line. No pair left at all is an error: nothing could be trained or scored.
     """
     pairs = []
-    dropped = 0
+    dropped: Counter[str] = Counter()  # reason -> pairs
     for src, tgt in zip(src_lines, tgt_lines, strict=True):
         src, tgt = (src or "").strip(), (tgt or "").strip()
-        if src and tgt:
-            pairs.append((src, tgt))
+        if not (src and tgt):
+            dropped["an empty side"] += 1
+        elif "\0" in src or "\0" in tgt:
+            dropped["a NUL byte"] += 1
         else:
-            dropped += 1
+            pairs.append((src, tgt))
+    total = len(pairs) + dropped.total()
     if not pairs:
-        detail = f": all {dropped} have an empty side" if dropped else ": it is empty"
+        detail = f": all {total} have {' or '.join(dropped)}" if dropped else ": it is empty"
+        if "a NUL byte" in dropped:
+            detail += " (a UTF-16 file? convert it: iconv -f utf-16 -t utf-8)"
         raise DataFormatError(f"{where} holds no sentence pairs{detail}")
-    if dropped:
-        log.warning(
-            "%s: dropped %d of %d pairs with an empty side", where, dropped, len(pairs) + dropped
-        )
+    for reason, count in dropped.items():
+        log.warning("%s: dropped %d of %d pairs with %s", where, count, total, reason)
     return pairs

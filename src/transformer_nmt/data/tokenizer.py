@@ -4,11 +4,12 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+from transformer_nmt.atomic import write_atomically
 
 log = logging.getLogger(__name__)
 
@@ -88,17 +89,7 @@ class BPETokenizer:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write to `path` atomically: readers see the old file or the whole new one."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # The temporary file must be on the same filesystem for os.replace to be atomic.
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(self.to_str())
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        write_atomically(path, self.to_str())
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "BPETokenizer":

@@ -3,7 +3,6 @@ averaging."""
 
 import os
 import pickle
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +10,12 @@ import torch
 from lightning.fabric.plugins import TorchCheckpointIO
 from torch import Tensor
 
+from transformer_nmt.atomic import (
+    atomic_open,
+    disk_full_error,
+    is_disk_full,
+    remove_stale_temporaries,
+)
 from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer
 from transformer_nmt.model import Transformer, TransformerConfig
 
@@ -23,32 +28,39 @@ class CheckpointError(ValueError):
 
 
 def save_atomically(checkpoint: dict[str, Any], path: str | os.PathLike) -> None:
-    """`torch.save` to a temporary file beside `path`, synced, then renamed over `path`.
+    """`torch.save` through `atomic_open`: a kill mid-save leaves the previous file whole.
 
-    Readers, and a run resumed after a kill, see the previous file or the whole new one.
+    A full disk raises an OSError naming `path`, the checkpoint's size and the free space.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    for stale in path.parent.glob(f".{path.name}.*.tmp"):  # left by a process killed mid-save
-        stale.unlink(missing_ok=True)
-    # Same folder, so the same filesystem: os.replace is then atomic. Not mkstemp, whose 0600
-    # mode would hide the checkpoint from those the umask lets read it.
-    tmp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
+    remove_stale_temporaries(path)  # left by a process killed mid-save
     try:
-        with open(tmp, "xb") as f:
+        with atomic_open(path) as f:
             torch.save(checkpoint, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    # The rename itself survives a crash of the machine only once the folder is synced.
-    folder = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(folder)
-    finally:
-        os.close(folder)
+    except Exception as e:  # torch.save raises its file's OSError as a RuntimeError
+        if not is_disk_full(e):
+            raise
+        raise disk_full_error(path, serialized_size(checkpoint)) from e
+
+
+class _ByteCounter:
+    """A file that keeps nothing but the number of bytes written to it."""
+
+    def __init__(self) -> None:
+        self.size = 0
+
+    def write(self, data: bytes) -> int:
+        self.size += len(data)
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+
+def serialized_size(checkpoint: dict[str, Any]) -> int:
+    """The bytes `torch.save` writes for `checkpoint`, without holding them in memory."""
+    counter = _ByteCounter()
+    torch.save(checkpoint, counter)
+    return counter.size
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -72,6 +84,8 @@ def read_checkpoint(path: str | os.PathLike, mmap: bool = False) -> dict[str, An
 
     `mmap` maps tensors instead of reading them, for a quick look at the other entries.
     """
+    if Path(path).is_dir():
+        raise _folder_error(path)
     if not Path(path).is_file():
         raise CheckpointError(f"{path}: no such checkpoint file")
     try:
@@ -207,10 +221,26 @@ def last_checkpoints(folder: str | os.PathLike, n: int) -> list[Path]:
 def resolve_checkpoints(paths: list[str], last: int | None = None) -> list[Path]:
     """Checkpoint files from command-line arguments: files as given, or one folder's last N."""
     if last is None:
+        for path in paths:
+            if Path(path).is_dir():
+                raise _folder_error(path, or_average=True)
         return [Path(p) for p in paths]
     if len(paths) != 1 or not Path(paths[0]).is_dir():
         raise CheckpointError(f"--average-last {last} needs exactly one checkpoint folder")
     return last_checkpoints(paths[0], last)
+
+
+def _folder_error(folder: str | os.PathLike, or_average: bool = False) -> CheckpointError:
+    """A folder given as a checkpoint: say which checkpoints it holds, and how to pick."""
+    names = sorted(p.name for p in Path(folder).glob("*.ckpt"))
+    if not names:
+        return CheckpointError(f"{folder} is a folder, not a checkpoint file, and holds no .ckpt")
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    average = ", or average its last N with --average-last N" if or_average else ""
+    return CheckpointError(
+        f"{folder} is a folder, not a checkpoint file: name one of its checkpoints ({shown})"
+        f"{average}"
+    )
 
 
 def load_translator(paths: list[Path]) -> tuple[Transformer, BPETokenizer]:

@@ -1,6 +1,7 @@
 """Sample translations of a few validation sentences at every validation, as a W&B table."""
 
 import csv
+import io
 from pathlib import Path
 
 import lightning as L
@@ -8,6 +9,7 @@ import sacrebleu
 import torch
 from lightning.pytorch.loggers import WandbLogger
 
+from transformer_nmt.atomic import write_atomically
 from transformer_nmt.data.framing import pad_batch
 from transformer_nmt.training.callbacks.val_examples import pick_val_examples
 
@@ -58,13 +60,18 @@ class TranslationTable(L.Callback):
 
     @staticmethod
     def _append_tsv(path: Path, rows: list[list]) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        new = not path.exists()
-        with path.open("a", newline="", encoding="utf-8") as f:
-            writer = csv.writer(f, delimiter="\t")
-            if new:
-                writer.writerow(COLUMNS)
-            writer.writerows(rows)
+        """Append by rewriting the whole file atomically: a crash mid-write cuts no row short.
+
+        A plain append can leave a partial last line, onto which the next append glues its first
+        row. The file grows by a few rows per validation, so rewriting it costs little.
+        """
+        old = path.read_bytes() if path.exists() else b""
+        text = io.StringIO()
+        writer = csv.writer(text, delimiter="\t")
+        if not old:
+            writer.writerow(COLUMNS)
+        writer.writerows(rows)
+        write_atomically(path, old + text.getvalue().encode("utf-8"))
 
 
 def _sentence_bleu(hypothesis: str, reference: str) -> float:
