@@ -12,6 +12,7 @@ from hydra_compose import ROOT, compose_train
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.data.toy import ToyCorpus
 from transformer_nmt.train import train
+from transformer_nmt.training.run_lock import RunLock, RunLockedError
 
 TOY = ["experiment=toy", "logger=none"]
 
@@ -150,3 +151,11 @@ def test_train_py_runs_with_the_fast_allocator_unless_told_otherwise():
     assert _probe_glibc_tunables({**plain, "GLIBC_TUNABLES": "glibc.malloc.check=0"}) == (
         "glibc.malloc.check=0"
     )
+
+
+def test_a_second_run_in_the_same_folder_is_refused_naming_the_first(tmp_path):
+    cfg = compose_train(tmp_path, TOY)
+    with RunLock(cfg.paths.output_dir):  # the first run, still writing
+        with pytest.raises(RunLockedError, match=f"process {os.getpid()} on"):
+            train(cfg)
+    assert not list((tmp_path / "run").glob("checkpoints/*"))  # refused before writing anything

@@ -23,6 +23,7 @@ from transformer_nmt.training.loggers import (
 )
 from transformer_nmt.training.module import TranslationModule
 from transformer_nmt.training.precision import resolve_precision
+from transformer_nmt.training.run_lock import RunLock, is_global_rank_zero
 from transformer_nmt.training.sweeps import best_scores, raise_if_diverged
 
 log = logging.getLogger(__name__)
@@ -40,9 +41,21 @@ def train(cfg: DictConfig) -> dict[str, float]:
     after a SIGTERM, once the `last_checkpoint` callback has saved.
     """
     check_config(cfg)
-    L.seed_everything(cfg.seed, workers=True)
-    datamodule, module = build_data_and_module(cfg)
-    loggers = build_loggers(cfg)
+    # Two runs writing one folder would overwrite each other's checkpoints: the second is refused.
+    with RunLock(cfg.paths.output_dir, enabled=is_global_rank_zero()):
+        L.seed_everything(cfg.seed, workers=True)
+        datamodule, module = build_data_and_module(cfg)
+        loggers = build_loggers(cfg)
+        return fit_and_report(cfg, datamodule, module, loggers)
+
+
+def fit_and_report(
+    cfg: DictConfig,
+    datamodule: TranslationDataModule,
+    module: TranslationModule,
+    loggers: list[Logger],
+) -> dict[str, float]:
+    """Build the trainer and fit; the logger runs end here, with the run's exit status."""
     trainer, exit_code = None, 1
     try:
         trainer = build_trainer(cfg, loggers)
