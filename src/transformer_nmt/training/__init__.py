@@ -1,0 +1,3 @@
+"""A training run around the model: the LightningModule (`module`), its `loss`, `lr_schedule`
+and `bleu` metric; `checkpoint` files; `precision`, `loggers`, the `config_checks` a run passes
+first, the `run_lock` on its folder, what `sweeps` get back; and the `callbacks`."""
