@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from checkpoint_files import SENTENCES, write_checkpoint
 from full_disk import fill_disk_after
 from transformer_nmt import atomic
 from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer
@@ -19,28 +20,10 @@ from transformer_nmt.training.checkpoint import (
     save_atomically,
 )
 
-SENTENCES = ["one two three", "zwei drei vier", "four five six", "fünf sechs sieben"] * 5
-
 
 @pytest.fixture(scope="module")
 def tokenizer() -> BPETokenizer:
     return BPETokenizer.train(SENTENCES, vocab_size=300, min_frequency=1)
-
-
-def write_checkpoint(path: Path, tokenizer: BPETokenizer, seed: int = 0, step: int = 0) -> Path:
-    """What TranslationModule saves, minus the training state: weights, config, tokenizer."""
-    torch.manual_seed(seed)
-    model = Transformer(tokenizer.vocab_size, PAD_ID, N=1, d_model=16, d_ff=32, h=2)
-    torch.save(
-        {
-            "global_step": step,
-            "state_dict": {f"model.{k}": v for k, v in model.state_dict().items()},
-            "model_config": model.config.to_dict(),
-            "tokenizer": tokenizer.to_str(),
-        },
-        path,
-    )
-    return path
 
 
 def test_loads_model_and_tokenizer(tmp_path, tokenizer):
