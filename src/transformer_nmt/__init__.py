@@ -5,4 +5,18 @@ data/      corpora, tokenizer, framing, batching, the DataModule
 training/  the LightningModule and everything around a training run
 cli/       the nmt-* commands
 train.py   `train(cfg)`, what `python train.py` runs
+translator.py  `Translator`, the Python API: `from transformer_nmt import Translator`
 """
+
+from typing import Any
+
+__all__ = ["Translator"]
+
+
+def __getattr__(name: str) -> Any:
+    # Imported on first use: `import transformer_nmt.data` and the like need not load torch.
+    if name == "Translator":
+        from transformer_nmt.translator import Translator
+
+        return Translator
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

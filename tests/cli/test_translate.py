@@ -4,9 +4,9 @@ import torch
 from transformer_nmt.cli.average import main as average_main
 from transformer_nmt.cli.evaluate import main as evaluate_main
 from transformer_nmt.cli.translate import main as translate_main
-from transformer_nmt.cli.translate import translate
 from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer
 from transformer_nmt.model import Transformer
+from transformer_nmt.translator import Translator
 
 SENTENCES = ["one two three", "four", "", "five six seven eight nine", "two"]
 
@@ -16,8 +16,9 @@ def test_batches_keep_the_input_order():
     tokenizer = BPETokenizer.train(SENTENCES, vocab_size=270, min_frequency=1)
     model = Transformer(tokenizer.vocab_size, PAD_ID, N=1, d_model=16, d_ff=32, h=2).eval()
     options = dict(beam_size=2, max_len_b=3)
-    batched = list(translate(model, tokenizer, SENTENCES, batch_size=2, **options))
-    alone = [next(translate(model, tokenizer, [s], batch_size=1, **options)) for s in SENTENCES]
+    translator = Translator(model, tokenizer, device="cpu")
+    batched = list(translator.stream(SENTENCES, batch_size=2, **options))
+    alone = [next(translator.stream([s], batch_size=1, **options)) for s in SENTENCES]
     assert [[text for text, _ in n_best] for n_best in batched] == [
         [text for text, _ in n_best] for n_best in alone
     ]
@@ -63,4 +64,4 @@ def test_a_batch_size_below_one_is_an_error_not_an_empty_output():
     tokenizer = BPETokenizer.train(SENTENCES, vocab_size=270, min_frequency=1)
     model = Transformer(tokenizer.vocab_size, PAD_ID, N=1, d_model=16, d_ff=32, h=2).eval()
     with pytest.raises(ValueError, match="batch_size must be >= 1, got 0"):
-        next(translate(model, tokenizer, SENTENCES, batch_size=0))
+        next(Translator(model, tokenizer, device="cpu").stream(SENTENCES, batch_size=0))

@@ -16,14 +16,10 @@ from transformer_nmt.cli.search_args import (
     positive_int,
     search_options,
 )
-from transformer_nmt.cli.translate import translate
 from transformer_nmt.data.bitext import read_lines
 from transformer_nmt.data.corpus import DataError
-from transformer_nmt.training.checkpoint import (
-    CheckpointError,
-    load_translator,
-    resolve_checkpoints,
-)
+from transformer_nmt.training.checkpoint import CheckpointError, resolve_checkpoints
+from transformer_nmt.translator import Translator
 
 
 def score(hypotheses: list[str], references: list[str]) -> dict[str, Any]:
@@ -68,7 +64,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_search_args(parser, argv)
     try:
         paths = resolve_checkpoints(args.checkpoints, args.average_last)
-        model, tokenizer = load_translator(paths)
+        translator = Translator.from_checkpoint(paths)
         # Invalid UTF-8 is an error here, not replaced: it would change the score silently.
         sources = [line.strip() for line in read_lines(args.src)]
         references = [line.strip() for line in read_lines(args.ref)]
@@ -76,7 +72,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"error: {e}")
     if len(sources) != len(references):
         sys.exit(f"{args.src} has {len(sources)} lines but {args.ref} has {len(references)}")
-    outputs = translate(model, tokenizer, sources, **search_options(args))
+    outputs = translator.stream(sources, **search_options(args))
     hypotheses = [hyps[0][0] for hyps in tqdm(outputs, total=len(sources), unit="sent")]
 
     scores = score(hypotheses, references)

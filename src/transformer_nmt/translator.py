@@ -1,0 +1,164 @@
+"""`Translator`: a trained model and its tokenizer, translating text from Python.
+
+    from transformer_nmt import Translator
+
+    translator = Translator.from_checkpoint("run/checkpoints/last.ckpt")
+    translator.translate(["Ein Hund rennt."])                 # ["A dog runs."]
+    translator.translate(["Ein Hund rennt."], n_best=2)       # [[("A dog runs.", -0.21), ...]]
+
+`nmt-translate` and `nmt-evaluate` are thin command-line wrappers over it.
+"""
+
+import logging
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import islice
+
+import torch
+
+from transformer_nmt.data.framing import ADDED_TOKENS, TARGET_FRAME, source_batch
+from transformer_nmt.data.tokenizer import BPETokenizer
+from transformer_nmt.model import EncoderDecoder, beam_search
+from transformer_nmt.training.checkpoint import load_translator, resolve_checkpoints
+
+log = logging.getLogger(__name__)
+
+Scored = list[tuple[str, float]]  # n-best (translation, score) pairs of one sentence, best first
+
+
+class Translator:
+    """A model in eval mode and its tokenizer, on one device and in one dtype.
+
+    Args:
+        model: any `EncoderDecoder`, e.g. the Transformer.
+        tokenizer: the model's.
+        device: where the model runs; None is CUDA where there is a GPU, else the CPU.
+        dtype: the weights' floating-point type (e.g. torch.bfloat16); None keeps the model's.
+    """
+
+    def __init__(
+        self,
+        model: EncoderDecoder,
+        tokenizer: BPETokenizer,
+        device: str | torch.device | None = None,
+        dtype: torch.dtype | None = None,
+    ):
+        if device is None:
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.device = torch.device(device)
+        self.model = model.to(device=self.device, dtype=dtype).eval()
+        self.tokenizer = tokenizer
+
+    @classmethod
+    def from_checkpoint(
+        cls,
+        path_or_paths: str | os.PathLike | Sequence[str | os.PathLike],
+        device: str | torch.device | None = None,
+        dtype: torch.dtype | None = None,
+        average_last: int | None = None,
+    ) -> "Translator":
+        """Load a checkpoint, the average of several, or the average of a folder's last N.
+
+        Args:
+            path_or_paths: a .ckpt from training or `nmt-average`; several .ckpt files, whose
+                weights are averaged; or, with `average_last`, a folder of checkpoints.
+            device, dtype: as for `Translator`.
+            average_last: average the folder's last N checkpoints (the paper averages 5).
+
+        Raises:
+            CheckpointError: a file that is missing, damaged, or not a translator.
+        """
+        many = isinstance(path_or_paths, Sequence) and not isinstance(path_or_paths, str)
+        paths = [str(p) for p in path_or_paths] if many else [str(path_or_paths)]
+        model, tokenizer = load_translator(resolve_checkpoints(paths, average_last))
+        return cls(model, tokenizer, device, dtype)
+
+    def translate(
+        self,
+        sentences: Iterable[str],
+        beam_size: int = 4,
+        alpha: float = 0.6,
+        penalty: str = "gnmt",
+        max_len_b: int = 50,
+        batch_size: int = 64,
+        n_best: int | None = None,
+    ) -> list[str] | list[Scored]:
+        """Translate sentences, in input order; the defaults are the paper's (section 6.1).
+
+        Args:
+            sentences: source text, one sentence each.
+            beam_size: hypotheses kept per sentence; 1 is greedy search.
+            alpha: length penalty exponent; 0 ranks by log-probability alone.
+            penalty: "gnmt", log P / ((5 + |Y|) / 6)^alpha (the paper's), or "fairseq",
+                log P / |Y|^alpha.
+            max_len_b: a translation stops at its source's length + max_len_b tokens.
+            batch_size: sentences decoded together.
+            n_best: None returns one string per sentence; k returns, per sentence, its k best
+                (translation, score) pairs, best first (k <= beam_size).
+
+        Returns:
+            One translation per sentence, or one list of n_best scored translations.
+        """
+        results = self.stream(
+            sentences, beam_size, alpha, penalty, max_len_b, batch_size, n_best or 1
+        )
+        if n_best is None:
+            return [hypotheses[0][0] for hypotheses in results]
+        return list(results)
+
+    def stream(
+        self,
+        sentences: Iterable[str],
+        beam_size: int = 4,
+        alpha: float = 0.6,
+        penalty: str = "gnmt",
+        max_len_b: int = 50,
+        batch_size: int = 64,
+        n_best: int = 1,
+    ) -> Iterator[Scored]:
+        """`translate` lazily: reads batch_size sentences at a time, yields each one's n-best.
+
+        An empty (or blank) sentence translates to an empty one without running the model. A
+        sentence longer than the model's position table is cut to fit, with a warning naming its
+        line. Arguments as for `translate`.
+        """
+        if batch_size < 1:  # islice would take nothing: every sentence lost without a word
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        sentences = iter(sentences)
+        first_line = 1
+        while batch := [s.strip() for s in islice(sentences, batch_size)]:
+            results = [[("", 0.0)] * n_best for _ in batch]
+            todo = [i for i, sentence in enumerate(batch) if sentence]
+            ids = self._encode([batch[i] for i in todo], [first_line + i for i in todo])
+            if todo:
+                src = source_batch(ids, self.model.config.max_positions).to(self.device)
+                beams = beam_search(
+                    self.model,
+                    src,
+                    **TARGET_FRAME,
+                    beam_size=beam_size,
+                    alpha=alpha,
+                    max_len_b=max_len_b,
+                    penalty=penalty,
+                    n_best=n_best,
+                )
+                for i, hypotheses in zip(todo, beams, strict=True):
+                    texts = self.tokenizer.decode_batch([h.tokens for h in hypotheses])
+                    results[i] = [(t, h.score) for t, h in zip(texts, hypotheses, strict=True)]
+            yield from results
+            first_line += len(batch)
+
+    def _encode(self, sentences: list[str], lines: list[int]) -> list[list[int]]:
+        """Token ids of each sentence, warning (by line number) about those too long to fit."""
+        ids = self.tokenizer.encode_batch(sentences)
+        limit = self.model.config.max_positions - ADDED_TOKENS  # source tokens that fit beside EOS
+        for line, row in zip(lines, ids, strict=True):
+            if len(row) > limit:
+                log.warning(
+                    "line %d: %d tokens, more than the model's %d; translating the first %d",
+                    line,
+                    len(row),
+                    limit,
+                    limit,
+                )
+        return ids

@@ -1,0 +1,85 @@
+"""The Python API: `Translator` gives what the model and search give, in input order."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from checkpoint_files import SENTENCES, write_checkpoint
+from transformer_nmt import Translator
+from transformer_nmt.data.framing import TARGET_FRAME, source_batch
+from transformer_nmt.data.tokenizer import BPETokenizer
+from transformer_nmt.model import beam_search
+from transformer_nmt.training.checkpoint import (
+    average_checkpoints,
+    load_checkpoint,
+    translator_from,
+)
+
+INPUTS = ["one two three", "", "fünf sechs", "four five six seven", "zwei"]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> Path:
+    """Three tiny checkpoints of one 'run', at steps 1, 2 and 3."""
+    tokenizer = BPETokenizer.train(SENTENCES, vocab_size=280, min_frequency=1)
+    folder = tmp_path_factory.mktemp("checkpoints")
+    for step in (1, 2, 3):
+        write_checkpoint(folder / f"step{step}.ckpt", tokenizer, seed=step, step=step)
+    return folder
+
+
+def reference(model, tokenizer, sentences: list[str], **options) -> list[list[tuple[str, float]]]:
+    """Beam search on each sentence alone, without the Translator."""
+    out = []
+    for sentence in sentences:
+        src = source_batch(tokenizer.encode_batch([sentence]), model.config.max_positions)
+        (hypotheses,) = beam_search(model, src, **TARGET_FRAME, **options)
+        texts = tokenizer.decode_batch([h.tokens for h in hypotheses])
+        out.append([(text, h.score) for text, h in zip(texts, hypotheses, strict=True)])
+    return out
+
+
+def test_translate_equals_beam_search_in_input_order(folder):
+    translator = Translator.from_checkpoint(folder / "step1.ckpt", device="cpu")
+    model, tokenizer = load_checkpoint(folder / "step1.ckpt")
+    options = dict(beam_size=3, alpha=0.6, max_len_b=5)
+    got = translator.translate(INPUTS, batch_size=2, **options)
+    nonempty = [s for s in INPUTS if s]
+    expected = iter(hyps[0][0] for hyps in reference(model, tokenizer, nonempty, **options))
+    assert got == [next(expected) if s else "" for s in INPUTS]
+
+
+def test_n_best_gives_scored_lists_best_first(folder):
+    translator = Translator.from_checkpoint(folder / "step1.ckpt", device="cpu")
+    options = dict(beam_size=3, penalty="fairseq", alpha=1.0, max_len_b=5)
+    best = translator.translate(INPUTS, **options)
+    scored = translator.translate(INPUTS, n_best=3, **options)
+    model, tokenizer = load_checkpoint(folder / "step1.ckpt")
+    (expected,) = reference(model, tokenizer, [INPUTS[0]], n_best=3, **options)
+    assert [text for text, _ in scored[0]] == [text for text, _ in expected]
+    assert [s for _, s in scored[0]] == pytest.approx([s for _, s in expected])
+    assert scored[1] == [("", 0.0)] * 3  # the empty line
+    for text, hypotheses in zip(best, scored, strict=True):
+        assert len(hypotheses) == 3 and hypotheses[0][0] == text
+        assert [s for _, s in hypotheses] == sorted((s for _, s in hypotheses), reverse=True)
+
+
+def test_several_checkpoints_and_average_last_translate_with_the_average(folder):
+    paths = [folder / "step2.ckpt", folder / "step3.ckpt"]
+    averaged, _ = translator_from(average_checkpoints(paths))
+    by_list = Translator.from_checkpoint(paths, device="cpu")
+    by_folder = Translator.from_checkpoint(folder, device="cpu", average_last=2)
+    for translator in (by_list, by_folder):
+        for key, t in averaged.state_dict().items():
+            assert torch.equal(translator.model.state_dict()[key], t), key
+
+
+def test_device_and_dtype_are_applied(folder):
+    path = folder / "step1.ckpt"
+    translator = Translator.from_checkpoint(path, device="cpu", dtype=torch.float64)
+    assert {p.dtype for p in translator.model.parameters()} == {torch.float64}
+    assert {p.device.type for p in translator.model.parameters()} == {"cpu"}
+    assert not translator.model.training
+    float32 = Translator.from_checkpoint(path, device="cpu")
+    assert translator.translate(INPUTS, max_len_b=5) == float32.translate(INPUTS, max_len_b=5)
