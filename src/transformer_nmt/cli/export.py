@@ -1,0 +1,94 @@
+"""`nmt-export`: a checkpoint as a Hugging Face (MarianMT) or CTranslate2 model folder, each with
+a model card (README.md).
+
+    nmt-export hf run/checkpoints/last.ckpt exported/hf
+    nmt-export ct2 run/checkpoints --average-last 5 exported/ct2 --quantization int8
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+from transformer_nmt.atomic import write_atomically
+from transformer_nmt.cli.search_args import positive_int
+from transformer_nmt.export import ExportError
+from transformer_nmt.training.checkpoint import (
+    CheckpointError,
+    load_translator,
+    resolve_checkpoints,
+)
+
+FORMATS = {
+    "hf": "Hugging Face transformers: MarianMT config, safetensors weights, fast tokenizer",
+    "ct2": "CTranslate2: a model for its Translator, optionally quantized",
+}
+QUANTIZATIONS = ("int8", "int8_float32", "float32")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    formats = parser.add_subparsers(dest="format", required=True, metavar="FORMAT")
+    for name, help_text in FORMATS.items():
+        sub = formats.add_parser(name, help=help_text, description=help_text)
+        sub.add_argument(
+            "checkpoints", nargs="+", help="one .ckpt; several to average; or a folder"
+        )
+        sub.add_argument("out", type=Path, help="the folder to write")
+        sub.add_argument(
+            "--average-last",
+            type=positive_int,
+            metavar="N",
+            help="export the average of the folder's last N checkpoints",
+        )
+        sub.add_argument(
+            "--force", action="store_true", help="write into OUT even if it holds files"
+        )
+        if name == "ct2":
+            sub.add_argument(
+                "--quantization",
+                choices=QUANTIZATIONS,
+                default="float32",
+                help="weight type: int8 is about 4x smaller and faster on CPUs (default float32)",
+            )
+    return parser.parse_args(argv)
+
+
+def check_folder(out: Path, force: bool) -> None:
+    """Refuse to mix an export into a folder that holds files, unless forced."""
+    if out.exists() and not out.is_dir():
+        raise ExportError(f"{out} is a file, not a folder")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise ExportError(f"{out} is not empty: choose another folder, or pass --force")
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    # Imported here: each pulls in its runtime (transformers, ctranslate2), which takes seconds.
+    from transformer_nmt.export import card
+
+    try:
+        paths = resolve_checkpoints(args.checkpoints, args.average_last)
+        check_folder(args.out, args.force)
+        model, tokenizer = load_translator(paths)
+        if args.format == "hf":
+            from transformer_nmt.export import hf
+
+            hf.export_hf(model, tokenizer, args.out)
+            what, usage = "a Hugging Face transformers MarianMT model", hf.usage()
+        else:
+            from transformer_nmt.export import ct2
+
+            ct2.export_ct2(model, tokenizer, args.out, args.quantization)
+            what = f"a CTranslate2 model ({args.quantization} weights)"
+            usage = ct2.usage()
+        text = card.model_card(model, card.run_record(paths), what, usage)
+        write_atomically(args.out / "README.md", text)
+    except (CheckpointError, ExportError, OSError) as e:
+        sys.exit(f"error: {e}")
+    print(f"{args.out}: {what}, from {', '.join(str(p) for p in paths)}")
+
+
+if __name__ == "__main__":
+    main()

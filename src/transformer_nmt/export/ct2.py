@@ -1,0 +1,166 @@
+"""A checkpoint as a CTranslate2 model, built with ctranslate2's spec API from our weights.
+
+CTranslate2's Transformer spec holds ours without conversion of any layout: the position table is
+stored as it is (ours interleaves sin and cos, and learned tables work alike), post-norm and
+pre-norm both exist, and our fused projections are the fused matrices CTranslate2 wants
+([W^Q; W^K; W^V] for self-attention, [W^K; W^V] over the encoder output). The source framing of
+`data/framing.py` (tokens, then EOS) is the model's `add_source_eos`, and decoding starts from
+our BOS, so callers pass the source's BPE tokens alone. Only d_k != d_v is refused.
+"""
+
+import os
+from pathlib import Path
+
+import numpy as np
+from ctranslate2.specs import common_spec, transformer_spec
+from tokenizers import Tokenizer
+from torch import Tensor
+
+from transformer_nmt.data.framing import source_ids
+from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, UNK_ID, BPETokenizer
+from transformer_nmt.export import ExportError
+from transformer_nmt.model import Transformer
+
+ACTIVATIONS = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU}
+LAYER_NORM_EPS = 1e-5  # torch.nn.LayerNorm's default, which our layers use
+
+
+def _array(t: Tensor) -> np.ndarray:
+    # A copy: quantization rewrites the spec's arrays in place, and numpy() shares the memory.
+    return t.detach().float().cpu().numpy().copy()
+
+
+def _linear(spec: common_spec.LinearSpec, layer) -> None:
+    spec.weight = _array(layer.weight)
+    if layer.bias is not None:
+        spec.bias = _array(layer.bias)
+
+
+def _norm(spec: common_spec.LayerNormSpec, norm) -> None:
+    spec.gamma, spec.beta = _array(norm.weight), _array(norm.bias)
+
+
+def _attention(spec, attention) -> None:
+    """Our fused projections are CTranslate2's: linear[0] (and [1]) in, linear[-1] out."""
+    if attention.self_attention:
+        _linear(spec.linear[0], attention.w_qkv)
+    else:
+        _linear(spec.linear[0], attention.w_q)
+        _linear(spec.linear[1], attention.w_kv)
+    _linear(spec.linear[-1], attention.w_o)
+
+
+def _feed_forward(spec, feed_forward, norm) -> None:
+    _linear(spec.linear_0, feed_forward.w_1)
+    _linear(spec.linear_1, feed_forward.w_2)
+    _norm(spec.layer_norm, norm)
+
+
+def _positions(spec, positions) -> None:
+    """The table as the model adds it: fixed sinusoids (a buffer) or learned vectors."""
+    table = positions.pe if hasattr(positions, "pe") else positions.embedding.weight
+    spec.position_encodings.encodings = _array(table)
+
+
+def transformer_spec_of(model: Transformer) -> transformer_spec.TransformerSpec:
+    """The CTranslate2 spec of our model, weights filled in, in fp32."""
+    c = model.config
+    if c.d_k != c.d_v:
+        raise ExportError(
+            f"model.d_k={c.d_k} differs from model.d_v={c.d_v}: CTranslate2's heads have one size"
+        )
+    sizes = dict(
+        num_layers=c.N,
+        num_heads=c.h,
+        pre_norm=c.norm_first,
+        activation=ACTIVATIONS[c.activation],
+        head_dim=c.d_k,
+    )
+    encoder = transformer_spec.TransformerEncoderSpec(**sizes)
+    decoder = transformer_spec.TransformerDecoderSpec(**sizes)
+    encoder.embeddings[0].weight = _array(model.src_embed.weight)
+    decoder.embeddings.weight = _array(model.tgt_embed.weight)
+    decoder.projection.weight = _array(model.generator.weight)  # no bias, as ours
+    _positions(encoder, model.src_positions)
+    _positions(decoder, model.tgt_positions)
+    if c.norm_first:  # the final LayerNorm of each pre-norm stack
+        _norm(encoder.layer_norm, model.encoder.norm)
+        _norm(decoder.layer_norm, model.decoder.norm)
+    for spec, layer in zip(encoder.layer, model.encoder.layers, strict=True):
+        _attention(spec.self_attention, layer.self_attn)
+        _norm(spec.self_attention.layer_norm, layer.sublayer[0].norm)
+        _feed_forward(spec.ffn, layer.feed_forward, layer.sublayer[1].norm)
+    for spec, layer in zip(decoder.layer, model.decoder.layers, strict=True):
+        _attention(spec.self_attention, layer.self_attn)
+        _norm(spec.self_attention.layer_norm, layer.sublayer[0].norm)
+        _attention(spec.attention, layer.src_attn)
+        _norm(spec.attention.layer_norm, layer.sublayer[1].norm)
+        _feed_forward(spec.ffn, layer.feed_forward, layer.sublayer[2].norm)
+    return transformer_spec.TransformerSpec(encoder, decoder)
+
+
+def vocabulary(tokenizer: BPETokenizer) -> list[str]:
+    """Token strings by id: what CTranslate2 reads and writes instead of ids."""
+    backend = Tokenizer.from_str(tokenizer.to_str())
+    return [backend.id_to_token(i) for i in range(tokenizer.vocab_size)]
+
+
+def export_ct2(
+    model: Transformer,
+    tokenizer: BPETokenizer,
+    out: str | os.PathLike,
+    quantization: str = "float32",
+) -> Path:
+    """Write `out/`: CTranslate2's model.bin, config.json and vocabulary, and our tokenizer.json.
+
+    Args:
+        model: a trained Transformer.
+        tokenizer: its tokenizer; saved as tokenizer.json for callers to make the tokens.
+        out: the folder, created if missing; files of the same names are replaced.
+        quantization: weight type, e.g. "int8", "int8_float32" or "float32".
+
+    Raises:
+        ExportError: d_k != d_v, which CTranslate2 cannot express.
+    """
+    out = Path(out)
+    spec = transformer_spec_of(model)
+    tokens = vocabulary(tokenizer)
+    spec.register_source_vocabulary(tokens)
+    spec.register_target_vocabulary(tokens)
+    # The source framing of data/framing.py: tokens, then what source_ids appends (EOS).
+    if source_ids([]) != [EOS_ID]:
+        raise ExportError(f"source framing {source_ids([])} is not CTranslate2's add_source_eos")
+    spec.config.add_source_eos = True
+    spec.config.bos_token, spec.config.eos_token = tokens[BOS_ID], tokens[EOS_ID]
+    spec.config.unk_token = tokens[UNK_ID]
+    spec.config.decoder_start_token = tokens[BOS_ID]
+    spec.config.layer_norm_epsilon = LAYER_NORM_EPS
+    spec.validate()
+    spec.optimize(quantization=quantization)
+    out.mkdir(parents=True, exist_ok=True)
+    spec.save(str(out))
+    tokenizer.save(out / "tokenizer.json")
+    return out
+
+
+def usage() -> str:
+    """The model card's section on loading the folder."""
+    return """## Usage
+
+```python
+import ctranslate2
+from tokenizers import Tokenizer
+from torch import Tensor
+
+tokenizer = Tokenizer.from_file("path/to/this/folder/tokenizer.json")
+translator = ctranslate2.Translator("path/to/this/folder", device="cpu", intra_threads=2)
+tokens = tokenizer.encode("A sentence to translate.", add_special_tokens=False).tokens
+result = translator.translate_batch([tokens], beam_size=4, max_decoding_length=256)
+ids = [tokenizer.token_to_id(t) for t in result[0].hypotheses[0]]
+print(tokenizer.decode(ids))
+```
+
+The model appends `</s>` to each source itself (`add_source_eos`) and starts decoding from `<s>`,
+as in training. Its `length_penalty` divides by |Y|^alpha, what `nmt-translate --penalty
+fairseq` does; `nmt-translate`'s default is the paper's GNMT form, ((5 + |Y|) / 6)^0.6.
+"""

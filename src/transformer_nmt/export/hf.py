@@ -1,0 +1,257 @@
+"""A checkpoint as a Hugging Face MarianMT folder: config, safetensors weights, fast tokenizer.
+
+MarianMT is the post-norm Transformer of the paper, as ours, so the mapping is exact (a test holds
+the logits within 1e-4 and greedy output token for token). Where the two differ:
+
+- Positions. Ours interleave PE(pos, 2i) = sin, PE(pos, 2i+1) = cos; Marian puts all the sines in
+  the first half of the vector and the cosines in the second (`MarianSinusoidalPositionalEmbedding`,
+  which it recomputes on load and never saves), with the same angles. Nothing in a post-norm
+  Transformer depends on the order of the d_model features: permuting them (evens, then odds) in
+  every weight that reads or writes the residual stream gives the same network with Marian's
+  position layout. LayerNorm is invariant to the order; its gain and bias are permuted alike.
+- Embedding scale: both multiply embeddings by sqrt(d_model) (`scale_embedding=True`).
+- Output: Marian adds `final_logits_bias`, ours has no bias: zeros.
+- Tied weights: `tie_embeddings="all"` is `share_encoder_decoder_embeddings` plus
+  `tie_word_embeddings`; "decoder" is the second alone; "none" neither.
+- Framing: the exported tokenizer appends EOS to a source as `data/framing.py` does, and
+  generation starts the decoder at our BOS. Search never picks PAD or BOS, as ours
+  (`suppress_tokens`).
+
+What MarianMT cannot express is refused: pre-norm, learned positions, d_k or d_v other than
+d_model / h.
+"""
+
+import os
+from pathlib import Path
+
+import torch
+from tokenizers import Tokenizer, processors
+from torch import Tensor
+from transformers import GenerationConfig, MarianConfig, MarianMTModel, PreTrainedTokenizerFast
+
+from transformer_nmt.data.framing import TARGET_FRAME, source_ids
+from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, BPETokenizer
+from transformer_nmt.export import ExportError
+from transformer_nmt.model import Transformer, TransformerConfig
+
+
+def marian_problems(config: TransformerConfig) -> list[str]:
+    """Why MarianMT cannot hold this model exactly; empty if it can."""
+    problems = []
+    if config.norm_first:
+        problems.append(
+            "model.norm_first=true (pre-norm): MarianMT is post-norm only; export to "
+            "CTranslate2 instead (`nmt-export ct2`), which has both"
+        )
+    if config.positions != "sinusoidal":
+        problems.append(
+            f"model.positions={config.positions}: MarianMT has sinusoidal positions only"
+        )
+    head = config.d_model // config.h
+    if config.d_model % config.h or config.d_k != head or config.d_v != head:
+        problems.append(
+            f"model.d_k={config.d_k}, model.d_v={config.d_v}: MarianMT's heads are "
+            f"d_model / h = {config.d_model / config.h:g} wide"
+        )
+    return problems
+
+
+def marian_config(config: TransformerConfig) -> MarianConfig:
+    """The MarianConfig of the same network, with our special-token ids."""
+    return MarianConfig(
+        vocab_size=config.vocab_size,
+        decoder_vocab_size=config.vocab_size,
+        max_position_embeddings=config.max_positions,
+        d_model=config.d_model,
+        encoder_layers=config.N,
+        decoder_layers=config.N,
+        encoder_attention_heads=config.h,
+        decoder_attention_heads=config.h,
+        encoder_ffn_dim=config.d_ff,
+        decoder_ffn_dim=config.d_ff,
+        activation_function=config.activation,  # "gelu" is the exact (erf) GELU in both
+        dropout=config.dropout,
+        attention_dropout=0.0,  # ours drops sublayer outputs only (section 5.4)
+        activation_dropout=0.0,
+        scale_embedding=True,
+        share_encoder_decoder_embeddings=config.tie_embeddings == "all",
+        tie_word_embeddings=config.tie_embeddings != "none",
+        pad_token_id=PAD_ID,
+        bos_token_id=BOS_ID,
+        eos_token_id=EOS_ID,
+        decoder_start_token_id=TARGET_FRAME["bos_id"],
+        forced_eos_token_id=EOS_ID,
+        architectures=["MarianMTModel"],
+    )
+
+
+def generation_config(config: TransformerConfig) -> GenerationConfig:
+    """`generate`'s defaults: beam 4 like ours, outputs within the position table.
+
+    `length_penalty` divides by |Y|^alpha: our `penalty="fairseq"` with `alpha=1`, not the
+    paper's GNMT form, which `generate` lacks. `max_length` is per batch (ours: per sentence, the
+    source length + max_len_b); at it, `forced_eos_token_id` makes the last token EOS.
+    """
+    return GenerationConfig(
+        decoder_start_token_id=TARGET_FRAME["bos_id"],
+        bos_token_id=BOS_ID,
+        eos_token_id=EOS_ID,
+        pad_token_id=PAD_ID,
+        forced_eos_token_id=EOS_ID,
+        # The decoder start and then at most max_positions tokens, as our search.
+        max_length=config.max_positions + 1,
+        num_beams=4,
+        length_penalty=1.0,
+        suppress_tokens=[PAD_ID, BOS_ID],  # never targets in training: our search skips them
+    )
+
+
+def feature_order(d_model: int) -> Tensor:
+    """Marian's feature k is our feature order[k]: the sines (even features), then the cosines."""
+    return torch.cat([torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)])
+
+
+def marian_state_dict(model: Transformer) -> dict[str, Tensor]:
+    """Our weights under MarianMTModel's names, with the features in Marian's order."""
+    p = feature_order(model.config.d_model)
+    ours = {key: t.detach().float() for key, t in model.state_dict().items()}
+
+    def reads(key: str) -> Tensor:  # (out, d_model) weights: permute the inputs
+        return ours[key][:, p]
+
+    def writes(name: str) -> dict[str, Tensor]:  # a layer whose outputs are d_model features
+        return {"weight": ours[f"{name}.weight"][p], "bias": ours[f"{name}.bias"][p]}
+
+    def norm(ours_name: str, marian_name: str) -> dict[str, Tensor]:
+        return {f"{marian_name}.{k}": t for k, t in writes(ours_name).items()}
+
+    def attention(ours_name: str, marian_name: str, self_attention: bool) -> dict[str, Tensor]:
+        if self_attention:
+            fused = {"q_proj": "w_qkv", "k_proj": "w_qkv", "v_proj": "w_qkv"}
+            weights = reads(f"{ours_name}.w_qkv.weight").chunk(3)
+            biases = ours[f"{ours_name}.w_qkv.bias"].chunk(3)
+            projections = dict(zip(fused, zip(weights, biases, strict=True), strict=True))
+        else:
+            k, v = reads(f"{ours_name}.w_kv.weight").chunk(2)
+            k_bias, v_bias = ours[f"{ours_name}.w_kv.bias"].chunk(2)
+            projections = {
+                "q_proj": (reads(f"{ours_name}.w_q.weight"), ours[f"{ours_name}.w_q.bias"]),
+                "k_proj": (k, k_bias),
+                "v_proj": (v, v_bias),
+            }
+        out = {}
+        for proj, (weight, bias) in projections.items():
+            out[f"{marian_name}.{proj}.weight"], out[f"{marian_name}.{proj}.bias"] = weight, bias
+        for k, t in writes(f"{ours_name}.w_o").items():
+            out[f"{marian_name}.out_proj.{k}"] = t
+        return out
+
+    def feed_forward(ours_name: str, marian_name: str) -> dict[str, Tensor]:
+        return {
+            f"{marian_name}.fc1.weight": reads(f"{ours_name}.w_1.weight"),
+            f"{marian_name}.fc1.bias": ours[f"{ours_name}.w_1.bias"],
+            **{f"{marian_name}.fc2.{k}": t for k, t in writes(f"{ours_name}.w_2").items()},
+        }
+
+    out = {
+        "model.encoder.embed_tokens.weight": reads("src_embed.lut.weight"),
+        "model.decoder.embed_tokens.weight": reads("tgt_embed.lut.weight"),
+        "lm_head.weight": reads("generator.weight"),
+        "final_logits_bias": torch.zeros(1, model.config.vocab_size),
+    }
+    if model.config.tie_embeddings == "all":
+        out["model.shared.weight"] = out["model.encoder.embed_tokens.weight"]
+    for i in range(model.config.N):
+        ours_layer, marian = f"encoder.layers.{i}", f"model.encoder.layers.{i}"
+        out |= attention(f"{ours_layer}.self_attn", f"{marian}.self_attn", True)
+        out |= norm(f"{ours_layer}.sublayer.0.norm", f"{marian}.self_attn_layer_norm")
+        out |= feed_forward(f"{ours_layer}.feed_forward", marian)
+        out |= norm(f"{ours_layer}.sublayer.1.norm", f"{marian}.final_layer_norm")
+        ours_layer, marian = f"decoder.layers.{i}", f"model.decoder.layers.{i}"
+        out |= attention(f"{ours_layer}.self_attn", f"{marian}.self_attn", True)
+        out |= norm(f"{ours_layer}.sublayer.0.norm", f"{marian}.self_attn_layer_norm")
+        out |= attention(f"{ours_layer}.src_attn", f"{marian}.encoder_attn", False)
+        out |= norm(f"{ours_layer}.sublayer.1.norm", f"{marian}.encoder_attn_layer_norm")
+        out |= feed_forward(f"{ours_layer}.feed_forward", marian)
+        out |= norm(f"{ours_layer}.sublayer.2.norm", f"{marian}.final_layer_norm")
+    return out
+
+
+def to_marian(model: Transformer) -> MarianMTModel:
+    """The same network as a MarianMTModel in eval mode, fp32."""
+    problems = marian_problems(model.config)
+    if problems:
+        raise ExportError("MarianMT cannot hold this model exactly: " + "; ".join(problems))
+    marian = MarianMTModel(marian_config(model.config))
+    marian.generation_config = generation_config(model.config)
+    missing, unexpected = marian.load_state_dict(marian_state_dict(model), strict=False)
+    # Marian recomputes its sinusoids instead of loading them.
+    missing = [key for key in missing if not key.endswith("embed_positions.weight")]
+    if missing or unexpected:
+        raise ExportError(f"weights left unmapped: missing {missing}, unexpected {unexpected}")
+    return marian.eval()
+
+
+def fast_tokenizer(tokenizer: BPETokenizer, max_positions: int) -> PreTrainedTokenizerFast:
+    """Our BPE as a `transformers` fast tokenizer that frames a source as `source_ids` does."""
+    backend = Tokenizer.from_str(tokenizer.to_str())
+    # What framing appends to a source, written as a template over the text's tokens ($A).
+    appended = [(backend.id_to_token(i), i) for i in source_ids([])]
+    backend.post_processor = processors.TemplateProcessing(
+        single=" ".join(["$A", *(token for token, _ in appended)]), special_tokens=appended
+    )
+    pad, bos, eos, unk = SPECIAL_TOKENS
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        pad_token=pad,
+        bos_token=bos,
+        eos_token=eos,
+        unk_token=unk,
+        model_max_length=max_positions,  # truncation=True cuts as source_ids does
+        padding_side="right",
+        # Ours decodes byte-level BPE back to the exact text: no space clean-up after it...
+        clean_up_tokenization_spaces=False,
+        # ...and text holding "</s>" stays text, as in BPETokenizer.
+        split_special_tokens=True,
+    )
+
+
+def export_hf(model: Transformer, tokenizer: BPETokenizer, out: str | os.PathLike) -> Path:
+    """Write `out/`: config.json, generation_config.json, model.safetensors, the tokenizer.
+
+    Args:
+        model: a trained Transformer (in any dtype; exported in fp32).
+        tokenizer: its tokenizer.
+        out: the folder, created if missing; files of the same names are replaced.
+
+    Raises:
+        ExportError: a model MarianMT cannot express (pre-norm, learned positions, other head
+            sizes), named with the setting.
+    """
+    out = Path(out)
+    marian = to_marian(model)
+    marian.save_pretrained(out)
+    # tokenizer_config.json names the tokenizers backend, so AutoTokenizer loads this BPE rather
+    # than the SentencePiece MarianTokenizer that config.json's model type would imply.
+    fast_tokenizer(tokenizer, model.config.max_positions).save_pretrained(out)
+    return out
+
+
+def usage() -> str:
+    """The model card's section on loading the folder."""
+    return """## Usage
+
+```python
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+tokenizer = AutoTokenizer.from_pretrained("path/to/this/folder")
+model = AutoModelForSeq2SeqLM.from_pretrained("path/to/this/folder")
+batch = tokenizer(["A sentence to translate."], return_tensors="pt", padding=True)
+output = model.generate(**batch, num_beams=4, max_new_tokens=128)
+print(tokenizer.batch_decode(output, skip_special_tokens=True))
+```
+
+The tokenizer appends `</s>` to a source and generation starts from `<s>`, as in training.
+`generate`'s `length_penalty` divides by |Y|^alpha, what `nmt-translate --penalty fairseq` does;
+`nmt-translate`'s default is the paper's GNMT form, ((5 + |Y|) / 6)^0.6, which `generate` lacks.
+"""
