@@ -21,7 +21,7 @@ def train_toy(steps: int = STEPS) -> tuple[Transformer, BPETokenizer, list[tuple
     tokenizer = BPETokenizer.train([s for pair in train for s in pair], 300, min_frequency=1)
     torch.manual_seed(0)
     model = Transformer(
-        tokenizer.vocab_size, PAD_ID, N=1, d_model=32, d_ff=64, h=4, dropout=0.0, max_positions=64
+        tokenizer.vocab_size, PAD_ID, N=1, d_model=64, d_ff=128, h=4, dropout=0.0, max_positions=64
     )
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     generator = torch.Generator().manual_seed(0)
