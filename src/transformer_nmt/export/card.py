@@ -97,7 +97,7 @@ def model_card(model: Transformer, record: RunRecord, export_format: str, usage:
     c = model.config
     direction = f"{record.src_lang or '?'} → {record.tgt_lang or '?'}"
     languages = [lang for lang in (record.src_lang, record.tgt_lang) if lang]
-    parameters = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+    parameters = sum(p.numel() for p in model.parameters())  # tied matrices count once
     header = [
         "---",
         f"language: {json.dumps(languages)}",
