@@ -7,6 +7,7 @@ from sacrebleu.metrics import BLEU
 from checkpoint_files import SENTENCES
 from transformer_nmt import Translator
 from transformer_nmt.cli.export import main as export_main
+from transformer_nmt.cli.translate import main as translate_main
 from transformer_nmt.data.framing import (
     TARGET_FRAME,
     cut_at_eos,
@@ -119,3 +120,54 @@ def test_trained_model_greedy_equals_ours_and_int8_scores_within_tolerance(toy, 
     # Measured here (AVX2): 52.4 against 53.9 on these 40 sentences, where one sentence is worth
     # about 2.5 BLEU. int8 kernels differ by CPU instruction set, hence the margin.
     assert bleu["int8"] >= bleu["float32"] - 3.0
+
+
+def test_the_ct2_engine_translates_as_ours(tokenizer):
+    """Sentence by sentence, so that each has its own length limit (a random model reaches it)."""
+    model = tiny(tokenizer)
+    options = dict(beam_size=1, max_len_b=4, batch_size=1, n_best=1)
+    texts = [*TEXTS, ""]
+    ours = Translator(model, tokenizer, device="cpu").translate(texts, **options)
+    fast = Translator(model, tokenizer, device="cpu", engine="ct2").translate(texts, **options)
+    for [(ours_text, ours_score)], [(text, score)] in zip(ours, fast, strict=True):
+        assert text == ours_text and score == pytest.approx(ours_score, abs=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (dict(quantization="int8"), "quantization is CTranslate2's: pass engine='ct2' with it"),
+        (dict(engine="onnx"), "engine must be 'torch' or 'ct2', got 'onnx'"),
+    ],
+)
+def test_engine_options_out_of_place_are_refused(tokenizer, options, message):
+    with pytest.raises(ValueError, match=message):
+        Translator(tiny(tokenizer), tokenizer, device="cpu", **options)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("penalty", "alpha"), [("gnmt", 0.6), ("fairseq", 1.0)])
+def test_the_ct2_engine_beam_search_equals_ours_on_a_trained_model(toy, penalty, alpha):
+    model, tokenizer, test, _ = toy
+    sources = [src for src, _ in test]
+    options = dict(beam_size=4, penalty=penalty, alpha=alpha, n_best=4)
+    ours = Translator(model, tokenizer, device="cpu").translate(sources, **options)
+    fast = Translator(model, tokenizer, device="cpu", engine="ct2").translate(sources, **options)
+    assert [n[0][0] for n in fast] == [n[0][0] for n in ours]
+    assert [n[0][1] for n in fast] == pytest.approx([n[0][1] for n in ours], abs=1e-4)
+    # The runners-up may differ: CTranslate2 keeps other finished hypotheses than our fairseq-style
+    # bookkeeping (1 sentence in 40 here, with either form). They come ranked all the same.
+    for n_best in fast:
+        scores = [score for _, score in n_best]
+        assert len(scores) == 4 and scores == sorted(scores, reverse=True)
+
+
+@pytest.mark.slow
+def test_nmt_translate_engine_ct2_is_one_flag(toy, tmp_path, capsys):
+    _, _, test, checkpoint = toy
+    (tmp_path / "src.en").write_text("".join(f"{src}\n" for src, _ in test[:8]))
+    outputs = {}
+    for engine in ("torch", "ct2"):
+        translate_main([str(checkpoint), str(tmp_path / "src.en"), "--engine", engine])
+        outputs[engine] = capsys.readouterr().out
+    assert outputs["ct2"] == outputs["torch"] and len(outputs["ct2"].splitlines()) == 8

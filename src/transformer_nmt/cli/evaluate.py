@@ -12,6 +12,7 @@ from tqdm import tqdm
 from transformer_nmt.atomic import write_atomically
 from transformer_nmt.cli.search_args import (
     add_search_arguments,
+    engine_options,
     parse_search_args,
     positive_int,
     search_options,
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_search_args(parser, argv)
     try:
         paths = resolve_checkpoints(args.checkpoints, args.average_last)
-        translator = Translator.from_checkpoint(paths)
+        translator = Translator.from_checkpoint(paths, **engine_options(args))
         # Invalid UTF-8 is an error here, not replaced: it would change the score silently.
         sources = [line.strip() for line in read_lines(args.src)]
         references = [line.strip() for line in read_lines(args.ref)]
@@ -82,6 +83,7 @@ def main(argv: list[str] | None = None) -> None:
         "ref": str(args.ref),
         "sentences": len(sources),
         "search": search_options(args),
+        **engine_options(args),
         **scores,
     }
     output_dir = args.output_dir or Path(paths[-1]).parent / "evaluation"

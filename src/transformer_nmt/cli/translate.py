@@ -8,6 +8,7 @@ from tqdm import tqdm
 
 from transformer_nmt.cli.search_args import (
     add_search_arguments,
+    engine_options,
     parse_search_args,
     positive_int,
     search_options,
@@ -44,7 +45,9 @@ def main(argv: list[str] | None = None) -> None:
             "beam-size hypotheses; raise --beam-size or lower --n-best"
         )
     try:
-        translator = Translator.from_checkpoint(args.checkpoint, average_last=args.average_last)
+        translator = Translator.from_checkpoint(
+            args.checkpoint, average_last=args.average_last, **engine_options(args)
+        )
         if args.input is None:
             # Bytes, not text: invalid UTF-8 is replaced per line, and only "\n" ends a line.
             lines, progress = decode_lines(sys.stdin.buffer, "stdin", replace_invalid=True), None

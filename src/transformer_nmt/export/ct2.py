@@ -9,17 +9,20 @@ our BOS, so callers pass the source's BPE tokens alone. Only d_k != d_v is refus
 """
 
 import os
+import tempfile
 from pathlib import Path
 
+import ctranslate2
 import numpy as np
+import torch
 from ctranslate2.specs import common_spec, transformer_spec
 from tokenizers import Tokenizer
 from torch import Tensor
 
-from transformer_nmt.data.framing import source_ids
-from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, UNK_ID, BPETokenizer
+from transformer_nmt.data.framing import ADDED_TOKENS, source_ids
+from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, BPETokenizer
 from transformer_nmt.export import ExportError
-from transformer_nmt.model import Transformer
+from transformer_nmt.model import Hypothesis, Transformer, length_penalty
 
 ACTIVATIONS = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU}
 LAYER_NORM_EPS = 1e-5  # torch.nn.LayerNorm's default, which our layers use
@@ -141,6 +144,80 @@ def export_ct2(
     spec.save(str(out))
     tokenizer.save(out / "tokenizer.json")
     return out
+
+
+class CT2Search:
+    """Beam search by CTranslate2 on the model converted in memory, ranked by our length penalty.
+
+    CTranslate2's beam search ranks by log-probability / |Y|^alpha, our "fairseq" form, and
+    returns the beam's beam_size finished hypotheses; for the "gnmt" form they are ranked again
+    here by log-probability / ((5 + |Y|) / 6)^alpha. PAD and BOS are never picked, as in ours.
+    One maximum output length serves a whole batch: its longest source's + max_len_b (ours:
+    each sentence's own).
+
+    Args:
+        model: a Transformer.
+        tokenizer: its tokenizer.
+        device: "cpu" or a CUDA device.
+        quantization: the weights' type, e.g. "float32" or "int8".
+    """
+
+    def __init__(
+        self,
+        model: Transformer,
+        tokenizer: BPETokenizer,
+        device: torch.device,
+        quantization: str = "float32",
+    ):
+        self.max_positions = model.config.max_positions
+        self.vocab = vocabulary(tokenizer)
+        self.ids = {token: i for i, token in enumerate(self.vocab)}
+        self.never = [[self.vocab[PAD_ID]], [self.vocab[BOS_ID]]]
+        with tempfile.TemporaryDirectory() as folder:  # CTranslate2 reads it whole on loading
+            export_ct2(model, tokenizer, folder, quantization)
+            self.translator = ctranslate2.Translator(
+                folder,
+                device=device.type,
+                device_index=device.index or 0,
+                intra_threads=torch.get_num_threads(),  # what --threads set
+            )
+
+    def __call__(
+        self,
+        tokens: list[list[int]],
+        beam_size: int,
+        alpha: float,
+        penalty: str,
+        max_len_b: int,
+        n_best: int,
+    ) -> list[list[Hypothesis]]:
+        length_penalty(1, alpha, penalty)  # fail on an unknown form before any work
+        # Cut as framing.source_ids cuts; the model appends EOS itself (add_source_eos).
+        sources = [
+            [self.vocab[i] for i in row[: self.max_positions - ADDED_TOKENS]] for row in tokens
+        ]
+        longest = max(len(row) for row in sources) + ADDED_TOKENS + max_len_b
+        results = self.translator.translate_batch(
+            sources,
+            beam_size=beam_size,
+            num_hypotheses=beam_size,
+            length_penalty=alpha,  # scores are log-probabilities / |Y|^alpha
+            max_decoding_length=min(longest, self.max_positions),
+            return_scores=True,
+            return_end_token=True,  # |Y| counts EOS, as ours
+            suppress_sequences=self.never,
+            min_decoding_length=0,  # ours may end at once, with EOS first
+        )
+        beams = []
+        for result in results:
+            hypotheses = []
+            for hypothesis, normalized in zip(result.hypotheses, result.scores, strict=True):
+                ids = [self.ids[token] for token in hypothesis]
+                log_prob = normalized * length_penalty(len(ids), alpha, "fairseq")
+                score = log_prob / length_penalty(len(ids), alpha, penalty)
+                hypotheses.append(Hypothesis(ids, score, log_prob))
+            beams.append(sorted(hypotheses, key=lambda h: h.score, reverse=True)[:n_best])
+        return beams
 
 
 def usage() -> str:
