@@ -133,6 +133,25 @@ class Translator:
         model, tokenizer = load_translator(resolve_checkpoints(paths, average_last))
         return cls(model, tokenizer, device, dtype, engine, quantization)
 
+    @classmethod
+    def from_folder(
+        cls,
+        folder: str | os.PathLike,
+        device: str | torch.device | None = None,
+        dtype: torch.dtype | None = None,
+        engine: str = "torch",
+        quantization: str | None = None,
+    ) -> "Translator":
+        """Load a folder written by `nmt-export safetensors`; arguments as for `Translator`.
+
+        Raises:
+            ExportError: a folder without such files, or whose parts do not fit together.
+        """
+        from transformer_nmt.export.native import load_safetensors
+
+        model, tokenizer = load_safetensors(folder)
+        return cls(model, tokenizer, device, dtype, engine, quantization)
+
     def translate(
         self,
         sentences: Iterable[str],

@@ -1,8 +1,9 @@
-"""`nmt-export`: a checkpoint as a Hugging Face (MarianMT) or CTranslate2 model folder, each with
-a model card (README.md).
+"""`nmt-export`: a checkpoint as a Hugging Face (MarianMT), CTranslate2 or safetensors model
+folder, each with a model card (README.md).
 
     nmt-export hf run/checkpoints/last.ckpt exported/hf
     nmt-export ct2 run/checkpoints --average-last 5 exported/ct2 --quantization int8
+    nmt-export safetensors run/checkpoints/last.ckpt exported/native
 """
 
 import argparse
@@ -21,6 +22,7 @@ from transformer_nmt.training.checkpoint import (
 FORMATS = {
     "hf": "Hugging Face transformers: MarianMT config, safetensors weights, fast tokenizer",
     "ct2": "CTranslate2: a model for its Translator, optionally quantized",
+    "safetensors": "transformer-nmt's own model without pickle: safetensors weights, JSON config",
 }
 QUANTIZATIONS = ("int8", "int8_float32", "float32")
 
@@ -77,12 +79,17 @@ def main(argv: list[str] | None = None) -> None:
 
             hf.export_hf(model, tokenizer, args.out)
             what, usage = "a Hugging Face transformers MarianMT model", hf.usage()
-        else:
+        elif args.format == "ct2":
             from transformer_nmt.export import ct2
 
             ct2.export_ct2(model, tokenizer, args.out, args.quantization)
             what = f"a CTranslate2 model ({args.quantization} weights)"
             usage = ct2.usage()
+        else:
+            from transformer_nmt.export import native
+
+            native.save_safetensors(model, tokenizer, args.out)
+            what, usage = "transformer-nmt safetensors weights", native.usage()
         text = card.model_card(model, card.run_record(paths), what, usage)
         write_atomically(args.out / "README.md", text)
     except (CheckpointError, ExportError, OSError) as e:

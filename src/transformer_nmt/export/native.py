@@ -1,0 +1,70 @@
+"""Our own model as a folder without pickle: model.safetensors, config.json, tokenizer.json.
+
+A .ckpt loads weights-only here, yet other tools can only trust it by running torch's unpickler;
+safetensors is plain tensors behind a JSON header, the format model hubs prefer. Tied matrices are
+stored once and tied again on loading.
+"""
+
+import json
+import os
+from pathlib import Path
+
+import safetensors.torch
+
+from transformer_nmt.atomic import write_atomically
+from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer
+from transformer_nmt.export import ExportError
+from transformer_nmt.model import Transformer, TransformerConfig
+
+FORMAT = "transformer-nmt"
+FORMAT_VERSION = 1
+
+
+def save_safetensors(model: Transformer, tokenizer: BPETokenizer, out: str | os.PathLike) -> Path:
+    """Write `out/`: model.safetensors, config.json (the model config) and tokenizer.json."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    safetensors.torch.save_model(model, str(out / "model.safetensors"), metadata={"format": "pt"})
+    config = {"format": FORMAT, "format_version": FORMAT_VERSION, "model": model.config.to_dict()}
+    write_atomically(out / "config.json", json.dumps(config, indent=2) + "\n")
+    tokenizer.save(out / "tokenizer.json")
+    return out
+
+
+def load_safetensors(folder: str | os.PathLike) -> tuple[Transformer, BPETokenizer]:
+    """The model, in eval mode, and the tokenizer of a `save_safetensors` folder."""
+    folder = Path(folder)
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        if config.get("format") != FORMAT:
+            raise ExportError(
+                f"{folder / 'config.json'} is not a transformer-nmt config (format "
+                f"{config.get('format')!r}); a Hugging Face export loads with transformers"
+            )
+        model = Transformer.from_config(TransformerConfig.from_dict(config["model"]))
+        tokenizer = BPETokenizer.load(folder / "tokenizer.json")
+    except (OSError, KeyError, TypeError, ValueError) as e:
+        raise ExportError(f"{folder}: not a readable transformer-nmt folder: {e}") from e
+    if model.config.vocab_size != tokenizer.vocab_size or model.config.pad_id != PAD_ID:
+        raise ExportError(f"{folder}: tokenizer.json does not belong to these weights")
+    try:
+        safetensors.torch.load_model(model, str(folder / "model.safetensors"))
+    except (OSError, RuntimeError) as e:  # strict: a missing or unexpected tensor is an error
+        raise ExportError(f"{folder}: its weights do not fit its config: {e}") from e
+    return model.eval(), tokenizer
+
+
+def usage() -> str:
+    """The model card's section on loading the folder."""
+    return """## Usage
+
+```python
+from transformer_nmt import Translator
+
+translator = Translator.from_folder("path/to/this/folder")
+print(translator.translate(["A sentence to translate."]))
+```
+
+`model.safetensors` holds the weights under the names of transformer-nmt's `Transformer`, tied
+matrices once; `config.json` its `TransformerConfig`; `tokenizer.json` the joint BPE.
+"""
