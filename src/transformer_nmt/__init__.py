@@ -4,6 +4,7 @@ model/     the network and search, plain PyTorch
 data/      corpora, tokenizer, framing, batching, the DataModule
 training/  the LightningModule and everything around a training run
 cli/       the nmt-* commands
+export/    Hugging Face, CTranslate2 and safetensors exports, each with its model card
 train.py   `train(cfg)`, what `python train.py` runs
 translator.py  `Translator`, the Python API: `from transformer_nmt import Translator`
 """
