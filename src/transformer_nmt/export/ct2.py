@@ -19,13 +19,16 @@ from ctranslate2.specs import common_spec, transformer_spec
 from tokenizers import Tokenizer
 from torch import Tensor
 
-from transformer_nmt.data.framing import ADDED_TOKENS, source_ids
-from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, BPETokenizer
+from transformer_nmt.data.framing import ADDED_TOKENS, TARGET_FRAME, source_ids
+from transformer_nmt.data.tokenizer import PAD_ID, UNK_ID, BPETokenizer
 from transformer_nmt.export import ExportError
 from transformer_nmt.model import Hypothesis, Transformer, length_penalty
 
 ACTIVATIONS = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU}
 LAYER_NORM_EPS = 1e-5  # torch.nn.LayerNorm's default, which our layers use
+
+# The special ids as data/framing.py frames targets (and, for EOS, sources).
+BOS, EOS = TARGET_FRAME["bos_id"], TARGET_FRAME["eos_id"]
 
 
 def _array(t: Tensor) -> np.ndarray:
@@ -131,12 +134,12 @@ def export_ct2(
     spec.register_source_vocabulary(tokens)
     spec.register_target_vocabulary(tokens)
     # The source framing of data/framing.py: tokens, then what source_ids appends (EOS).
-    if source_ids([]) != [EOS_ID]:
+    if source_ids([]) != [EOS]:
         raise ExportError(f"source framing {source_ids([])} is not CTranslate2's add_source_eos")
     spec.config.add_source_eos = True
-    spec.config.bos_token, spec.config.eos_token = tokens[BOS_ID], tokens[EOS_ID]
+    spec.config.bos_token, spec.config.eos_token = tokens[BOS], tokens[EOS]
     spec.config.unk_token = tokens[UNK_ID]
-    spec.config.decoder_start_token = tokens[BOS_ID]
+    spec.config.decoder_start_token = tokens[BOS]
     spec.config.layer_norm_epsilon = LAYER_NORM_EPS
     spec.validate()
     spec.optimize(quantization=quantization)
@@ -172,7 +175,7 @@ class CT2Search:
         self.max_positions = model.config.max_positions
         self.vocab = vocabulary(tokenizer)
         self.ids = {token: i for i, token in enumerate(self.vocab)}
-        self.never = [[self.vocab[PAD_ID]], [self.vocab[BOS_ID]]]
+        self.never = [[self.vocab[PAD_ID]], [self.vocab[BOS]]]
         with tempfile.TemporaryDirectory() as folder:  # CTranslate2 reads it whole on loading
             export_ct2(model, tokenizer, folder, quantization)
             self.translator = ctranslate2.Translator(

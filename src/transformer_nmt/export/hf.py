@@ -30,9 +30,12 @@ from torch import Tensor
 from transformers import GenerationConfig, MarianConfig, MarianMTModel, PreTrainedTokenizerFast
 
 from transformer_nmt.data.framing import TARGET_FRAME, source_ids
-from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, BPETokenizer
+from transformer_nmt.data.tokenizer import PAD_ID, SPECIAL_TOKENS, BPETokenizer
 from transformer_nmt.export import ExportError
 from transformer_nmt.model import Transformer, TransformerConfig
+
+# The special ids as data/framing.py frames targets (and, for EOS, sources).
+BOS, EOS = TARGET_FRAME["bos_id"], TARGET_FRAME["eos_id"]
 
 
 def marian_problems(config: TransformerConfig) -> list[str]:
@@ -77,10 +80,10 @@ def marian_config(config: TransformerConfig) -> MarianConfig:
         share_encoder_decoder_embeddings=config.tie_embeddings == "all",
         tie_word_embeddings=config.tie_embeddings != "none",
         pad_token_id=PAD_ID,
-        bos_token_id=BOS_ID,
-        eos_token_id=EOS_ID,
-        decoder_start_token_id=TARGET_FRAME["bos_id"],
-        forced_eos_token_id=EOS_ID,
+        bos_token_id=BOS,
+        eos_token_id=EOS,
+        decoder_start_token_id=BOS,
+        forced_eos_token_id=EOS,
         architectures=["MarianMTModel"],
     )
 
@@ -93,16 +96,16 @@ def generation_config(config: TransformerConfig) -> GenerationConfig:
     source length + max_len_b); at it, `forced_eos_token_id` makes the last token EOS.
     """
     return GenerationConfig(
-        decoder_start_token_id=TARGET_FRAME["bos_id"],
-        bos_token_id=BOS_ID,
-        eos_token_id=EOS_ID,
+        decoder_start_token_id=BOS,
+        bos_token_id=BOS,
+        eos_token_id=EOS,
         pad_token_id=PAD_ID,
-        forced_eos_token_id=EOS_ID,
+        forced_eos_token_id=EOS,
         # The decoder start and then at most max_positions tokens, as our search.
         max_length=config.max_positions + 1,
         num_beams=4,
         length_penalty=1.0,
-        suppress_tokens=[PAD_ID, BOS_ID],  # never targets in training: our search skips them
+        suppress_tokens=[PAD_ID, BOS],  # never targets in training: our search skips them
     )
 
 
