@@ -50,7 +50,7 @@ def translate(
     longer than the model's position table is cut to fit, with a warning naming its line.
 
     Args:
-        model: in eval mode.
+        model: in eval mode, on the device to decode on.
         tokenizer: the model's.
         sentences: source text, one sentence each; read lazily, a batch at a time.
         batch_size: sentences decoded together.
@@ -60,6 +60,7 @@ def translate(
         For each sentence, its n_best (translation, score) pairs, best first.
     """
     sentences = iter(sentences)
+    device = next(model.parameters()).device
     limit = model.config["max_positions"] - 1  # source tokens that fit beside EOS
     first_line = 1
     while batch := [s.strip() for s in islice(sentences, batch_size)]:
@@ -76,7 +77,7 @@ def translate(
                     limit,
                 )
         if todo:
-            src = pad_sources(ids, limit + 1)
+            src = pad_sources(ids, limit + 1).to(device)
             beams = beam_search(
                 model, src, BOS_ID, EOS_ID, beam_size, alpha, max_len_b, penalty, n_best
             )
@@ -101,6 +102,11 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-len-b", type=int, default=50, help="outputs stop at source length + this (50)"
     )
     parser.add_argument("--batch-size", type=int, default=64, help="sentences per batch (64)")
+    parser.add_argument(
+        "--device",
+        default="cuda" if torch.cuda.is_available() else "cpu",
+        help="where the model decodes (default: cuda if available, else cpu)",
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
 
 
@@ -141,6 +147,7 @@ def main(argv: list[str] | None = None) -> None:
             progress = tqdm(total=len(lines), unit="sent", file=sys.stderr)
     except (CheckpointError, OSError) as e:
         sys.exit(f"error: {e}")
+    model.to(args.device)
     outputs = translate(model, tokenizer, lines, n_best=args.n_best, **search_options(args))
     for i, hypotheses in enumerate(outputs):
         if args.n_best == 1:
