@@ -37,15 +37,16 @@ def plot_attention(
         max_len_b: the greedy translation stops at source length + max_len_b tokens.
     """
     model, tokenizer = load_checkpoint(checkpoint)  # eval mode
+    device = next(model.parameters()).device
     (src_ids,) = tokenizer.encode_batch([source])
-    src = torch.tensor([*src_ids, EOS_ID])  # as the training data: source ends in EOS
+    src = torch.tensor([*src_ids, EOS_ID], device=device)  # as in training: source ends in EOS
     if reference is None:
         with torch.no_grad():
             out = greedy_search(model, src[None], BOS_ID, EOS_ID, max_len_b)[0].tolist()
         tgt_ids = out[: out.index(EOS_ID)] if EOS_ID in out else out
     else:
         (tgt_ids,) = tokenizer.encode_batch([reference])
-    tgt_in = torch.tensor([BOS_ID, *tgt_ids])
+    tgt_in = torch.tensor([BOS_ID, *tgt_ids], device=device)
     return draw_attention(
         attention_weights(model, src, tgt_in),
         token_labels(tokenizer, src.tolist()),
