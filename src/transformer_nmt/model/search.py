@@ -50,8 +50,7 @@ def _next_log_probs(
     cache: Cache | None,
     never: Tensor,
 ) -> Tensor:
-    """(R, T) prefixes -> (R, V) log-probabilities of the next id; `never` ids (on the device) get
-    -inf.
+    """(R, T) prefixes -> (R, V) log-probabilities of the next id; `never` ids get -inf.
 
     With a cache only the last id goes through the decoder; without one the whole prefix is
     recomputed (the reference the cache must equal, and the benchmark's baseline).
