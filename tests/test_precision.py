@@ -64,6 +64,9 @@ def simulate_gpus(monkeypatch):
     def simulate(capabilities: list[tuple[int, int]], nvml: type[FakeNVML] = FakeNVML) -> None:
         monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
         monkeypatch.setattr(torch.cuda, "_is_compiled", lambda: True)
+        # As in a fresh process, also where earlier tests on a GPU machine initialised CUDA.
+        monkeypatch.setattr(torch.cuda, "_initialized", False)
+        monkeypatch.setattr(torch.cuda, "_cached_device_count", None)
 
         def load(name: str) -> FakeNVML:
             assert name == "libnvidia-ml.so.1"
