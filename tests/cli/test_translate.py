@@ -11,10 +11,11 @@ from transformer_nmt.model import Transformer
 SENTENCES = ["one two three", "four", "", "five six seven eight nine", "two"]
 
 
-def test_batches_keep_the_input_order():
+def test_batches_keep_the_input_order(device):
     torch.manual_seed(0)
     tokenizer = BPETokenizer.train(SENTENCES, vocab_size=270, min_frequency=1)
     model = Transformer(tokenizer.vocab_size, PAD_ID, N=1, d_model=16, d_ff=32, h=2).eval()
+    model.to(device)  # translate() decodes where the model is
     options = dict(beam_size=2, max_len_b=3)
     batched = list(translate(model, tokenizer, SENTENCES, batch_size=2, **options))
     alone = [next(translate(model, tokenizer, [s], batch_size=1, **options)) for s in SENTENCES]

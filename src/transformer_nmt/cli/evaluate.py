@@ -76,6 +76,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"error: {e}")
     if len(sources) != len(references):
         sys.exit(f"{args.src} has {len(sources)} lines but {args.ref} has {len(references)}")
+    model.to(args.device)
     outputs = translate(model, tokenizer, sources, **search_options(args))
     hypotheses = [hyps[0][0] for hyps in tqdm(outputs, total=len(sources), unit="sent")]
 

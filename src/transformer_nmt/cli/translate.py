@@ -46,7 +46,7 @@ def translate(
     longer than the model's position table is cut to fit, with a warning naming its line.
 
     Args:
-        model: in eval mode.
+        model: in eval mode, on the device to decode on.
         tokenizer: the model's.
         sentences: source text, one sentence each; read lazily, a batch at a time.
         batch_size: sentences decoded together.
@@ -58,6 +58,7 @@ def translate(
     if batch_size < 1:  # islice would take nothing: every sentence lost without a word
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     sentences = iter(sentences)
+    device = next(model.parameters()).device
     limit = model.config.max_positions - ADDED_TOKENS  # source tokens that fit beside EOS
     first_line = 1
     while batch := [s.strip() for s in islice(sentences, batch_size)]:
@@ -74,7 +75,7 @@ def translate(
                     limit,
                 )
         if todo:
-            src = source_batch(ids, model.config.max_positions)
+            src = source_batch(ids, model.config.max_positions).to(device)
             beams = beam_search(
                 model,
                 src,
@@ -128,6 +129,7 @@ def main(argv: list[str] | None = None) -> None:
             progress = tqdm(total=len(lines), unit="sent", file=sys.stderr)
     except (CheckpointError, DataError, OSError) as e:
         sys.exit(f"error: {e}")
+    model.to(args.device)
     outputs = translate(model, tokenizer, lines, n_best=args.n_best, **search_options(args))
     for i, hypotheses in enumerate(outputs):
         if args.n_best == 1:
