@@ -3,7 +3,7 @@
 import logging
 from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from transformer_nmt.checkpoint import read_checkpoint
 from transformer_nmt.data.batching import round_up
@@ -18,7 +18,7 @@ class ConfigError(ValueError):
 
 def check_config(cfg: DictConfig) -> None:
     """Raise a `ConfigError` listing every inconsistent setting of a training config."""
-    problems = [*_model_problems(cfg), *_resume_problems(cfg)]
+    problems = [*_model_problems(cfg), *_compile_problems(cfg), *_resume_problems(cfg)]
     if problems:
         raise ConfigError("inconsistent settings:\n  " + "\n  ".join(problems))
 
@@ -49,6 +49,31 @@ def _model_problems(cfg: DictConfig) -> list[str]:
             model.max_positions,
         )
     return problems
+
+
+def _compile_problems(cfg: DictConfig) -> list[str]:
+    """`module.compile` with DDP: refused until measured.
+
+    DDPOptimizer splits the compiled graph at gradient-bucket boundaries, and with dynamic
+    shapes that path has failed in PyTorch before; no run here has shown it works.
+    """
+    trainer = cfg.trainer
+    if not cfg.module.get("compile") or not _several_processes(trainer):
+        return []
+    return [
+        f"module.compile=true is not supported with DDP (trainer.devices={trainer.devices}, "
+        f"trainer.num_nodes={trainer.get('num_nodes', 1)}, trainer.strategy="
+        f"{trainer.get('strategy', 'auto')}): set module.compile=false, or train on one device "
+        "with trainer.devices=1 and trainer.num_nodes=1"
+    ]
+
+
+def _several_processes(trainer: DictConfig) -> bool:
+    """Whether the trainer settings may start DDP: several devices or nodes, or a ddp strategy."""
+    devices = trainer.get("devices", 1)
+    one_device = devices == 1 or (OmegaConf.is_list(devices) and len(devices) == 1)
+    ddp = "ddp" in str(trainer.get("strategy", "auto"))
+    return not one_device or trainer.get("num_nodes", 1) > 1 or ddp
 
 
 def _resume_problems(cfg: DictConfig) -> list[str]:
