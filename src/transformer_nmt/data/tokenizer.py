@@ -143,7 +143,6 @@ def load_or_train(
         fingerprint: identifies the training text (corpus, files, languages, split).
     """
     path = cache_path(cache_dir, vocab_size, min_frequency, fingerprint)
-    path.parent.mkdir(parents=True, exist_ok=True)
     with _exclusive(path.parent / f".{path.stem}.lock"):
         if path.is_file():
             try:
@@ -160,12 +159,17 @@ def load_or_train(
 def _exclusive(lock_path: Path) -> Iterator[None]:
     """Hold an exclusive `fcntl.flock` on `lock_path`, and remove the file before letting go.
 
-    Removing it keeps the cache folder to tokenizers. A process may then lock a file that has
-    just been removed; it notices (the path names another file, or none) and locks afresh, so
-    that only one process at a time holds the lock of a path.
+    Removing it keeps the cache folder to tokenizers, and a folder left empty (nothing cached,
+    the training failed) is removed too. A process may then lock a file that has just been
+    removed; it notices (the path names another file, or none) and locks afresh, so that only
+    one process at a time holds the lock of a path.
     """
     while True:
-        lock = open(lock_path, "a")  # closed below, or after the yield
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            lock = open(lock_path, "a")  # closed below, or after the yield
+        except FileNotFoundError:  # the folder was removed since: a training failed
+            continue
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             if os.path.samestat(os.fstat(lock.fileno()), os.stat(lock_path)):
@@ -177,4 +181,6 @@ def _exclusive(lock_path: Path) -> Iterator[None]:
         yield
     finally:
         os.unlink(lock_path)  # while still locked: the next holder finds the cache written
+        with contextlib.suppress(OSError):  # not empty: the usual case
+            lock_path.parent.rmdir()
         lock.close()
