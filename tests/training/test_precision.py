@@ -139,7 +139,8 @@ def test_gpus_of_unknown_capability_get_fp16(simulate_gpus):
 def test_importing_and_resolving_leave_cuda_uninitialised():
     """In a fresh interpreter, since tests on a GPU machine initialise CUDA in this one."""
     code = (
-        "import torch; import transformer_nmt.precision as p; p.resolve_precision('auto', 'auto');"
+        "import torch; import transformer_nmt.training.precision as p; "
+        "p.resolve_precision('auto', 'auto');"
         "print(torch.cuda.is_initialized())"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
