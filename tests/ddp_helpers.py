@@ -18,3 +18,31 @@ class SaveWeightsPerRank(L.Callback):
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.dirpath.mkdir(parents=True, exist_ok=True)
         torch.save(pl_module.state_dict(), self.dirpath / f"rank{trainer.global_rank}.pt")
+
+
+class SaveGradients(L.Callback):
+    """Writes the gradients each rank hands the optimizer (after DDP's all-reduce) to a file."""
+
+    def __init__(self, dirpath: str) -> None:
+        self.dirpath = Path(dirpath)
+
+    def on_before_optimizer_step(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, optimizer: torch.optim.Optimizer
+    ) -> None:
+        self.dirpath.mkdir(parents=True, exist_ok=True)
+        grads = {name: p.grad.clone() for name, p in pl_module.named_parameters()}
+        torch.save(grads, self.dirpath / f"rank{trainer.global_rank}.pt")
+
+
+class BatchPerRank:
+    """A one-batch training loader that serves `batches[rank]` to each rank."""
+
+    def __init__(self, batches: list[dict]) -> None:
+        self.batches = batches
+
+    def __len__(self) -> int:
+        return 1
+
+    def __iter__(self):
+        rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
+        yield self.batches[rank]

@@ -19,9 +19,13 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import open_dict, read_write
 
+from ddp_helpers import BatchPerRank, SaveGradients
 from hydra_compose import ROOT, compose_train
-from transformer_nmt.data.tokenizer import PAD_ID
+from transformer_nmt.data.batching import collate
+from transformer_nmt.data.tokenizer import EOS_ID, PAD_ID, BPETokenizer
+from transformer_nmt.model import Transformer
 from transformer_nmt.training.config_checks import check_config
+from transformer_nmt.training.module import TranslationModule
 
 TIMEOUT = 300
 # A few hundred steps of the toy task: enough for a BLEU above zero to compare.
@@ -39,8 +43,12 @@ TOY = [
 
 
 def env() -> dict[str, str]:
+    # This checkout's code and test helpers, before whatever copy of the package is installed.
+    path = os.pathsep.join(
+        [str(ROOT / "src"), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]
+    )
     # One thread per rank: two ranks share the two cores of a CI runner.
-    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT / "tests")}
+    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path}
 
 
 def weights_callback(dirpath: Path) -> list[str]:
@@ -152,6 +160,24 @@ def test_two_torchrun_nodes_train_together_and_agree_on_the_weights(tmp_path):
     assert not list((tmp_path / "node1").glob("*/runs/*/checkpoints/*"))
 
 
+@pytest.mark.slow
+def test_torchrun_ranks_train_the_tokenizer_once_and_share_it(tmp_path):
+    run = subprocess.run(
+        [
+            sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
+            f"--master_port={free_port()}", "train.py", "experiment=toy", "trainer=ddp_cpu",
+            "trainer.devices=2", "trainer.max_steps=2", "+trainer.limit_val_batches=0",
+            "+trainer.num_sanity_val_steps=0", "trainer.precision=32-true", "logger=none",
+            "optimized_metric=null",
+            f"paths.log_dir={tmp_path}/outputs", f"paths.cache_dir={tmp_path}/cache",
+        ],
+        cwd=ROOT, env=env(), timeout=TIMEOUT, capture_output=True, text=True,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert (run.stdout + run.stderr).count("training the BPE tokenizer on ToyCorpus") == 1
+    assert len(list((tmp_path / "cache").iterdir())) == 1
+
+
 @pytest.mark.parametrize(
     ("trainer", "refused"),
     [
@@ -172,3 +198,58 @@ def test_multirun_with_relaunching_ddp_is_refused(tmp_path, trainer, refused):
             check_config(cfg)
     else:
         check_config(cfg)
+
+
+def tiny_module() -> TranslationModule:
+    torch.manual_seed(0)
+    model = Transformer(vocab_size=48, pad_id=PAD_ID, N=1, d_model=16, d_ff=32, h=2, dropout=0.0)
+    tokenizer = BPETokenizer.train(["ein zwei drei"], vocab_size=280, min_frequency=1)
+    return TranslationModule(model, tokenizer)
+
+
+def gradients_of_one_step(
+    tmp_path: Path, batches: list[dict], strategy: str = "auto"
+) -> list[dict[str, torch.Tensor]]:
+    """Every rank's gradients of one optimizer step of `tiny_module()`, rank r on batches[r]."""
+    trainer = L.Trainer(
+        accelerator="cpu", devices=len(batches), strategy=strategy, max_steps=1,
+        precision="32-true", logger=False, enable_checkpointing=False, enable_progress_bar=False,
+        enable_model_summary=False, use_distributed_sampler=False,
+        callbacks=[SaveGradients(str(tmp_path))],
+    )  # fmt: skip
+    trainer.fit(tiny_module(), train_dataloaders=BatchPerRank(batches))
+    return [torch.load(tmp_path / f"rank{r}.pt") for r in range(len(batches))]
+
+
+@pytest.mark.slow
+def test_two_ranks_on_a_and_b_give_the_gradient_of_one_process_on_their_union(tmp_path):
+    g = torch.Generator().manual_seed(0)
+    words = lambda n: torch.randint(4, 48, (n,), generator=g).tolist()  # noqa: E731
+    a = [{"src": words(n) + [EOS_ID], "tgt": words(n)} for n in (3, 4)]
+    b = [{"src": words(n) + [EOS_ID], "tgt": words(n + 2)} for n in (6, 9, 7)]
+    batch_a, batch_b, union = (collate(ex, PAD_ID) for ex in (a, b, a + b))
+    assert batch_a["tgt_index"].numel() == 9 and batch_b["tgt_index"].numel() == 31
+
+    rank0, rank1 = gradients_of_one_step(tmp_path / "ddp", [batch_a, batch_b], "ddp_spawn")
+    (single,) = gradients_of_one_step(tmp_path / "union", [union])
+    for name, grad in single.items():
+        torch.testing.assert_close(rank0[name], grad, rtol=0, atol=1e-6, msg=name)
+        torch.testing.assert_close(rank1[name], rank0[name], rtol=0, atol=0, msg=name)
+
+    # Each rank's own per-token mean, averaged (the old normalisation), is far from it.
+    (only_a,) = gradients_of_one_step(tmp_path / "a", [batch_a])
+    (only_b,) = gradients_of_one_step(tmp_path / "b", [batch_b])
+    naive_error = max((only_a[n] + only_b[n]).div(2).sub(single[n]).abs().max() for n in single)
+    assert naive_error > 1e-3
+
+
+def test_ddp_has_no_buffer_to_broadcast_before_each_forward(tmp_path):
+    store = torch.distributed.FileStore(str(tmp_path / "store"), 1)
+    torch.distributed.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        model = Transformer(vocab_size=48, pad_id=PAD_ID, N=1, d_model=16, d_ff=32, h=2)
+        ddp = torch.nn.parallel.DistributedDataParallel(model)
+        assert ddp.broadcast_buffers  # Lightning's default, also under strategy=auto
+        assert not ddp.will_sync_module_buffers()
+    finally:
+        torch.distributed.destroy_process_group()

@@ -40,8 +40,8 @@ def reference(model, tokenizer, sentences: list[str], **options) -> list[list[tu
     return out
 
 
-def test_translate_equals_beam_search_in_input_order(folder):
-    translator = Translator.from_checkpoint(folder / "step1.ckpt", device="cpu")
+def test_translate_equals_beam_search_in_input_order(folder, device):
+    translator = Translator.from_checkpoint(folder / "step1.ckpt", device=device)
     model, tokenizer = load_checkpoint(folder / "step1.ckpt")
     options = dict(beam_size=3, alpha=0.6, max_len_b=5)
     got = translator.translate(INPUTS, batch_size=2, **options)
@@ -75,11 +75,11 @@ def test_several_checkpoints_and_average_last_translate_with_the_average(folder)
             assert torch.equal(translator.model.state_dict()[key], t), key
 
 
-def test_device_and_dtype_are_applied(folder):
+def test_device_and_dtype_are_applied(folder, device):
     path = folder / "step1.ckpt"
-    translator = Translator.from_checkpoint(path, device="cpu", dtype=torch.float64)
+    translator = Translator.from_checkpoint(path, device=device, dtype=torch.float64)
     assert {p.dtype for p in translator.model.parameters()} == {torch.float64}
-    assert {p.device.type for p in translator.model.parameters()} == {"cpu"}
+    assert {p.device.type for p in translator.model.parameters()} == {device.type}
     assert not translator.model.training
     float32 = Translator.from_checkpoint(path, device="cpu")
     assert translator.translate(INPUTS, max_len_b=5) == float32.translate(INPUTS, max_len_b=5)

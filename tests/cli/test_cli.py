@@ -92,6 +92,8 @@ def test_evaluate_the_average_of_the_last_checkpoints(checkpoints, tmp_path):
         str(tmp_path / "eval"),
         "--threads",
         "1",
+        "--device",
+        "cpu",
     )
     report = json.loads((tmp_path / "eval" / "report.json").read_text())
     hypotheses = (tmp_path / "eval" / "hypotheses.txt").read_text().splitlines()

@@ -11,12 +11,12 @@ from transformer_nmt.translator import Translator
 SENTENCES = ["one two three", "four", "", "five six seven eight nine", "two"]
 
 
-def test_batches_keep_the_input_order():
+def test_batches_keep_the_input_order(device):
     torch.manual_seed(0)
     tokenizer = BPETokenizer.train(SENTENCES, vocab_size=270, min_frequency=1)
     model = Transformer(tokenizer.vocab_size, PAD_ID, N=1, d_model=16, d_ff=32, h=2).eval()
     options = dict(beam_size=2, max_len_b=3)
-    translator = Translator(model, tokenizer, device="cpu")
+    translator = Translator(model, tokenizer, device=device)
     batched = list(translator.stream(SENTENCES, batch_size=2, **options))
     alone = [next(translator.stream([s], batch_size=1, **options)) for s in SENTENCES]
     assert [[text for text, _ in n_best] for n_best in batched] == [

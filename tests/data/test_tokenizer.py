@@ -1,4 +1,6 @@
+import fcntl
 import json
+import multiprocessing
 import time
 
 import pytest
@@ -148,3 +150,44 @@ def test_multi30k_val_round_trips_exactly(multi30k_dir):
         assert tok.decode_batch(tok.encode_batch(texts)) == texts
     assert tok.vocab_size == 3000
     assert time.perf_counter() - start < 20
+
+
+def race_for_the_tokenizer(cache_dir, trainings, first_trains, second_waits, first: bool) -> None:
+    """One of two processes loading the same tokenizer; the first is still training when the
+    second looks for it (it waits for the second to reach the lock, or to train as well)."""
+
+    def sentences():
+        with trainings.get_lock():
+            trainings.value += 1
+        if first:
+            first_trains.set()
+            assert second_waits.wait(timeout=60)
+        else:
+            second_waits.set()
+        return iter(TRAIN)
+
+    if not first:
+        flock = fcntl.flock
+
+        def signalling_flock(*args):
+            second_waits.set()
+            return flock(*args)
+
+        fcntl.flock = signalling_flock
+    load_or_train(cache_dir, sentences, **SETTINGS)
+
+
+def test_processes_racing_on_an_empty_cache_train_once(tmp_path):
+    fork = multiprocessing.get_context("fork")
+    trainings, first_trains, second_waits = fork.Value("i", 0), fork.Event(), fork.Event()
+    args = (tmp_path, trainings, first_trains, second_waits)
+    first = fork.Process(target=race_for_the_tokenizer, args=(*args, True))
+    first.start()
+    assert first_trains.wait(timeout=60)
+    second = fork.Process(target=race_for_the_tokenizer, args=(*args, False))
+    second.start()
+    for process in (first, second):
+        process.join(timeout=120)
+    assert [first.exitcode, second.exitcode] == [0, 0]
+    assert trainings.value == 1
+    assert [p.name for p in tmp_path.iterdir()] == [cache_path(tmp_path, **SETTINGS).name]

@@ -37,13 +37,15 @@ def make_model() -> Callable[..., Transformer]:
 def make_tokens() -> Callable[..., Tensor]:
     """Random word ids, right-padded to the longest of `lengths`; BOS first if bos=True."""
 
-    def make(lengths: list[int], seed: int = 0, bos: bool = False) -> Tensor:
+    def make(
+        lengths: list[int], seed: int = 0, bos: bool = False, device: torch.device | str = "cpu"
+    ) -> Tensor:
         g = torch.Generator().manual_seed(seed)
         tokens = torch.randint(FIRST_WORD, VOCAB, (len(lengths), max(lengths)), generator=g)
         for row, length in zip(tokens, lengths, strict=True):
             row[length:] = PAD
         if bos:
             tokens[:, 0] = BOS
-        return tokens
+        return tokens.to(device)
 
     return make

@@ -18,9 +18,9 @@ def test_length_penalty_is_the_papers_and_fairseqs():
 
 
 @pytest.mark.parametrize("overrides", [{}, {"norm_first": True, "positions": "learned"}])
-def test_beam_size_one_is_greedy(make_model, make_tokens, overrides):
-    model = make_model(**overrides)
-    src = make_tokens([7, 3, 5, 6])
+def test_beam_size_one_is_greedy(make_model, make_tokens, overrides, device):
+    model = make_model(**overrides).to(device)
+    src = make_tokens([7, 3, 5, 6], device=device)
     unstopped = greedy_search(model, src, BOS, NEVER, max_len_b=4)
     for eos_id in (unstopped[0, 0].item(), unstopped[2, 2].item(), NEVER):
         greedy = greedy_search(model, src, BOS, eos_id, max_len_b=4)
@@ -30,8 +30,8 @@ def test_beam_size_one_is_greedy(make_model, make_tokens, overrides):
             assert all(pad == model.config.pad_id for pad in row[len(best.tokens) :])
 
 
-def test_cached_equals_uncached(make_model, make_tokens):
-    model, src = make_model(), make_tokens([6, 2, 4])
+def test_cached_equals_uncached(make_model, make_tokens, device):
+    model, src = make_model().to(device), make_tokens([6, 2, 4], device=device)
     eos_id = greedy_search(model, src, BOS, NEVER, max_len_b=3)[1, 1].item()
     kwargs = dict(beam_size=3, n_best=3, max_len_b=3)
     cached = beam_search(model, src, BOS, eos_id, **kwargs)
@@ -41,8 +41,8 @@ def test_cached_equals_uncached(make_model, make_tokens):
         assert ours.score == pytest.approx(theirs.score, abs=1e-5)
 
 
-def test_batched_equals_one_sentence_at_a_time_in_input_order(make_model, make_tokens):
-    model, src = make_model(), make_tokens([3, 7, 5])
+def test_batched_equals_one_sentence_at_a_time_in_input_order(make_model, make_tokens, device):
+    model, src = make_model().to(device), make_tokens([3, 7, 5], device=device)
     batched = beam_search(model, src, BOS, EOS, n_best=2, max_len_b=3)
     for sentence, expected in zip(src, batched, strict=True):
         alone = beam_search(model, sentence[sentence != 0][None], BOS, EOS, n_best=2, max_len_b=3)
@@ -85,8 +85,8 @@ def test_a_beam_wide_enough_ranks_like_exhaustive_search(make_model, alpha, pena
         assert [h.score for h in hypotheses] == pytest.approx([s for s, _ in expected], abs=1e-5)
 
 
-def test_early_stopping_leaves_no_beam_unfinished(make_model, make_tokens):
-    model, src = make_model(), make_tokens([6, 3, 5])
+def test_early_stopping_leaves_no_beam_unfinished(make_model, make_tokens, device):
+    model, src = make_model().to(device), make_tokens([6, 3, 5], device=device)
     max_len_b = 4
     eos_id = greedy_search(model, src, BOS, NEVER, max_len_b=max_len_b)[0, 1].item()
     beams = beam_search(model, src, BOS, eos_id, beam_size=4, n_best=4, max_len_b=max_len_b)

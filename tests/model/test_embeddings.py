@@ -49,3 +49,14 @@ def test_learned_positions_are_parameters_that_move_the_output():
     after = pe(x)
     assert not torch.allclose(after[:, 2], before[:, 2])
     torch.testing.assert_close(after[:, [0, 1, 3, 4]], before[:, [0, 1, 3, 4]])
+
+
+def test_the_sinusoid_table_is_no_buffer_yet_moves_and_casts_with_the_module():
+    pe = SinusoidalPositionalEncoding(16, 20)
+    table = pe.pe.clone()
+    assert not list(pe.buffers())  # nothing for DDP to broadcast every step
+    pe.double()
+    assert pe.pe.dtype == torch.float64
+    torch.testing.assert_close(pe.pe.float(), table, rtol=0, atol=0)
+    pe.to("meta")
+    assert pe.pe.device.type == "meta"

@@ -19,7 +19,7 @@ def reference_greedy(
         sentence = sentence[sentence != pad_id][None]  # (1, S_i)
         ys = [bos_id]
         while len(ys) - 1 < sentence.size(1) + max_len_b:
-            logits = model(sentence, torch.tensor([ys]))[0, -1]
+            logits = model(sentence, torch.tensor([ys], device=sentence.device))[0, -1]
             logits[never] = float("-inf")
             next_token = logits.argmax().item()
             ys.append(next_token)
@@ -27,14 +27,14 @@ def reference_greedy(
                 break
         rows.append(ys[1:])
     width = max(map(len, rows))
-    return torch.tensor([row + [pad_id] * (width - len(row)) for row in rows])
+    return torch.tensor([row + [pad_id] * (width - len(row)) for row in rows], device=src.device)
 
 
 @pytest.mark.parametrize("use_cache", [True, False])
 @pytest.mark.parametrize("overrides", [{}, {"norm_first": True, "positions": "learned"}])
-def test_greedy_equals_uncached_reference(make_model, make_tokens, overrides, use_cache):
-    model = make_model(**overrides)
-    src = make_tokens([7, 3, 5, 6])
+def test_greedy_equals_uncached_reference(make_model, make_tokens, overrides, use_cache, device):
+    model = make_model(**overrides).to(device)
+    src = make_tokens([7, 3, 5, 6], device=device)
     with torch.no_grad():
         unstopped = reference_greedy(model, src, BOS, NEVER, max_len_b=4)
     # EOS ids the model emits first or later in some row, and one it never emits.
@@ -45,9 +45,9 @@ def test_greedy_equals_uncached_reference(make_model, make_tokens, overrides, us
         assert torch.equal(out, expected), eos_id
 
 
-def test_rows_are_cut_at_source_length_plus_max_len_b(make_model, make_tokens):
-    model = make_model()
-    src = make_tokens([7, 3])
+def test_rows_are_cut_at_source_length_plus_max_len_b(make_model, make_tokens, device):
+    model = make_model().to(device)
+    src = make_tokens([7, 3], device=device)
     out = greedy_search(model, src, BOS, NEVER, max_len_b=4)
     assert out.shape == (2, 7 + 4)
     assert (out[1, 3 + 4 :] == model.config.pad_id).all()
@@ -72,11 +72,12 @@ def test_training_mode_is_left_alone(make_model, make_tokens):
     assert model.training and not out.requires_grad
 
 
-def test_never_picks_padding_or_bos(make_model, make_tokens):
+def test_never_picks_padding_or_bos(make_model, make_tokens, device):
     model = make_model()
     # A generator that favours PAD and BOS above every word.
     model.generator = torch.nn.Linear(model.config.d_model, model.config.vocab_size)
     with torch.no_grad():
         model.generator.bias[: BOS + 1] = 100.0
-    out = greedy_search(model, make_tokens([5, 3]), BOS, NEVER, max_len_b=2)
+    src = make_tokens([5, 3], device=device)
+    out = greedy_search(model.to(device), src, BOS, NEVER, max_len_b=2)
     assert not (out[:, :5] <= BOS).any()

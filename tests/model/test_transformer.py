@@ -126,9 +126,10 @@ def test_decoder_is_causal(make_model, make_tokens):
     assert not torch.allclose(after[:, 4:], before[:, 4:], atol=1e-3)
 
 
-def test_padding_changes_nothing_for_real_tokens(make_model, make_tokens):
-    model = make_model()
-    src, tgt = make_tokens([7, 5]), make_tokens([6, 4], seed=1, bos=True)
+def test_padding_changes_nothing_for_real_tokens(make_model, make_tokens, device):
+    model = make_model().to(device)
+    src = make_tokens([7, 5], device=device)
+    tgt = make_tokens([6, 4], seed=1, bos=True, device=device)
     padded_src = nn.functional.pad(src, (0, 3), value=PAD)
     padded_tgt = nn.functional.pad(tgt, (0, 2), value=PAD)
     real = src != PAD
@@ -180,9 +181,10 @@ def test_attention_weights_of_every_layer(make_model, make_tokens):
     "overrides",
     [{}, {"norm_first": True}, {"positions": "learned"}, {"d_k": 6, "d_v": 10}],
 )
-def test_cached_decoding_equals_full_recompute(make_model, make_tokens, overrides):
-    model = make_model(**overrides)
-    src, tgt = make_tokens([7, 4, 6]), make_tokens([6, 4, 6], seed=1, bos=True)
+def test_cached_decoding_equals_full_recompute(make_model, make_tokens, overrides, device):
+    model = make_model(**overrides).to(device)
+    src = make_tokens([7, 4, 6], device=device)
+    tgt = make_tokens([6, 4, 6], seed=1, bos=True, device=device)
     memory, src_mask = model.encode(src), padding_mask(src, PAD)
     full = model.decode(tgt, memory, src_mask)
     cache = model.new_cache()
@@ -194,13 +196,14 @@ def test_cached_decoding_equals_full_recompute(make_model, make_tokens, override
     torch.testing.assert_close(cached[real], full[real], atol=1e-5, rtol=1e-5)
 
 
-def test_reorder_cache_follows_the_batch(make_model, make_tokens):
-    model = make_model()
-    src, tgt = make_tokens([7, 4, 6]), make_tokens([5, 5, 5], seed=1, bos=True)
+def test_reorder_cache_follows_the_batch(make_model, make_tokens, device):
+    model = make_model().to(device)
+    src = make_tokens([7, 4, 6], device=device)
+    tgt = make_tokens([5, 5, 5], seed=1, bos=True, device=device)
     memory, src_mask = model.encode(src), padding_mask(src, PAD)
     cache = model.new_cache()
     model.decode(tgt[:, :4], memory, src_mask, cache)
-    order = torch.tensor([2, 0, 0])  # as beam search does: permute and duplicate
+    order = torch.tensor([2, 0, 0], device=device)  # as beam search does: permute and duplicate
     cache = reorder_cache(cache, order)
     step = model.decode(tgt[order, 4:], memory[order], src_mask[order], cache)
     full = model(src[order], tgt[order])

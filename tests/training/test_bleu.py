@@ -2,6 +2,8 @@ import random
 
 import pytest
 import sacrebleu
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
 
 from transformer_nmt.training.bleu import SacreBLEU
 
@@ -21,16 +23,31 @@ def corrupt(sentence: str, rng: random.Random) -> str:
 
 
 @pytest.mark.parametrize("batch_size", [1, 2, 4])
-def test_batched_score_equals_sacrebleu_on_the_whole_corpus(batch_size):
+def test_batched_score_equals_sacrebleu_on_the_whole_corpus(batch_size, device):
     rng = random.Random(batch_size)
     refs = REFS * 5
     hyps = [corrupt(r, rng) for r in refs]
-    metric = SacreBLEU()
+    metric = SacreBLEU().to(device)  # as Lightning moves it
     for i in range(0, len(refs), batch_size):
         metric.update(hyps[i : i + batch_size], refs[i : i + batch_size])
     expected = sacrebleu.corpus_bleu(hyps, [refs]).score
-    assert metric.compute().item() == pytest.approx(expected, abs=1e-9)
+    score = metric.compute()
+    assert score.device == metric.correct.device == device
+    assert score.item() == pytest.approx(expected, abs=1e-9)
     assert 0 < expected < 100
+
+
+def test_update_keeps_the_statistics_on_a_cuda_device():
+    """CUDA without a GPU: fake tensors carry a device and refuse mixing as CUDA does, where a
+    1-D CPU tensor added in place to a CUDA state fails every GPU run's first validation."""
+    metric = SacreBLEU()
+    with FakeTensorMode():
+        for name in ("correct", "total", "lengths"):
+            state = getattr(metric, name)
+            setattr(metric, name, torch.zeros(state.shape, dtype=state.dtype, device="cuda"))
+        metric.update(REFS[:2], REFS[:2])
+        assert {metric.correct.device.type, metric.total.device.type} == {"cuda"}
+        assert metric.lengths.device.type == "cuda"
 
 
 def test_smoothing_is_sacrebleus_default():

@@ -132,3 +132,25 @@ def test_gpus_asked_for_but_absent_are_named_with_the_cpu_way(tmp_path, trainer)
         check_config(compose_train(tmp_path, [*TOY, *trainer]))
     assert f"this machine has {torch.cuda.device_count()}" in str(info.value)
     assert "trainer=ddp_cpu" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "trainer",
+    [
+        ["trainer.devices=2"],
+        ["trainer.devices=-1"],  # every GPU of the machine
+        ["trainer=ddp_cpu", "trainer.devices=1", "trainer.num_nodes=2"],
+        ["trainer=ddp_cpu", "trainer.devices=1"],
+    ],
+)
+def test_compile_with_ddp_is_refused_naming_the_options(tmp_path, trainer):
+    with pytest.raises(ConfigError) as info:
+        check_config(compose_train(tmp_path, [*TOY, "module.compile=true", *trainer]))
+    assert "module.compile=true is not supported with DDP" in str(info.value)
+    assert "set module.compile=false, or train on one device" in str(info.value)
+
+
+@pytest.mark.parametrize("devices", ["trainer.devices=1", "trainer.devices=[0]"])
+def test_compile_on_one_device_and_ddp_without_compile_pass(tmp_path, devices):
+    check_config(compose_train(tmp_path, [*TOY, "module.compile=true", devices]))
+    check_config(compose_train(tmp_path, [*TOY, "trainer=ddp_cpu", "trainer.devices=2"]))

@@ -8,17 +8,17 @@ from transformer_nmt.training.loss import label_smoothed_nll, perplexity
 PAD = 0
 
 
-def _batch(seed: int = 0):
+def _batch(seed: int = 0, device: torch.device | str = "cpu"):
     g = torch.Generator().manual_seed(seed)
     logits = torch.randn(3, 5, 11, generator=g)
     target = torch.randint(1, 11, (3, 5), generator=g)
     target[0, 3:] = PAD
     target[2, 1:] = PAD
-    return logits, target
+    return logits.to(device), target.to(device)
 
 
-def test_equals_pytorch_label_smoothing_ignoring_pad():
-    logits, target = _batch()
+def test_equals_pytorch_label_smoothing_ignoring_pad(device):
+    logits, target = _batch(device=device)
     real = target != PAD
     loss, nll = label_smoothed_nll(logits[real], target[real], epsilon=0.1)
     ref = F.cross_entropy(
@@ -57,8 +57,8 @@ def test_projecting_only_real_positions_equals_the_full_loss_and_its_gradients()
         torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-4)
 
 
-def test_gradients_equal_autograd_through_pytorch_cross_entropy():
-    logits, target = _batch(3)
+def test_gradients_equal_autograd_through_pytorch_cross_entropy(device):
+    logits, target = _batch(3, device)
     real = target != PAD
     logits, target = logits[real], target[real]
     ours = logits.clone().requires_grad_()
@@ -81,6 +81,31 @@ def test_bf16_logits_are_scored_in_fp32_and_get_a_bf16_gradient():
     F.cross_entropy(ref, target.flatten(), label_smoothing=0.1, reduction="sum").backward()
     assert loss.dtype == torch.float32 and logits.grad.dtype == torch.bfloat16
     torch.testing.assert_close(logits.grad.float(), ref.grad, atol=1e-2, rtol=1e-2)
+
+
+def test_fp16_logits_with_a_scaled_loss_get_the_float64_gradient(device):
+    """16-mixed: fp16 logits, the per-token loss times GradScaler's initial 2^16. Unscaled, the
+    fp16 gradient is the float64 one of F.cross_entropy within fp16's precision."""
+    g = torch.Generator().manual_seed(5)
+    vocab, tokens, scale = 1000, 64, 2.0**16
+    logits64 = (4 * torch.randn(tokens, vocab, generator=g, dtype=torch.float64)).to(device)
+    target = torch.randint(1, vocab, (tokens,), generator=g).to(device)
+    logits = logits64.half().requires_grad_()
+    loss, _ = label_smoothed_nll(logits, target, 0.1)
+    (loss / tokens * scale).backward()
+    ref = logits.detach().double().requires_grad_()  # the same fp16 values, in float64
+    F.cross_entropy(ref, target, label_smoothing=0.1).backward()
+    assert logits.grad.dtype == torch.float16 and logits.grad.isfinite().all()
+    torch.testing.assert_close(logits.grad.double() / scale, ref.grad, atol=1e-7, rtol=2e-3)
+
+
+def test_an_fp16_gradient_overflow_reaches_the_grad_scaler_as_inf():
+    """GradScaler skips a step and lowers its scale only if it sees inf: no saturation here."""
+    logits, target = _batch(6)
+    logits = logits.flatten(0, 1).half().requires_grad_()
+    loss, _ = label_smoothed_nll(logits, target.flatten(), 0.1)
+    (loss * 2.0**20).backward()  # gradients of about 2^20 exceed fp16's 65504
+    assert logits.grad.isinf().any()
 
 
 def test_bf16_logits_are_scored_in_fp32():

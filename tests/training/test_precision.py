@@ -1,3 +1,8 @@
+import ctypes
+import subprocess
+import sys
+
+import pytest
 import torch
 
 from transformer_nmt.data.batching import collate
@@ -5,6 +10,80 @@ from transformer_nmt.data.tokenizer import EOS_ID, PAD_ID
 from transformer_nmt.model import Transformer
 from transformer_nmt.training.loss import label_smoothed_nll
 from transformer_nmt.training.precision import auto_precision, cpu_has_native_bf16
+
+# What initialises CUDA in this process, and so stops the fork launchers from starting.
+CUDA_INITIALISERS = [
+    (torch.cuda, "is_bf16_supported"),
+    (torch.cuda, "get_device_capability"),
+    (torch.cuda, "get_device_properties"),
+    (torch.cuda, "current_device"),
+    (torch.cuda, "init"),
+    (torch.cuda, "_lazy_init"),
+    (torch._C, "_cuda_getDeviceCount"),  # the driver's cuInit, if NVML could not count
+]
+
+
+class FakeNVML:
+    """libnvidia-ml.so.1 as ctypes presents it, for GPUs of the given compute capabilities.
+
+    Outputs go through ctypes.byref arguments, as from the C library: `ref._obj` is the value.
+    """
+
+    def __init__(self, capabilities: list[tuple[int, int]]):
+        self.capabilities = capabilities
+
+    def nvmlInit(self) -> int:
+        return 0
+
+    def nvmlDeviceGetCount_v2(self, count) -> int:
+        count._obj.value = len(self.capabilities)
+        return 0
+
+    def nvmlDeviceGetHandleByIndex_v2(self, index: int, handle) -> int:
+        handle._obj.value = 1000 + index
+        return 0
+
+    def nvmlDeviceGetCudaComputeCapability(self, handle: ctypes.c_void_p, major, minor) -> int:
+        major._obj.value, minor._obj.value = self.capabilities[handle.value - 1000]
+        return 0
+
+
+class OldDriverNVML(FakeNVML):
+    """Before CUDA 11, NVML lacked the compute capability query: ctypes finds no such symbol."""
+
+    @property
+    def nvmlDeviceGetCudaComputeCapability(self):
+        raise AttributeError("nvmlDeviceGetCudaComputeCapability")
+
+
+@pytest.fixture
+def simulate_gpus(monkeypatch):
+    """Makes this CPU-only torch see GPUs of the given capabilities through a fake NVML, as a
+    CUDA build sees real ones; everything that would initialise CUDA raises instead."""
+
+    def simulate(capabilities: list[tuple[int, int]], nvml: type[FakeNVML] = FakeNVML) -> None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+        monkeypatch.setattr(torch.cuda, "_is_compiled", lambda: True)
+        # As in a fresh process, also where earlier tests on a GPU machine initialised CUDA.
+        monkeypatch.setattr(torch.cuda, "_initialized", False)
+        monkeypatch.setattr(torch.cuda, "_cached_device_count", None)
+
+        def load(name: str) -> FakeNVML:
+            assert name == "libnvidia-ml.so.1"
+            return nvml(capabilities)
+
+        monkeypatch.setattr(ctypes, "CDLL", load)
+        for module, name in CUDA_INITIALISERS:
+            monkeypatch.setattr(module, name, initialises_cuda(name), raising=False)
+
+    return simulate
+
+
+def initialises_cuda(name: str):
+    def forbidden(*args, **kwargs):
+        raise AssertionError(f"{name} would initialise CUDA before the fork launchers start")
+
+    return forbidden
 
 
 def test_cpu_flags_decide(tmp_path):
@@ -19,31 +98,91 @@ def test_cpu_flags_decide(tmp_path):
 
 def test_auto_precision_on_this_machine():
     expected = "bf16-mixed" if cpu_has_native_bf16() else "32-true"
-    if not torch.cuda.is_available():
-        assert auto_precision("cpu") == expected
+    assert auto_precision("cpu") == expected
+    if torch.cuda.device_count() == 0:
         assert auto_precision("auto") == expected
 
 
-def test_bf16_autocast_training_step_stays_within_tolerance_of_fp32():
-    """bf16-mixed as Lightning runs it (autocast around forward and loss, fp32 weights): the
-    loss within 1% and the gradients within 5% (relative norm) of fp32's; the loss itself fp32."""
+@pytest.mark.parametrize(
+    ("capabilities", "expected"),
+    [
+        ([(8, 0)], "bf16-mixed"),  # A100
+        ([(9, 0), (9, 0)], "bf16-mixed"),  # 2 H100
+        ([(7, 0)], "16-mixed"),  # V100: bf16 only emulated
+        ([(7, 5)], "16-mixed"),  # T4
+        ([(8, 6), (7, 5)], "16-mixed"),  # mixed: the oldest decides
+    ],
+)
+def test_gpus_get_native_bf16_or_else_fp16_without_initialising_cuda(
+    simulate_gpus, capabilities, expected
+):
+    simulate_gpus(capabilities)
+    for accelerator in ("auto", "gpu", "cuda"):
+        assert auto_precision(accelerator) == expected
+    assert auto_precision("cpu") == ("bf16-mixed" if cpu_has_native_bf16() else "32-true")
+    assert not torch.cuda.is_initialized()
+
+
+def test_visible_devices_decide(simulate_gpus, monkeypatch):
+    simulate_gpus([(7, 5), (8, 0)])
+    assert auto_precision("gpu") == "16-mixed"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert auto_precision("gpu") == "bf16-mixed"
+
+
+def test_gpus_of_unknown_capability_get_fp16(simulate_gpus):
+    simulate_gpus([(8, 0)], nvml=OldDriverNVML)
+    assert auto_precision("gpu") == "16-mixed"
+
+
+@pytest.mark.slow
+def test_importing_and_resolving_leave_cuda_uninitialised():
+    """In a fresh interpreter, since tests on a GPU machine initialise CUDA in this one."""
+    code = (
+        "import torch; import transformer_nmt.training.precision as p; "
+        "p.resolve_precision('auto', 'auto');"
+        "print(torch.cuda.is_initialized())"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize(
+    ("dtype", "grad_tolerance"), [(torch.bfloat16, 0.05), (torch.float16, 0.01)], ids=str
+)
+def test_mixed_precision_training_step_stays_within_tolerance_of_fp32(
+    dtype, grad_tolerance, device
+):
+    """bf16-mixed and 16-mixed as Lightning runs them (autocast around forward and loss, fp32
+    weights; for fp16 its GradScaler, 2^16 times the per-token loss): the loss within 1% and the
+    unscaled gradients within `grad_tolerance` (relative norm) of fp32's; the loss itself fp32."""
     torch.manual_seed(0)
     model = Transformer(vocab_size=64, pad_id=PAD_ID, N=2, d_model=32, d_ff=64, h=4, dropout=0.0)
+    model.to(device)
     g = torch.Generator().manual_seed(1)
     words = lambda n: torch.randint(4, 64, (n,), generator=g).tolist()  # noqa: E731
     batch = collate([{"src": words(n) + [EOS_ID], "tgt": words(n + 1)} for n in (5, 9, 7)], PAD_ID)
-    index = batch["tgt_index"]
-    target = batch["tgt_out"].flatten()[index]
+    src, tgt_in, index = (batch[k].to(device) for k in ("src", "tgt_in", "tgt_index"))
+    target = batch["tgt_out"].flatten().to(device)[index]
+    optimizer = torch.optim.SGD(model.parameters())  # only for the scaler's bookkeeping
+    scaler = torch.amp.GradScaler(device.type)  # as Lightning's, at its initial scale 2^16
 
     def step(dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         model.zero_grad()
-        with torch.autocast("cpu", dtype=dtype, enabled=dtype != torch.float32):
-            loss, _ = label_smoothed_nll(model(batch["src"], batch["tgt_in"], index), target, 0.1)
-        loss.backward()
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
+            loss, _ = label_smoothed_nll(model(src, tgt_in, index), target, 0.1)
+            loss = loss / target.numel()
+        if dtype == torch.float16:
+            scaler.scale(loss).backward()
+            scaler.unscale_(optimizer)
+            assert not any(scaler._found_inf_per_device(optimizer).values())  # no step skipped
+        else:
+            loss.backward()
         return loss.detach(), torch.cat([p.grad.flatten() for p in model.parameters()])
 
     loss32, grad32 = step(torch.float32)
-    loss16, grad16 = step(torch.bfloat16)
+    loss16, grad16 = step(dtype)
     assert loss16.dtype == torch.float32
     torch.testing.assert_close(loss16, loss32, rtol=1e-2, atol=0)
-    assert (grad16 - grad32).norm() / grad32.norm() < 0.05
+    assert (grad16 - grad32).norm() / grad32.norm() < grad_tolerance

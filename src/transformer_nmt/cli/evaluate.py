@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_search_args(parser, argv)
     try:
         paths = resolve_checkpoints(args.checkpoints, args.average_last)
-        translator = Translator.from_checkpoint(paths, **engine_options(args))
+        translator = Translator.from_checkpoint(paths, args.device, **engine_options(args))
         # Invalid UTF-8 is an error here, not replaced: it would change the score silently.
         sources = [line.strip() for line in read_lines(args.src)]
         references = [line.strip() for line in read_lines(args.ref)]

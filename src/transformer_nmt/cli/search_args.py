@@ -60,6 +60,11 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--batch-size", type=positive_int, default=64, help="sentences per batch (64)"
     )
+    parser.add_argument(
+        "--device",
+        default="cuda" if torch.cuda.is_available() else "cpu",
+        help="where the model decodes (default: cuda if available, else cpu)",
+    )
     parser.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads")
     parser.add_argument(
         "--engine",

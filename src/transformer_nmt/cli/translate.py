@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> None:
         )
     try:
         translator = Translator.from_checkpoint(
-            args.checkpoint, average_last=args.average_last, **engine_options(args)
+            args.checkpoint, args.device, average_last=args.average_last, **engine_options(args)
         )
         if args.input is None:
             # Bytes, not text: invalid UTF-8 is replaced per line, and only "\n" ends a line.

@@ -76,7 +76,12 @@ class TranslationDataModule(L.LightningDataModule):
         self.load_tokenizer()
 
     def load_tokenizer(self) -> BPETokenizer:
-        """The tokenizer, trained on both sides of the train split on the first call ever."""
+        """The tokenizer, trained on both sides of the train split on the first call ever.
+
+        `train` calls this on every rank before the Trainer exists, so before any barrier; under
+        torchrun or SLURM the ranks start together, and `load_or_train`'s file lock lets one of
+        them train while the others wait for its file.
+        """
         if self.tokenizer is None:
             hp = self.hparams
             self.tokenizer = load_or_train(

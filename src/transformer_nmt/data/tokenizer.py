@@ -1,10 +1,12 @@
 """Joint source+target byte-level BPE (paper section 3.4), fixed special-token ids, a cache."""
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import logging
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -120,7 +122,9 @@ def load_or_train(
 ) -> BPETokenizer:
     """Load the tokenizer cached for these settings, or train it on `sentences_fn()` and cache it.
 
-    Ranks racing here may each train, but every write is atomic, so none reads a partial file.
+    Processes that race here, as the ranks of a torchrun or SLURM job do since each loads the
+    tokenizer before any barrier, take turns under a file lock: the first trains and saves, the
+    others wait and then load its file. One training per cache folder, so per node at most.
 
     Args:
         cache_dir: folder of cached tokenizers.
@@ -130,11 +134,44 @@ def load_or_train(
         fingerprint: identifies the training text (corpus, files, languages, split).
     """
     path = cache_path(cache_dir, vocab_size, min_frequency, fingerprint)
-    if path.is_file():
+    with _exclusive(path.parent / f".{path.stem}.lock"):
+        if path.is_file():
+            try:
+                return BPETokenizer.load(path)
+            except Exception as e:  # `tokenizers` raises plain Exceptions for malformed JSON
+                log.warning("%s is unreadable (%s): training the tokenizer again", path, e)
+        log.info("training the BPE tokenizer on %s (vocab_size=%d)", fingerprint, vocab_size)
+        tokenizer = BPETokenizer.train(sentences_fn(), vocab_size, min_frequency)
+        tokenizer.save(path)
+        return tokenizer
+
+
+@contextlib.contextmanager
+def _exclusive(lock_path: Path) -> Iterator[None]:
+    """Hold an exclusive `fcntl.flock` on `lock_path`, and remove the file before letting go.
+
+    Removing it keeps the cache folder to tokenizers, and a folder left empty (nothing cached,
+    the training failed) is removed too. A process may then lock a file that has just been
+    removed; it notices (the path names another file, or none) and locks afresh, so that only
+    one process at a time holds the lock of a path.
+    """
+    while True:
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            return BPETokenizer.load(path)
-        except Exception as e:  # `tokenizers` raises plain Exceptions for malformed JSON
-            log.warning("%s is unreadable (%s): training the tokenizer again", path, e)
-    tokenizer = BPETokenizer.train(sentences_fn(), vocab_size, min_frequency)
-    tokenizer.save(path)
-    return tokenizer
+            lock = open(lock_path, "a")  # closed below, or after the yield
+        except FileNotFoundError:  # the folder was removed since: a training failed
+            continue
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if os.path.samestat(os.fstat(lock.fileno()), os.stat(lock_path)):
+                break
+        except FileNotFoundError:
+            pass
+        lock.close()
+    try:
+        yield
+    finally:
+        os.unlink(lock_path)  # while still locked: the next holder finds the cache written
+        with contextlib.suppress(OSError):  # not empty: the usual case
+            lock_path.parent.rmdir()
+        lock.close()

@@ -109,15 +109,17 @@ def generation_config(config: TransformerConfig) -> GenerationConfig:
     )
 
 
-def feature_order(d_model: int) -> Tensor:
+def feature_order(d_model: int, device: torch.device | str = "cpu") -> Tensor:
     """Marian's feature k is our feature order[k]: the sines (even features), then the cosines."""
-    return torch.cat([torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)])
+    evens = torch.arange(0, d_model, 2, device=device)
+    return torch.cat([evens, torch.arange(1, d_model, 2, device=device)])
 
 
 def marian_state_dict(model: Transformer) -> dict[str, Tensor]:
     """Our weights under MarianMTModel's names, with the features in Marian's order."""
+    # Host-side: the export is written from the CPU, wherever the model ran.
+    ours = {key: t.detach().float().cpu() for key, t in model.state_dict().items()}
     p = feature_order(model.config.d_model)
-    ours = {key: t.detach().float() for key, t in model.state_dict().items()}
 
     def reads(key: str) -> Tensor:  # (out, d_model) weights: permute the inputs
         return ours[key][:, p]
@@ -160,7 +162,7 @@ def marian_state_dict(model: Transformer) -> dict[str, Tensor]:
         "model.encoder.embed_tokens.weight": reads("src_embed.lut.weight"),
         "model.decoder.embed_tokens.weight": reads("tgt_embed.lut.weight"),
         "lm_head.weight": reads("generator.weight"),
-        "final_logits_bias": torch.zeros(1, model.config.vocab_size),
+        "final_logits_bias": torch.zeros(1, model.config.vocab_size, device="cpu"),
     }
     if model.config.tie_embeddings == "all":
         out["model.shared.weight"] = out["model.encoder.embed_tokens.weight"]

@@ -1,6 +1,8 @@
 """Token embeddings (section 3.4) and positional encodings (section 3.5, Table 3 row E)."""
 
 import math
+from collections.abc import Callable
+from typing import Self
 
 import torch
 from torch import Tensor, nn
@@ -33,8 +35,15 @@ class SinusoidalPositionalEncoding(nn.Module):
         pe = torch.zeros(max_positions, d_model, dtype=torch.float64)
         pe[:, 0::2] = torch.sin(angles)
         pe[:, 1::2] = torch.cos(angles[:, : d_model // 2])
-        # Not persistent: it is a fixed function of the sizes, so checkpoints need not carry it.
-        self.register_buffer("pe", pe.float(), persistent=False)
+        # A plain tensor, not a buffer: DDP broadcasts every buffer from rank zero before each
+        # forward, and this one is a fixed function of the sizes, the same on every rank (nor do
+        # checkpoints carry it). `_apply` moves and casts it with the module all the same.
+        self.pe = pe.float()  # (P, d_model)
+
+    def _apply(self, fn: Callable[[Tensor], Tensor], recurse: bool = True) -> Self:
+        # What `.to()`, `.cuda()`, `.half()` apply to parameters and buffers.
+        self.pe = fn(self.pe)
+        return super()._apply(fn, recurse)
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         """x (B, T, d_model) sits at positions offset..offset+T-1 (offset > 0 mid-decoding)."""

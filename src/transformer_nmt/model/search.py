@@ -37,13 +37,18 @@ def _max_lengths(model: EncoderDecoder, src_mask: Tensor, max_len_b: int) -> Ten
     return (src_mask.sum(dim=(1, 2, 3)) + max_len_b).clamp(max=model.config.max_positions)
 
 
+def _never_ids(model: EncoderDecoder, bos_id: int, device: torch.device) -> Tensor:
+    """(2,) PAD and BOS, the ids search never picks; built once, so no step copies an index."""
+    return torch.tensor([model.config.pad_id, bos_id], device=device)
+
+
 def _next_log_probs(
     model: EncoderDecoder,
     prefix: Tensor,
     memory: Tensor,
     src_mask: Tensor,
     cache: Cache | None,
-    never: list[int],
+    never: Tensor,
 ) -> Tensor:
     """(R, T) prefixes -> (R, V) log-probabilities of the next id; `never` ids get -inf.
 
@@ -56,7 +61,7 @@ def _next_log_probs(
         logits = model.decode(prefix[:, -1:], memory, src_mask, cache)[:, -1]
     # Padding and BOS are never targets in training, so a prediction of either is noise; a PAD
     # inside a prefix would also be masked by uncached decoding but not by the cache.
-    logits[:, never] = float("-inf")
+    logits.index_fill_(-1, never, float("-inf"))
     return logits.float().log_softmax(dim=-1)
 
 
@@ -92,12 +97,13 @@ def greedy_search(
     cache = model.new_cache() if use_cache else None
     ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1 + t)
     finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
+    never = _never_ids(model, bos_id, src.device)
     for t in range(int(max_lens.max())):
-        log_probs = _next_log_probs(model, ys, memory, src_mask, cache, [pad_id, bos_id])
+        log_probs = _next_log_probs(model, ys, memory, src_mask, cache, never)
         tokens = log_probs.argmax(dim=-1).masked_fill(finished, pad_id)  # (B,)
         ys = torch.cat([ys, tokens[:, None]], dim=1)
         finished |= (tokens == eos_id) | (t + 1 >= max_lens)
-        if finished.all():
+        if finished.all():  # the step's one device-to-host sync
             break
     return ys[:, 1:]
 
@@ -153,11 +159,15 @@ def beam_search(
     # All K beams start as the same BOS: only the first may expand, or it would be found K times.
     scores = torch.full((B, K), float("-inf"), device=src.device)  # (n, K) log-probabilities
     scores[:, 0] = 0.0
+    never = _never_ids(model, bos_id, src.device)
+    # How many hypotheses each sentence has finished, on the device so that `done` stays there.
+    num_finished = torch.zeros(B, dtype=torch.long, device=src.device)  # (n,), at most K
     sentences = list(range(B))  # the input index of each sentence still searching
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]
+    paths: list[list[int]] = [[] for _ in range(B * K)]  # host copy of prefixes[:, 1:]
     for t in range(int(max_lens.max())):
         n = len(sentences)
-        log_probs = _next_log_probs(model, prefixes, memory, src_mask, cache, [pad_id, bos_id])
+        log_probs = _next_log_probs(model, prefixes, memory, src_mask, cache, never)
         V = log_probs.size(-1)
         candidates = (scores[:, :, None] + log_probs.view(n, K, V)).view(n, K * V)
         # 2K candidates hold at least K that do not end in EOS: each beam has one EOS candidate.
@@ -165,32 +175,54 @@ def beam_search(
         cand_beams, cand_tokens = cand_ids // V, cand_ids % V
         at_max = t + 1 >= max_lens  # (n,)
         ends = (cand_tokens == eos_id) | at_max[:, None]  # (n, C)
-        to_finish = ends[:, :K] & cand_scores[:, :K].isfinite()
-        for i, j in to_finish.nonzero().tolist():
-            hypotheses = finished[sentences[i]]
-            if len(hypotheses) < K:
-                log_prob = cand_scores[i, j].item()
-                tokens = prefixes[i * K + cand_beams[i, j], 1:].tolist()
-                tokens.append(cand_tokens[i, j].item())
-                penalized = log_prob / length_penalty(t + 1, alpha, penalty)
-                hypotheses.append(Hypothesis(tokens, penalized, log_prob))
-        done = at_max | torch.tensor([len(finished[s]) >= K for s in sentences], device=src.device)
-        if done.all():
-            break
-
+        to_finish = ends[:, :K] & cand_scores[:, :K].isfinite()  # (n, K)
+        num_finished = (num_finished + to_finish.sum(dim=1)).clamp(max=K)
+        done = at_max | (num_finished == K)  # (n,)
         # The K best candidates that go on, in score order: those that did not end come first.
         C = cand_ids.size(1)
         go_on = (ends.long() * C + torch.arange(C, device=src.device)).topk(K, largest=False)
-        live = (~done).nonzero()[:, 0]  # (m,) positions of the sentences still searching
-        picked = go_on.indices[live]  # (m, K)
-        beams = cand_beams[live].gather(1, picked)
-        scores = cand_scores[live].gather(1, picked)
-        new_tokens = cand_tokens[live].gather(1, picked)  # (m, K)
-        order = (live[:, None] * K + beams).view(-1)  # (m * K,) rows of the beams that go on
-        prefixes = torch.cat([prefixes[order], new_tokens.view(-1, 1)], dim=1)
+        next_beams, next_tokens, next_scores = (
+            x.gather(1, go_on.indices) for x in (cand_beams, cand_tokens, cand_scores)
+        )  # (n, K) each
+
+        # The step's one device-to-host transfer: everything the bookkeeping below reads.
+        host = _to_host(
+            cand_scores[:, :K], cand_tokens[:, :K], cand_beams[:, :K], to_finish,
+            next_beams, next_tokens, done[:, None].expand(n, K),  # done repeated to fit (n, K)
+        )  # fmt: skip
+        live, next_paths = [], []  # positions of the sentences that go on, their beams' ids
+        for i, row in enumerate(host):
+            log_probs_i, tokens_i, beams_i, finish_i, next_beams_i, next_tokens_i, done_i = row
+            hypotheses = finished[sentences[i]]
+            candidates_i = zip(log_probs_i, tokens_i, beams_i, finish_i, strict=True)
+            for log_prob, token, beam, ends_here in candidates_i:
+                if ends_here and len(hypotheses) < K:
+                    ids = paths[i * K + int(beam)] + [int(token)]
+                    penalized = log_prob / length_penalty(t + 1, alpha, penalty)
+                    hypotheses.append(Hypothesis(ids, penalized, log_prob))
+            if not done_i[0]:
+                live.append(i)
+                next_paths += [
+                    paths[i * K + int(b)] + [int(token)]
+                    for b, token in zip(next_beams_i, next_tokens_i, strict=True)
+                ]
+        if not live:
+            break
+
+        # The host knows how many sentences go on, so selecting them needs no sync.
+        live_index = torch.nonzero_static(~done, size=len(live))[:, 0]  # (m,) as `live`
+        order = (live_index[:, None] * K + next_beams[live_index]).view(-1)  # (m * K,) their beams
+        prefixes = torch.cat([prefixes[order], next_tokens[live_index].view(-1, 1)], dim=1)
+        scores = next_scores[live_index]  # (m, K)
         memory, src_mask = memory[order], src_mask[order]
         if cache is not None:
             cache = model.reorder_cache(cache, order)
-        max_lens = max_lens[live]
-        sentences = [sentences[i] for i in live.tolist()]
+        max_lens, num_finished = max_lens[live_index], num_finished[live_index]
+        sentences = [sentences[i] for i in live]
+        paths = next_paths
     return [sorted(h, key=lambda h: h.score, reverse=True)[:n_best] for h in finished]
+
+
+def _to_host(*columns: Tensor) -> list[list[list[float]]]:
+    """(n, K) tensors -> per row, one list per tensor, in one copy; ids are exact in float64."""
+    return torch.stack([column.double() for column in columns], dim=1).tolist()

@@ -25,15 +25,17 @@ class SacreBLEU(Metric):
 
     def update(self, hypotheses: list[str], references: list[str]) -> None:
         stats = self.bleu.corpus_score(hypotheses, [references])
-        self.correct += torch.tensor(stats.counts)
-        self.total += torch.tensor(stats.totals)
-        self.lengths += torch.tensor([stats.sys_len, stats.ref_len])
+        # On the states' device: CUDA refuses to add a 1-D CPU tensor to a CUDA one in place.
+        device = self.correct.device
+        self.correct += torch.tensor(stats.counts, device=device)
+        self.total += torch.tensor(stats.totals, device=device)
+        self.lengths += torch.tensor([stats.sys_len, stats.ref_len], device=device)
 
     def compute(self) -> torch.Tensor:
         score = BLEU.compute_bleu(
             self.correct.tolist(), self.total.tolist(), *self.lengths.tolist(), smooth_method="exp"
         ).score
-        return torch.tensor(score, dtype=torch.float64)
+        return torch.tensor(score, dtype=torch.float64, device=self.correct.device)
 
     def signature(self) -> str:
         return str(self.bleu.get_signature())

@@ -144,7 +144,8 @@ def translator_from(
             f"padding id {PAD_ID}: the tokenizer does not belong to these weights"
         )
     weights = model_weights(checkpoint)
-    rows = weights.get("generator.weight", torch.empty(0)).size(0)
+    generator = weights.get("generator.weight")
+    rows = 0 if generator is None else generator.size(0)
     if rows != tokenizer.vocab_size:
         raise CheckpointError(
             f"{where}: the weights' output layer has {rows} rows but the tokenizer has "

@@ -26,6 +26,7 @@ def check_config(cfg: DictConfig) -> None:
         *_multirun_problems(cfg),
         *_device_problems(cfg),
         *settings_problems(model_settings(cfg)),
+        *_compile_problems(cfg),
         *_resume_problems(cfg),
     ]
     _warn_about_positions(cfg)
@@ -80,6 +81,31 @@ def _device_problems(cfg: DictConfig) -> list[str]:
         f"processes with trainer=ddp_cpu trainer.devices={wanted} (DDP over gloo) or "
         "trainer=cpu (one process)"
     ]
+
+
+def _compile_problems(cfg: DictConfig) -> list[str]:
+    """`module.compile` with DDP: refused until measured.
+
+    DDPOptimizer splits the compiled graph at gradient-bucket boundaries, and with dynamic
+    shapes that path has failed in PyTorch before; no run here has shown it works.
+    """
+    trainer = cfg.trainer
+    if not cfg.module.get("compile") or not _several_processes(trainer):
+        return []
+    return [
+        f"module.compile=true is not supported with DDP (trainer.devices={trainer.devices}, "
+        f"trainer.num_nodes={trainer.get('num_nodes', 1)}, trainer.strategy="
+        f"{trainer.get('strategy', 'auto')}): set module.compile=false, or train on one device "
+        "with trainer.devices=1 and trainer.num_nodes=1"
+    ]
+
+
+def _several_processes(trainer: DictConfig) -> bool:
+    """Whether the trainer settings may start DDP: several devices or nodes, or a ddp strategy."""
+    devices = trainer.get("devices", 1)
+    one_device = devices == 1 or (OmegaConf.is_list(devices) and len(devices) == 1)
+    ddp = "ddp" in str(trainer.get("strategy", "auto"))
+    return not one_device or trainer.get("num_nodes", 1) > 1 or ddp
 
 
 def _resume_problems(cfg: DictConfig) -> list[str]:

@@ -11,6 +11,7 @@ from transformer_nmt.data.framing import TARGET_FRAME, cut_at_eos
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.model import EncoderDecoder, greedy_search
 from transformer_nmt.training.bleu import SacreBLEU
+from transformer_nmt.training.hot_path import all_reduce_, is_logging_step
 from transformer_nmt.training.loss import label_smoothed_nll, perplexity
 from transformer_nmt.training.lr_schedule import inverse_sqrt_warmup
 
@@ -66,13 +67,51 @@ class TranslationModule(L.LightningModule):
 
     def training_step(self, batch: dict[str, Any], batch_idx: int) -> Tensor:
         loss_sum, nll_sum, num_tokens = self._loss(batch)
-        loss = loss_sum / num_tokens
-        self.log("train/loss", loss, prog_bar=True)
-        self.log("train/ppl", perplexity(nll_sum, num_tokens))
-        self.log("train/lr", self.lr_schedulers().get_last_lr()[0])
+        loss, global_sums = self._per_token_mean(loss_sum, nll_sum, num_tokens)
+        if is_logging_step(self.trainer):
+            self._log_train_metrics(global_sums)
         return loss
 
+    def _log_train_metrics(self, global_sums: Tensor) -> None:
+        """Loss, perplexity and learning rate, as host tensors: one copy from the device.
+
+        Lightning reads progress-bar metrics after every batch, logged that step or not; a host
+        tensor makes that read free, where a device one would cost a sync per batch.
+        """
+        loss_sum, nll_sum, num_tokens = global_sums.cpu().unbind()  # waits for the device
+        self.log("train/loss", loss_sum / num_tokens, prog_bar=True)
+        self.log("train/ppl", perplexity(nll_sum, num_tokens))
+        lr = self.lr_schedulers().get_last_lr()[0]
+        self.log("train/lr", torch.tensor(lr, device="cpu"))  # a float would go to the device
+
+    def _per_token_mean(
+        self, loss_sum: Tensor, nll_sum: Tensor, num_tokens: int
+    ) -> tuple[Tensor, Tensor]:
+        """The loss whose DDP gradient is that of the mean over all ranks' tokens, and the sums.
+
+        DDP averages the ranks' gradients, so each rank divides its summed loss by the global
+        token count and multiplies by the world size: a rank's tokens then weigh as much as any
+        other's, whatever its batch holds (fairseq does the same). The token count is summed by
+        one small collective on the device, together with the detached loss and NLL sums for
+        logging; the host waits for none of it.
+
+        Under gradient accumulation each micro-batch is a mean over its own tokens and Lightning
+        averages the micro-batches' means, so tokens of a lightly filled micro-batch weigh more
+        than those of a full one. Token-budget batches hold nearly equal counts, which keeps the
+        difference small; the exact mean over an accumulated step would need all its token counts
+        before the first backward.
+
+        Returns:
+            The loss to backpropagate, and (3,) global sums: loss, NLL, target tokens.
+        """
+        # full_like fills on the device; torch.tensor(num_tokens) would copy from the host.
+        tokens = torch.full_like(loss_sum, num_tokens)
+        sums = all_reduce_(torch.stack([loss_sum.detach(), nll_sum.detach(), tokens]))  # (3,)
+        return loss_sum * (self.trainer.world_size / sums[2]), sums
+
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        if not is_logging_step(self.trainer):
+            return
         # Before clipping: the norm the gradients actually had.
         grads = [p.grad for p in self.model.parameters() if p.grad is not None]
         self.log("train/grad_norm", torch.nn.utils.get_total_norm(grads))

@@ -1,26 +1,31 @@
-"""Per-step training telemetry: target tokens per second and the padding in each batch."""
+"""Training telemetry at logging steps: target tokens per second and the padding of batches."""
 
 import time
 from typing import Any
 
 import lightning as L
+import torch
 from torch import Tensor
 
 from transformer_nmt.data.tokenizer import PAD_ID
+from transformer_nmt.training.hot_path import is_logging_step
 
 
 class BatchTelemetry(L.Callback):
-    """Logs `train/tokens_per_sec`, `train/src_pad_share` and `train/tgt_pad_share`.
+    """Logs `train/tokens_per_sec[_global]`, `train/src_pad_share` and `train/tgt_pad_share`.
 
-    Tokens per second are the batch's non-pad target tokens over the wall time between
-    consecutive batch ends, which covers data loading, forward, backward and the optimizer step:
-    what a user waits for, not a kernel timing. The pad shares are what length bucketing is meant
-    to save, computed on this rank's batch (rank zero's is logged), as tensors: nothing here
-    waits for the device, `log` syncs only when it writes.
+    Tokens per second are the non-pad target tokens of the batches since the last logging step
+    over the wall time they took, from batch end to batch end, which covers data loading, forward,
+    backward and the optimizer step: what a user waits for, not a kernel timing. `tokens_per_sec`
+    is this rank's (rank zero's is logged), `tokens_per_sec_global` the sum over the ranks. The
+    pad shares are what length bucketing is meant to save, on this rank's batch of the logging
+    step. Only logging steps log: a Python number logged costs a host-to-device copy, and under
+    DDP the global figure a collective.
     """
 
     def __init__(self) -> None:
-        self._last: float | None = None
+        self._start: float | None = None  # end of the batch that opened the window
+        self._tokens = 0  # since then
 
     def on_train_batch_end(
         self,
@@ -31,18 +36,30 @@ class BatchTelemetry(L.Callback):
         batch_idx: int,
     ) -> None:
         now = time.perf_counter()
-        if self._last is not None:
-            tokens = batch["tgt_index"].numel()  # a shape, known on the host
-            pl_module.log("train/tokens_per_sec", tokens / (now - self._last), prog_bar=True)
-        self._last = now
+        if self._start is None:
+            self._start = now  # after a pause the first batch only opens the window
+        else:
+            self._tokens += batch["tgt_index"].numel()  # a shape, known on the host
+        if not is_logging_step(trainer):
+            return
+        if self._tokens:  # the same on every rank: they log, and so reduce, together
+            rate = self._tokens / (now - self._start)
+            # On the host, where the progress bar reads it after every batch for free.
+            pl_module.log("train/tokens_per_sec", torch.tensor(rate, device="cpu"), prog_bar=True)
+            # On the device, which NCCL needs: one copy and one reduction per logging step.
+            global_rate = torch.tensor(rate, device=pl_module.device)
+            pl_module.log(
+                "train/tokens_per_sec_global", global_rate, reduce_fx="sum", sync_dist=True
+            )
+        self._start, self._tokens = now, 0
         pl_module.log("train/src_pad_share", pad_share(batch["src"]))
         pl_module.log("train/tgt_pad_share", pad_share(batch["tgt_out"]))
 
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._last = None
+        self._start, self._tokens = None, 0
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._last = None  # validation time is not training time
+        self._start, self._tokens = None, 0  # validation time is not training time
 
 
 def pad_share(ids: Tensor) -> Tensor:

@@ -1,0 +1,137 @@
+"""The smoke run's measurements, taken inside `train.py` as a callback; rank 0 writes them.
+
+Added by smoke.py with `+callbacks.smoke_probe._target_=probe.SmokeProbe`, this folder on
+PYTHONPATH (DDP's extra ranks inherit it).
+"""
+
+import json
+import resource
+import sys
+import time
+import warnings
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import lightning as L
+import torch
+
+# Tensor methods that hand a value to the host: each one waits for the device on a GPU.
+HOST_READS = ("item", "tolist", "__bool__", "__int__", "__float__", "nonzero")
+# Callers whose tensors stay on the host on a GPU too, so whose reads cost no sync there: the
+# optimizers' step counters (Adam keeps them on the CPU), collate and the data loader.
+HOST_SIDE_CALLERS = ("torch/optim/", "torch/utils/data/", "transformer_nmt/data/")
+
+
+class SmokeProbe(L.Callback):
+    """Training tokens/s (all ranks), peak memory, syncs per training step, precision, val BLEU.
+
+    Syncs are counted over the training steps only, validation excluded: on CUDA those that
+    torch's sync debug mode reports; on a CPU the host reads of tensor values (`.item()`,
+    `.tolist()`, `bool()`...) outside HOST_SIDE_CALLERS, each of which would be one on a GPU.
+    Both by the Python line that asked. Tokens per second are non-pad target tokens over
+    training wall time, after `skip_steps` warm-up steps.
+    """
+
+    def __init__(self, path: str, skip_steps: int = 5) -> None:
+        self.path = path
+        self.skip_steps = skip_steps
+        self.tokens = 0
+        self.seconds = 0.0
+        self.syncs: Counter[str] = Counter()  # by the Python line that asked
+        self._last: float | None = None
+        self._undo: list[Callable[[], None]] = []
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if pl_module.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(pl_module.device)
+        self._count_syncs(pl_module.device)
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, _: int
+    ) -> None:
+        now = time.perf_counter()
+        if self._last is not None and trainer.global_step > self.skip_steps:
+            self.tokens += batch["tgt_index"].numel()
+            self.seconds += now - self._last
+        self._last = now
+
+    def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._stop_counting()
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._last = None  # validation time is not training time
+        if not trainer.sanity_checking:
+            self._count_syncs(pl_module.device)
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._stop_counting()
+        rate = torch.tensor(self.tokens / max(self.seconds, 1e-9), device=pl_module.device)
+        total = float(trainer.strategy.reduce(rate, reduce_op="sum"))
+        if not trainer.is_global_zero:
+            return
+        if pl_module.device.type == "cuda":
+            peak, memory = torch.cuda.max_memory_allocated(pl_module.device), "GPU"
+        else:
+            peak, memory = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "RSS"
+        bleu = trainer.callback_metrics.get("val/bleu")
+        result = {
+            "devices": trainer.world_size,
+            "precision": trainer.precision,
+            "steps": trainer.global_step,
+            "tokens_per_sec": total,
+            "peak_memory_gb": peak / 2**30,
+            "memory": memory,
+            "syncs_per_step": self.syncs.total() / max(trainer.global_step, 1),
+            "sync_sources": dict(self.syncs.most_common(10)),
+            "val_bleu": None if bleu is None else float(bleu),
+        }
+        with open(self.path, "w") as f:
+            json.dump(result, f, indent=2)
+
+    def _count_syncs(self, device: torch.device) -> None:
+        if device.type == "cuda":
+            self._count_cuda_syncs()
+        else:
+            self._count_host_reads()
+
+    def _count_cuda_syncs(self) -> None:
+        show = warnings.showwarning
+
+        def counted(message, category, filename, lineno, file=None, line=None):
+            if "synchroniz" in str(message):
+                self.syncs[f"{filename}:{lineno}"] += 1
+            else:
+                show(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = counted
+        warnings.filterwarnings("always", message=".*synchroniz")
+        torch.cuda.set_sync_debug_mode("warn")
+        self._undo = [
+            lambda: torch.cuda.set_sync_debug_mode("default"),
+            lambda: setattr(warnings, "showwarning", show),
+        ]
+
+    def _count_host_reads(self) -> None:
+        originals = {name: getattr(torch.Tensor, name) for name in HOST_READS}
+        for name, method in originals.items():
+            setattr(torch.Tensor, name, self._counting(method))
+        self._undo = [
+            lambda name=name, method=method: setattr(torch.Tensor, name, method)
+            for name, method in originals.items()
+        ]
+
+    def _counting(self, method: Callable) -> Callable:
+        def counted(*args, **kwargs):
+            caller = sys._getframe(1)
+            where = caller.f_code.co_filename
+            if not any(host_side in where for host_side in HOST_SIDE_CALLERS):
+                self.syncs[f"{where}:{caller.f_lineno}"] += 1
+            return method(*args, **kwargs)
+
+        return counted
+
+    def _stop_counting(self) -> None:
+        for undo in self._undo:
+            undo()
+        self._undo = []
