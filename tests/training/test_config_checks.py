@@ -54,6 +54,12 @@ def test_d_model_not_divisible_by_h_names_both_unless_d_k_and_d_v_are_given(tmp_
     )
 
 
+def test_rezero_with_norm_first_is_refused_before_any_data_is_read(tmp_path):
+    check_config(compose_train(tmp_path, [*TOY, "model.rezero=true"]))
+    with pytest.raises(ConfigError, match="model.rezero=true and model.norm_first=true"):
+        check_config(compose_train(tmp_path, [*TOY, "model.rezero=true", "model.norm_first=true"]))
+
+
 def test_max_len_beyond_the_position_table_is_a_warning(tmp_path, caplog):
     with caplog.at_level(logging.WARNING):
         overrides = ["data.max_len=200", "data.max_tokens=4096", "data.pad_to_multiple_of=8"]

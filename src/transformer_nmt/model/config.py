@@ -26,6 +26,9 @@ class TransformerConfig:
             the pre-softmax projection (the paper, section 3.4); "decoder" ties only the target
             embeddings and the projection; "none" ties nothing.
         activation: "relu" (the paper) or "gelu" in the feed-forward networks.
+        rezero: not the paper: every residual connection is x + alpha * Dropout(Sublayer(x))
+            with a trainable scalar alpha initialised to 0 and no LayerNorm (ReZero, Bachlechner
+            et al., 2020), so every layer starts as the identity. Excludes norm_first.
     """
 
     vocab_size: int
@@ -42,6 +45,7 @@ class TransformerConfig:
     max_positions: int = 1024
     tie_embeddings: str = "all"
     activation: str = "relu"
+    rezero: bool = False
 
     def __post_init__(self) -> None:
         problems = settings_problems(asdict(self))
@@ -85,4 +89,9 @@ def settings_problems(settings: dict[str, Any]) -> list[str]:
         value = settings.get(key, allowed[0])
         if value not in allowed:
             problems.append(f"model.{key}={value!r} must be one of {', '.join(allowed)}")
+    if settings.get("rezero") and settings.get("norm_first"):
+        problems.append(
+            "model.rezero=true and model.norm_first=true exclude each other: ReZero layers have "
+            "no LayerNorm to put first; set one of them to false"
+        )
     return problems
