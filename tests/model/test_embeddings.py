@@ -56,9 +56,10 @@ def rotation_by_offset(k: int, d_model: int) -> torch.Tensor:
     """T_k (d_model, d_model): one 2x2 rotation by the angle k w_i per frequency w_i.
 
     w_i = 10000^(-2i/d_model); the rotation takes (sin(pos w_i), cos(pos w_i)) to
-    (sin((pos+k) w_i), cos((pos+k) w_i)) for every pos. Built from the frequencies alone: sin(a+b) = sin a cos b + cos a sin b and
-    cos(a+b) = cos a cos b - sin a sin b, with a = pos w_i and b = k w_i. Dims 2i and 2i+1 are
-    the pair, as our table interleaves sin (even dims) and cos (odd dims).
+    (sin((pos+k) w_i), cos((pos+k) w_i)) for every pos. Built from the frequencies alone:
+    sin(a+b) = sin a cos b + cos a sin b and cos(a+b) = cos a cos b - sin a sin b, with
+    a = pos w_i and b = k w_i. Dims 2i and 2i+1 are the pair, as our table interleaves sin (even
+    dims) and cos (odd dims).
     """
     w = 10000 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)  # (d_model / 2,)
     cos, sin = torch.cos(k * w), torch.sin(k * w)
