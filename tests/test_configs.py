@@ -2,12 +2,12 @@
 
 import pytest
 import torch
-from hydra.utils import instantiate
+from hydra.utils import get_class, instantiate
 from lightning.pytorch.loggers import CSVLogger, WandbLogger
 
 from hydra_compose import CONF, compose_train
 from transformer_nmt.data.datamodule import TranslationDataModule
-from transformer_nmt.model import Transformer
+from transformer_nmt.model import FAMILIES
 from transformer_nmt.training.module import TranslationModule
 from transformer_nmt.training.precision import resolve_precision
 
@@ -20,8 +20,22 @@ def options(group: str) -> list[str]:
 def test_model_presets_build(tmp_path, name):
     cfg = compose_train(tmp_path, [f"model={name}"])
     model = instantiate(cfg.model, vocab_size=100, pad_id=0)
-    assert isinstance(model, Transformer)
-    assert model.config.d_model == cfg.model.d_model
+    assert type(model) is get_class(cfg.model._target_)
+    saved = model.config.to_dict()
+    assert saved["family"] in FAMILIES
+    for key, value in cfg.model.items():
+        assert key == "_target_" or value is None or saved[key] == value, key
+
+
+def test_the_rnn_has_about_the_parameters_of_the_small_transformer(tmp_path):
+    """The race compares models of similar size (experiments/transformer_vs_rnn)."""
+    with torch.device("meta"):  # sizes only
+        rnn, small = (
+            instantiate(compose_train(tmp_path, [f"model={name}"]).model, vocab_size=8000, pad_id=0)
+            for name in ("rnn_attention", "small")
+        )
+    n_rnn, n_small = (sum(p.numel() for p in m.parameters()) for m in (rnn, small))
+    assert (round(n_rnn / 1e6, 1), round(n_small / 1e6, 1)) == (7.7, 7.6)  # as the YAML says
 
 
 def test_base_and_big_are_the_papers(tmp_path):

@@ -325,12 +325,22 @@ def test_unknown_switch_values_are_rejected(make_model, bad):
 
 def test_config_rebuilds_the_model(make_model, make_tokens):
     model = make_model(positions="learned", tie_embeddings="decoder")
-    clone = Transformer(
-        **json.loads(json.dumps(model.config.to_dict()))
-    ).eval()  # plain values only
+    saved = json.loads(json.dumps(model.config.to_dict()))  # plain values only
+    assert saved["family"] == "transformer"
+    clone = Transformer.from_config(TransformerConfig.from_dict(saved)).eval()
     clone.load_state_dict(model.state_dict())
     src, tgt = make_tokens([7, 5]), make_tokens([6, 6], seed=1, bos=True)
     torch.testing.assert_close(clone(src, tgt), model(src, tgt))
+
+
+def test_a_config_without_family_is_a_transformers_and_another_familys_is_refused(make_model):
+    saved = make_model().config.to_dict()
+    del saved["family"]  # as checkpoints from before there were families
+    assert TransformerConfig.from_dict(saved) == make_model().config
+    with pytest.raises(ValueError, match="settings of a rnn_attention model"):
+        TransformerConfig.from_dict({**saved, "family": "rnn_attention"})
+    with pytest.raises(ValueError, match=r"unknown transformer settings \['width'\]"):
+        TransformerConfig.from_dict({**saved, "width": 3})
 
 
 def test_embedding_init(make_model):

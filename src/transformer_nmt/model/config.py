@@ -1,7 +1,9 @@
 """The Transformer's settings: one typed record for the model, search, checkpoints and export."""
 
-from dataclasses import asdict, dataclass, fields
-from typing import Any
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
+
+from transformer_nmt.model.interface import DataclassConfig
 
 POSITIONS = ("sinusoidal", "learned")
 TIE_EMBEDDINGS = ("all", "decoder", "none")
@@ -9,7 +11,7 @@ ACTIVATIONS = ("relu", "gelu")
 
 
 @dataclass
-class TransformerConfig:
+class TransformerConfig(DataclassConfig):
     """Sizes and switches of a Transformer; defaults are the paper's base model (Table 3).
 
     Args:
@@ -47,24 +49,14 @@ class TransformerConfig:
     activation: str = "relu"
     rezero: bool = False
 
+    family: ClassVar[str] = "transformer"
+
     def __post_init__(self) -> None:
         problems = settings_problems(asdict(self))
         if problems:
             raise ValueError("; ".join(problems))
         self.d_k = self.d_model // self.h if self.d_k is None else self.d_k
         self.d_v = self.d_model // self.h if self.d_v is None else self.d_v
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain values, as checkpoints store them (they load with `weights_only=True`)."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> "TransformerConfig":
-        """The config a checkpoint stored; unknown keys are an error, not silently dropped."""
-        unknown = set(values) - {f.name for f in fields(cls)}
-        if unknown:
-            raise ValueError(f"unknown Transformer settings {sorted(unknown)}")
-        return cls(**values)
 
 
 def settings_problems(settings: dict[str, Any]) -> list[str]:

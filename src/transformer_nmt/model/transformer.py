@@ -1,6 +1,7 @@
 """The encoder-decoder Transformer (section 3) and its incremental decoding cache."""
 
 import copy
+from dataclasses import asdict
 from typing import Any
 
 import torch
@@ -119,7 +120,7 @@ class Transformer(nn.Module):
 
     @classmethod
     def from_config(cls, config: TransformerConfig) -> "Transformer":
-        return cls(**config.to_dict())
+        return cls(**asdict(config))
 
     def _reset_parameters(self) -> None:
         for p in self.parameters():
