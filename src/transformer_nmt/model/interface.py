@@ -63,7 +63,11 @@ class EncoderDecoder(Protocol):
         ...
 
     def encode(self, src: Tensor, need_weights: bool = False) -> Tensor | tuple[Tensor, Any]:
-        """(B, S) source ids -> memory (B, S, d), with attention weights if asked."""
+        """(B, S) source ids -> memory (B, S, d), with per-layer self-attention weights if asked.
+
+        The weights are a list over layers of (B, h, S, S); a family without encoder
+        self-attention (the RNN) returns an empty list.
+        """
         ...
 
     def decode(
@@ -76,8 +80,9 @@ class EncoderDecoder(Protocol):
     ) -> Tensor | tuple[Tensor, Any, Any]:
         """Logits (B, T, V) for target ids; with a cache, only the new ids, and the cache grows.
 
-        With need_weights also per-layer decoder self-attention and encoder-decoder attention
-        weights (a family without self-attention returns an empty list for it).
+        With need_weights also per-layer lists of decoder self-attention weights (B, h, T, T) and
+        encoder-decoder attention weights (B, h, T, S). A family without self-attention returns
+        an empty list for it; the RNN's alignment alpha_ij is one layer with one head.
         """
         ...
 
