@@ -120,3 +120,19 @@ def test_module_options_build(tmp_path, name):
     cfg = compose_train(tmp_path, [f"module={name}", "model=tiny"])
     model = instantiate(cfg.model, vocab_size=100, pad_id=0)
     assert instantiate(cfg.module, model=model, tokenizer=None).hparams.warmup_steps > 0
+
+
+def test_the_race_rows_share_data_time_and_validation(tmp_path):
+    """experiments/transformer_vs_rnn: the same BPE, batches and hour; only the model differs."""
+    transformer, rnn, rezero = (
+        compose_train(tmp_path, [f"experiment={name}"])
+        for name in ("multi30k_de_en", "multi30k_de_en_rnn", "multi30k_de_en_rezero")
+    )
+    for row in (rnn, rezero):
+        assert row.data == transformer.data and row.callbacks == transformer.callbacks
+        assert row.trainer.max_time == transformer.trainer.max_time == "00:01:00:00"
+        assert row.module.warmup_steps == transformer.module.warmup_steps
+    assert rnn.model._target_ == "transformer_nmt.model.rnn.RNNAttention"
+    differ = {k for k in transformer.model if transformer.model[k] != rezero.model[k]}
+    assert differ == {"rezero"} and rezero.model.rezero
+    assert transformer.module == rezero.module and transformer.trainer == rezero.trainer
