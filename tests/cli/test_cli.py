@@ -38,7 +38,7 @@ def run(module: str, *args: str, stdin: str | None = None, check: bool = True):
     # The package the tests import, wherever it is installed from.
     env = {**os.environ, "PYTHONPATH": str(Path(transformer_nmt.__file__).parents[1])}
     return subprocess.run(
-        [sys.executable, "-m", f"transformer_nmt.{module}", *args],
+        [sys.executable, "-m", f"transformer_nmt.cli.{module}", *args],
         input=stdin,
         capture_output=True,
         text=True,
