@@ -5,15 +5,22 @@ from pathlib import Path
 import torch
 
 from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer
-from transformer_nmt.model import Transformer
+from transformer_nmt.model import FAMILIES
 
 SENTENCES = ["one two three", "zwei drei vier", "four five six", "fünf sechs sieben"] * 5
+# Each model family's sizes in these checkpoints.
+TINY = {
+    "transformer": dict(N=1, d_model=16, d_ff=32, h=2),
+    "rnn_attention": dict(embed_dim=16, hidden_size=16),
+}
 
 
-def write_checkpoint(path: Path, tokenizer: BPETokenizer, seed: int = 0, step: int = 0) -> Path:
+def write_checkpoint(
+    path: Path, tokenizer: BPETokenizer, seed: int = 0, step: int = 0, family: str = "transformer"
+) -> Path:
     """What TranslationModule saves, minus the training state: weights, config, tokenizer."""
     torch.manual_seed(seed)
-    model = Transformer(tokenizer.vocab_size, PAD_ID, N=1, d_model=16, d_ff=32, h=2)
+    model = FAMILIES[family].model(tokenizer.vocab_size, PAD_ID, **TINY[family])
     torch.save(
         {
             "global_step": step,

@@ -2,12 +2,12 @@
 
 import pytest
 import torch
-from hydra.utils import instantiate
+from hydra.utils import get_class, instantiate
 from lightning.pytorch.loggers import CSVLogger, WandbLogger
 
 from hydra_compose import CONF, compose_train
 from transformer_nmt.data.datamodule import TranslationDataModule
-from transformer_nmt.model import Transformer
+from transformer_nmt.model import FAMILIES
 from transformer_nmt.training.module import TranslationModule
 from transformer_nmt.training.precision import resolve_precision
 
@@ -20,8 +20,22 @@ def options(group: str) -> list[str]:
 def test_model_presets_build(tmp_path, name):
     cfg = compose_train(tmp_path, [f"model={name}"])
     model = instantiate(cfg.model, vocab_size=100, pad_id=0)
-    assert isinstance(model, Transformer)
-    assert model.config.d_model == cfg.model.d_model
+    assert type(model) is get_class(cfg.model._target_)
+    saved = model.config.to_dict()
+    assert saved["family"] in FAMILIES
+    for key, value in cfg.model.items():
+        assert key == "_target_" or value is None or saved[key] == value, key
+
+
+def test_the_rnn_has_about_the_parameters_of_the_small_transformer(tmp_path):
+    """The race compares models of similar size (experiments/transformer_vs_rnn)."""
+    with torch.device("meta"):  # sizes only
+        rnn, small = (
+            instantiate(compose_train(tmp_path, [f"model={name}"]).model, vocab_size=8000, pad_id=0)
+            for name in ("rnn_attention", "small")
+        )
+    n_rnn, n_small = (sum(p.numel() for p in m.parameters()) for m in (rnn, small))
+    assert (round(n_rnn / 1e6, 1), round(n_small / 1e6, 1)) == (7.7, 7.6)  # as the YAML says
 
 
 def test_base_and_big_are_the_papers(tmp_path):
@@ -106,3 +120,19 @@ def test_module_options_build(tmp_path, name):
     cfg = compose_train(tmp_path, [f"module={name}", "model=tiny"])
     model = instantiate(cfg.model, vocab_size=100, pad_id=0)
     assert instantiate(cfg.module, model=model, tokenizer=None).hparams.warmup_steps > 0
+
+
+def test_the_race_rows_share_data_time_and_validation(tmp_path):
+    """experiments/transformer_vs_rnn: the same BPE, batches and hour; only the model differs."""
+    transformer, rnn, rezero = (
+        compose_train(tmp_path, [f"experiment={name}"])
+        for name in ("multi30k_de_en", "multi30k_de_en_rnn", "multi30k_de_en_rezero")
+    )
+    for row in (rnn, rezero):
+        assert row.data == transformer.data and row.callbacks == transformer.callbacks
+        assert row.trainer.max_time == transformer.trainer.max_time == "00:01:00:00"
+        assert row.module.warmup_steps == transformer.module.warmup_steps
+    assert rnn.model._target_ == "transformer_nmt.model.rnn.RNNAttention"
+    differ = {k for k in transformer.model if transformer.model[k] != rezero.model[k]}
+    assert differ == {"rezero"} and rezero.model.rezero
+    assert transformer.module == rezero.module and transformer.trainer == rezero.trainer

@@ -22,6 +22,9 @@ HOST_SIDE = {
     "model/embeddings.py:SinusoidalPositionalEncoding.__init__": (
         "the position table, built once and registered as a buffer: it moves with the model"
     ),
+    "model/layers.py:SublayerConnection.__init__": (
+        "ReZero's alpha, a parameter built at init: it moves with the module"
+    ),
     "training/bleu.py:SacreBLEU.__init__": (
         "metric state defaults: torchmetrics moves them with the module"
     ),

@@ -11,7 +11,9 @@ from train import FAST_MALLOC
 from hydra_compose import ROOT, compose_train
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.data.toy import ToyCorpus
+from transformer_nmt.model import RNNAttention
 from transformer_nmt.train import train
+from transformer_nmt.training.checkpoint import load_checkpoint
 from transformer_nmt.training.run_lock import RunLock, RunLockedError
 
 TOY = ["experiment=toy", "logger=none"]
@@ -120,8 +122,60 @@ def test_help_lists_the_config_groups():
         check=True,
         timeout=120,
     ).stdout
-    for group in ("model: base, big, small, tiny", "data:", "trainer:", "logger:", "experiment:"):
+    for group in (
+        "model: base, big, rnn_attention, small, tiny",
+        "data:",
+        "trainer:",
+        "logger:",
+        "experiment:",
+    ):
         assert group in out
+
+
+@pytest.mark.slow
+def test_train_py_composes_the_rnn():
+    out = subprocess.run(
+        [sys.executable, "train.py", "model=rnn_attention", "--cfg", "job"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
+    assert "_target_: transformer_nmt.model.rnn.RNNAttention" in out
+
+
+@pytest.fixture
+def one_thread():
+    """Tiny models gain nothing from intra-op threads, and lose much on a busy machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.slow
+def test_the_rnn_learns_the_toy_task_and_draws_its_alignments(tmp_path, one_thread):
+    overrides = [
+        *TOY,
+        "model=rnn_attention",
+        "model.embed_dim=32",
+        "model.hidden_size=64",
+        "model.dropout=0",
+        "trainer.max_epochs=-1",
+        "trainer.max_steps=120",  # 8 epochs of 15 batches
+        "trainer.check_val_every_n_epoch=8",
+        "+trainer.limit_val_batches=1",
+        "+trainer.num_sanity_val_steps=0",
+        "module.max_len_b=5",
+    ]
+    metrics = train(compose_train(tmp_path, overrides))
+    assert metrics["val/bleu"] > 50
+    # The attention maps callback draws alpha_ij alone: an RNN has no self-attention.
+    drawn = sorted(p.name for p in (tmp_path / "run" / "attention").rglob("*.png"))
+    assert drawn == ["sentence0_decoder_src_layer1.png", "sentence1_decoder_src_layer1.png"]
+    model, _ = load_checkpoint(tmp_path / "run" / "checkpoints" / "last.ckpt")
+    assert isinstance(model, RNNAttention) and model.config.hidden_size == 64
 
 
 def _probe_glibc_tunables(env: dict) -> str:

@@ -22,7 +22,9 @@ from pathlib import Path
 ENGINES = ("ours", "hf", "ct2-float32", "ct2-int8")
 
 
-def translate_hf(checkpoint: str, sources: list[str], args: argparse.Namespace) -> tuple[list, float]:
+def translate_hf(
+    checkpoint: str, sources: list[str], args: argparse.Namespace
+) -> tuple[list, float]:
     import torch
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 

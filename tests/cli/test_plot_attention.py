@@ -8,6 +8,7 @@ import matplotlib.image
 import pytest
 import torch
 
+from checkpoint_files import write_checkpoint
 from hydra_compose import ROOT
 from transformer_nmt.attention_plots import figure_pixels
 from transformer_nmt.cli.plot_attention import plot_attention
@@ -74,3 +75,13 @@ def test_greedy_translation_and_chosen_layers(checkpoint, tmp_path):
         "decoder_src_layer2.png",
         "encoder_self_layer2.png",
     ]
+
+
+def test_an_rnn_draws_its_alignment_alone_as_one_head(checkpoint, tmp_path):
+    tokenizer = BPETokenizer.from_str(torch.load(checkpoint, weights_only=True)["tokenizer"])
+    rnn = write_checkpoint(tmp_path / "rnn.ckpt", tokenizer, family="rnn_attention")
+    paths = plot_attention(rnn, "three one four", tmp_path / "png", reference="drei eins vier")
+    # No self-attention to draw: only alpha_ij, one "layer" with one "head".
+    assert list(paths) == ["decoder_src/layer1"]
+    height, width, _ = matplotlib.image.imread(paths["decoder_src/layer1"]).shape
+    assert (width, height) == figure_pixels(1)

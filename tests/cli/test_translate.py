@@ -1,20 +1,22 @@
 import pytest
 import torch
 
+from checkpoint_files import TINY
 from transformer_nmt.cli.average import main as average_main
 from transformer_nmt.cli.evaluate import main as evaluate_main
 from transformer_nmt.cli.translate import main as translate_main
 from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer
-from transformer_nmt.model import Transformer
+from transformer_nmt.model import FAMILIES, Transformer
 from transformer_nmt.translator import Translator
 
 SENTENCES = ["one two three", "four", "", "five six seven eight nine", "two"]
 
 
-def test_batches_keep_the_input_order(device):
+@pytest.mark.parametrize("family", ["transformer", "rnn_attention"])
+def test_batches_keep_the_input_order(family, device):
     torch.manual_seed(0)
     tokenizer = BPETokenizer.train(SENTENCES, vocab_size=270, min_frequency=1)
-    model = Transformer(tokenizer.vocab_size, PAD_ID, N=1, d_model=16, d_ff=32, h=2).eval()
+    model = FAMILIES[family].model(tokenizer.vocab_size, PAD_ID, **TINY[family]).eval()
     options = dict(beam_size=2, max_len_b=3)
     translator = Translator(model, tokenizer, device=device)
     batched = list(translator.stream(SENTENCES, batch_size=2, **options))

@@ -1,5 +1,6 @@
 import math
 
+import pytest
 import torch
 
 from transformer_nmt.model.embeddings import (
@@ -60,3 +61,36 @@ def test_the_sinusoid_table_is_no_buffer_yet_moves_and_casts_with_the_module():
     torch.testing.assert_close(pe.pe.float(), table, rtol=0, atol=0)
     pe.to("meta")
     assert pe.pe.device.type == "meta"
+
+
+def rotation_by_offset(k: int, d_model: int) -> torch.Tensor:
+    """T_k (d_model, d_model): one 2x2 rotation by the angle k w_i per frequency w_i.
+
+    w_i = 10000^(-2i/d_model); the rotation takes (sin(pos w_i), cos(pos w_i)) to
+    (sin((pos+k) w_i), cos((pos+k) w_i)) for every pos. Built from the frequencies alone:
+    sin(a+b) = sin a cos b + cos a sin b and cos(a+b) = cos a cos b - sin a sin b, with
+    a = pos w_i and b = k w_i. Dims 2i and 2i+1 are the pair, as our table interleaves sin (even
+    dims) and cos (odd dims).
+    """
+    w = 10000 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)  # (d_model / 2,)
+    cos, sin = torch.cos(k * w), torch.sin(k * w)
+    blocks = [torch.tensor([[c, s], [-s, c]]) for c, s in zip(cos, sin, strict=True)]
+    return torch.block_diag(*blocks)  # (d_model, d_model)
+
+
+@pytest.mark.parametrize("d_model", [16, 64])
+@pytest.mark.parametrize("k", [1, 2, 5, 17, 100])
+def test_a_shifted_position_is_a_fixed_rotation_of_the_position(d_model, k):
+    """Section 3.5: for any offset k, PE(pos+k) is a linear function of PE(pos)."""
+    pe = SinusoidalPositionalEncoding(d_model, max_positions=400)
+    table = pe(torch.zeros(1, 400, d_model))[0].double()  # (P, d_model)
+    T_k = rotation_by_offset(k, d_model)
+    torch.testing.assert_close(T_k @ T_k.T, torch.eye(d_model, dtype=torch.float64))
+    positions = torch.tensor([0, 1, 3, 50, 123, 399 - k])
+    # One T_k for every position: PE(pos+k) = T_k PE(pos), each PE a column vector.
+    shifted = table[positions] @ T_k.T  # (n, d_model)
+    torch.testing.assert_close(shifted, table[positions + k], atol=1e-6, rtol=0)
+    # And not by accident: another offset's rotation misses.
+    assert not torch.allclose(
+        table[positions] @ rotation_by_offset(k + 1, d_model).T, table[positions + k], atol=1e-3
+    )

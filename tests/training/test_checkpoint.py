@@ -6,11 +6,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from checkpoint_files import SENTENCES, write_checkpoint
+from checkpoint_files import SENTENCES, TINY, write_checkpoint
 from full_disk import fill_disk_after
 from transformer_nmt import atomic
 from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer
-from transformer_nmt.model import Transformer
+from transformer_nmt.model import RNNAttention, Transformer
 from transformer_nmt.training.checkpoint import (
     AtomicCheckpointIO,
     CheckpointError,
@@ -33,6 +33,44 @@ def test_loads_model_and_tokenizer(tmp_path, tokenizer):
     expected = Transformer(tokenizer.vocab_size, PAD_ID, N=1, d_model=16, d_ff=32, h=2)
     for key, t in expected.state_dict().items():
         assert torch.equal(model.state_dict()[key], t), key
+
+
+def test_loads_an_rnn_as_an_rnn(tmp_path, tokenizer):
+    path = write_checkpoint(tmp_path / "a.ckpt", tokenizer, family="rnn_attention")
+    assert torch.load(path, weights_only=True)["model_config"]["family"] == "rnn_attention"
+    model, _ = load_checkpoint(path)
+    assert isinstance(model, RNNAttention) and not model.training
+    torch.manual_seed(0)
+    expected = RNNAttention(tokenizer.vocab_size, PAD_ID, **TINY["rnn_attention"]).eval()
+    for key, t in expected.state_dict().items():
+        assert torch.equal(model.state_dict()[key], t), key
+    src, tgt_in = torch.tensor([[5, 6, 7, 2]]), torch.tensor([[1, 8, 9]])
+    torch.testing.assert_close(model(src, tgt_in), expected(src, tgt_in))
+
+
+def test_a_model_config_without_family_is_a_transformers(tmp_path, tokenizer):
+    path = write_checkpoint(tmp_path / "a.ckpt", tokenizer)
+    checkpoint = torch.load(path, weights_only=True)
+    del checkpoint["model_config"]["family"]  # as written before there were families
+    torch.save(checkpoint, path)
+    model, _ = load_checkpoint(path)
+    assert isinstance(model, Transformer)
+
+
+def test_refuses_an_unknown_family_or_weights_of_another(tmp_path, tokenizer):
+    path = write_checkpoint(tmp_path / "a.ckpt", tokenizer)
+    checkpoint = torch.load(path, weights_only=True)
+    checkpoint["model_config"]["family"] = "lstm_lm"
+    torch.save(checkpoint, path)
+    with pytest.raises(CheckpointError, match="unknown model family 'lstm_lm'"):
+        load_checkpoint(path)
+    rnn = write_checkpoint(tmp_path / "b.ckpt", tokenizer, family="rnn_attention")
+    rnn = torch.load(rnn, weights_only=True)
+    torch.save(
+        {**rnn, "model_config": checkpoint["model_config"] | {"family": "transformer"}}, path
+    )
+    with pytest.raises(CheckpointError, match="do not fit its model config"):
+        load_checkpoint(path)
 
 
 class Payload:
@@ -103,6 +141,21 @@ def test_averaging_different_checkpoints_takes_the_mean(tmp_path, tokenizer):
     assert torch.allclose(averaged.state_dict()[key], (a[key] + b[key]) / 2)
     # Tied embeddings stay tied.
     assert averaged.generator.weight is averaged.src_embed.weight
+
+
+def test_averaging_rnn_checkpoints_takes_the_mean_and_keeps_the_family(tmp_path, tokenizer):
+    paths = [
+        write_checkpoint(tmp_path / f"{i}.ckpt", tokenizer, seed=i, family="rnn_attention")
+        for i in range(2)
+    ]
+    averaged = average_checkpoints(paths)
+    assert averaged["model_config"]["family"] == "rnn_attention"
+    torch.save(averaged, tmp_path / "avg.ckpt")
+    model, _ = load_checkpoint(tmp_path / "avg.ckpt")
+    a, b = (load_checkpoint(p)[0].state_dict() for p in paths)
+    key = "cells.0.weight_hh"
+    assert isinstance(model, RNNAttention)
+    assert torch.allclose(model.state_dict()[key], (a[key] + b[key]) / 2)
 
 
 def test_averaging_refuses_checkpoints_of_different_models(tmp_path, tokenizer):

@@ -11,7 +11,7 @@ from train import HINT
 
 from hydra_compose import ROOT, compose_train
 from transformer_nmt.data.tokenizer import BPETokenizer
-from transformer_nmt.model import TransformerConfig
+from transformer_nmt.model import RNNConfig, TransformerConfig
 from transformer_nmt.train import train
 from transformer_nmt.training.checkpoint import CheckpointError
 from transformer_nmt.training.config_checks import ConfigError, check_config
@@ -52,6 +52,12 @@ def test_d_model_not_divisible_by_h_names_both_unless_d_k_and_d_v_are_given(tmp_
     check_config(
         compose_train(tmp_path, [*TOY, "model.d_model=66", "model.d_k=16", "model.d_v=16"])
     )
+
+
+def test_rezero_with_norm_first_is_refused_before_any_data_is_read(tmp_path):
+    check_config(compose_train(tmp_path, [*TOY, "model.rezero=true"]))
+    with pytest.raises(ConfigError, match="model.rezero=true and model.norm_first=true"):
+        check_config(compose_train(tmp_path, [*TOY, "model.rezero=true", "model.norm_first=true"]))
 
 
 def test_max_len_beyond_the_position_table_is_a_warning(tmp_path, caplog):
@@ -121,6 +127,33 @@ def test_resuming_with_other_model_settings_lists_each_before_reading_data(tmp_p
         "your config says model.d_model=128, model.d_k=32, model.d_v=32, model.dropout=0.0"
     ) in str(info.value)
     check_config(compose_train(tmp_path, [*TOY, f"ckpt_path={path}", "model.dropout=0.1"]))
+
+
+def test_rnn_settings_are_checked_by_the_rnns_rules(tmp_path):
+    check_config(compose_train(tmp_path, [*TOY, "model=rnn_attention"]))
+    with pytest.raises(ConfigError) as info:
+        check_config(
+            compose_train(tmp_path, [*TOY, "model=rnn_attention", "model.cell=rnn", "+model.h=3"])
+        )
+    assert "model.cell='rnn' must be one of gru, lstm" in str(info.value)
+
+
+def test_a_model_target_of_no_family_is_named(tmp_path):
+    with pytest.raises(ConfigError, match="model._target_=torch.nn.Linear: Linear is no model"):
+        check_config(compose_train(tmp_path, [*TOY, "model._target_=torch.nn.Linear"]))
+
+
+def test_resuming_a_checkpoint_of_another_family_is_refused_naming_both(tmp_path):
+    path = tmp_path / "last.ckpt"
+    trained = RNNConfig(300, 0, hidden_size=128, dropout=0.3, max_positions=256)  # as ours
+    torch.save({"model_config": trained.to_dict()}, path)
+    with pytest.raises(ConfigError) as info:
+        check_config(compose_train(tmp_path, [*TOY, f"ckpt_path={path}"]))
+    assert "holds a rnn_attention model; your config builds a transformer model" in str(info.value)
+    rnn = ["model=rnn_attention", "model.hidden_size=128"]
+    check_config(compose_train(tmp_path, [*TOY, *rnn, f"ckpt_path={path}"]))
+    with pytest.raises(ConfigError, match="model.cell=gru; your config says model.cell=lstm"):
+        check_config(compose_train(tmp_path, [*TOY, *rnn, "model.cell=lstm", f"ckpt_path={path}"]))
 
 
 @pytest.mark.skipif(torch.cuda.device_count() >= 4, reason="this machine has 4 GPUs")

@@ -1,7 +1,9 @@
 """The Transformer's settings: one typed record for the model, search, checkpoints and export."""
 
-from dataclasses import asdict, dataclass, fields
-from typing import Any
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
+
+from transformer_nmt.model.interface import DataclassConfig
 
 POSITIONS = ("sinusoidal", "learned")
 TIE_EMBEDDINGS = ("all", "decoder", "none")
@@ -9,7 +11,7 @@ ACTIVATIONS = ("relu", "gelu")
 
 
 @dataclass
-class TransformerConfig:
+class TransformerConfig(DataclassConfig):
     """Sizes and switches of a Transformer; defaults are the paper's base model (Table 3).
 
     Args:
@@ -26,6 +28,9 @@ class TransformerConfig:
             the pre-softmax projection (the paper, section 3.4); "decoder" ties only the target
             embeddings and the projection; "none" ties nothing.
         activation: "relu" (the paper) or "gelu" in the feed-forward networks.
+        rezero: not the paper: every residual connection is x + alpha * Dropout(Sublayer(x))
+            with a trainable scalar alpha initialised to 0 and no LayerNorm (ReZero, Bachlechner
+            et al., 2020), so every layer starts as the identity. Excludes norm_first.
     """
 
     vocab_size: int
@@ -42,6 +47,9 @@ class TransformerConfig:
     max_positions: int = 1024
     tie_embeddings: str = "all"
     activation: str = "relu"
+    rezero: bool = False
+
+    family: ClassVar[str] = "transformer"
 
     def __post_init__(self) -> None:
         problems = settings_problems(asdict(self))
@@ -49,18 +57,6 @@ class TransformerConfig:
             raise ValueError("; ".join(problems))
         self.d_k = self.d_model // self.h if self.d_k is None else self.d_k
         self.d_v = self.d_model // self.h if self.d_v is None else self.d_v
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain values, as checkpoints store them (they load with `weights_only=True`)."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> "TransformerConfig":
-        """The config a checkpoint stored; unknown keys are an error, not silently dropped."""
-        unknown = set(values) - {f.name for f in fields(cls)}
-        if unknown:
-            raise ValueError(f"unknown Transformer settings {sorted(unknown)}")
-        return cls(**values)
 
 
 def settings_problems(settings: dict[str, Any]) -> list[str]:
@@ -85,4 +81,9 @@ def settings_problems(settings: dict[str, Any]) -> list[str]:
         value = settings.get(key, allowed[0])
         if value not in allowed:
             problems.append(f"model.{key}={value!r} must be one of {', '.join(allowed)}")
+    if settings.get("rezero") and settings.get("norm_first"):
+        problems.append(
+            "model.rezero=true and model.norm_first=true exclude each other: ReZero layers have "
+            "no LayerNorm to put first; set one of them to false"
+        )
     return problems

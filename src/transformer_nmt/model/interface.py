@@ -1,10 +1,12 @@
 """What training, search and the attention plots need from a translation model.
 
-A second model family (e.g. an RNN encoder-decoder with attention) plugs in by providing these
-methods, without an `if` in the code that uses them.
+A model family (the Transformer, the RNN encoder-decoder with attention) plugs in by providing
+these methods, without an `if` in the code that uses them; `families` maps each family's name
+to its config and model classes.
 """
 
-from typing import Any, Protocol
+from dataclasses import asdict, fields
+from typing import Any, ClassVar, Protocol
 
 from torch import Tensor
 
@@ -15,11 +17,40 @@ Cache = Any
 class ModelConfig(Protocol):
     """The settings every model family has; each family's config adds its own sizes."""
 
+    family: ClassVar[str]  # the name `families.FAMILIES` knows it by, stored in checkpoints
     vocab_size: int
     pad_id: int
     max_positions: int  # longest sequence the model reads or writes
+    d_model: int  # the width the learning-rate schedule scales by, d_model^-0.5
 
-    def to_dict(self) -> dict[str, Any]: ...
+    def to_dict(self) -> dict[str, Any]:
+        """Plain values and the family, as checkpoints store them."""
+        ...
+
+
+class DataclassConfig:
+    """`to_dict` and `from_dict` for a dataclass config whose class sets `family`."""
+
+    family: ClassVar[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain values (checkpoints load with `weights_only=True`) and the family."""
+        return {"family": self.family, **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> "DataclassConfig":
+        """The config a checkpoint stored; unknown keys are an error, not silently dropped.
+
+        A dict without "family" is taken as this family's, as checkpoints from before families.
+        """
+        values = dict(values)
+        family = values.pop("family", cls.family)
+        if family != cls.family:
+            raise ValueError(f"settings of a {family} model, not of a {cls.family} model")
+        unknown = set(values) - {f.name for f in fields(cls)}
+        if unknown:
+            raise ValueError(f"unknown {cls.family} settings {sorted(unknown)}")
+        return cls(**values)
 
 
 class EncoderDecoder(Protocol):
@@ -32,7 +63,11 @@ class EncoderDecoder(Protocol):
         ...
 
     def encode(self, src: Tensor, need_weights: bool = False) -> Tensor | tuple[Tensor, Any]:
-        """(B, S) source ids -> memory (B, S, d), with attention weights if asked."""
+        """(B, S) source ids -> memory (B, S, d), with per-layer self-attention weights if asked.
+
+        The weights are a list over layers of (B, h, S, S); a family without encoder
+        self-attention (the RNN) returns an empty list.
+        """
         ...
 
     def decode(
@@ -45,8 +80,9 @@ class EncoderDecoder(Protocol):
     ) -> Tensor | tuple[Tensor, Any, Any]:
         """Logits (B, T, V) for target ids; with a cache, only the new ids, and the cache grows.
 
-        With need_weights also per-layer decoder self-attention and encoder-decoder attention
-        weights (a family without self-attention returns an empty list for it).
+        With need_weights also per-layer lists of decoder self-attention weights (B, h, T, T) and
+        encoder-decoder attention weights (B, h, T, S). A family without self-attention returns
+        an empty list for it; the RNN's alignment alpha_ij is one layer with one head.
         """
         ...
 

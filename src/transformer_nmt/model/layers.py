@@ -1,5 +1,6 @@
 """Encoder and decoder layers (section 3.1) and the residual connection around each sublayer."""
 
+import torch
 from torch import Tensor, nn
 
 from transformer_nmt.model.attention import MultiHeadAttention
@@ -12,13 +13,19 @@ class SublayerConnection(nn.Module):
     The paper is post-norm: LayerNorm(x + Dropout(Sublayer(x))) (sections 3.1 and 5.4).
     norm_first=True is pre-norm: x + Dropout(Sublayer(LayerNorm(x))), which trains more stably in
     deep stacks but leaves the residual stream unnormalised, so the stacks end with a LayerNorm.
+    rezero=True is ReZero (Bachlechner et al., 2020): x + alpha * Dropout(Sublayer(x)) with a
+    trainable scalar alpha that starts at 0, so that every layer starts as the identity, and no
+    LayerNorm at all.
     A layer calls `sublayer_input(x)`, runs its sublayer on that, and adds the result with `(x, y)`.
     """
 
-    def __init__(self, d_model: int, dropout: float, norm_first: bool = False):
+    def __init__(
+        self, d_model: int, dropout: float, norm_first: bool = False, rezero: bool = False
+    ):
         super().__init__()
         self.norm_first = norm_first
-        self.norm = nn.LayerNorm(d_model)
+        self.norm = None if rezero else nn.LayerNorm(d_model)
+        self.alpha = nn.Parameter(torch.zeros(())) if rezero else None
         self.dropout = nn.Dropout(dropout)
 
     def sublayer_input(self, x: Tensor) -> Tensor:
@@ -26,6 +33,8 @@ class SublayerConnection(nn.Module):
 
     def forward(self, x: Tensor, y: Tensor) -> Tensor:
         """x: the residual stream (B, T, d_model); y: the sublayer's output on sublayer_input(x)."""
+        if self.alpha is not None:
+            return x + self.alpha * self.dropout(y)
         x = x + self.dropout(y)
         return x if self.norm_first else self.norm(x)
 
@@ -38,6 +47,7 @@ class EncoderLayer(nn.Module):
         dropout: P_drop on each sublayer's output before the residual sum.
         norm_first: pre-norm instead of the paper's post-norm (see SublayerConnection).
         activation: "relu" (the paper) or "gelu" in the feed-forward network.
+        rezero: ReZero residuals instead of the paper's (see SublayerConnection).
     """
 
     def __init__(
@@ -50,13 +60,14 @@ class EncoderLayer(nn.Module):
         dropout: float,
         norm_first: bool = False,
         activation: str = "relu",
+        rezero: bool = False,
     ):
         super().__init__()
         self.d_model, self.norm_first = d_model, norm_first
         self.self_attn = MultiHeadAttention(d_model, h, d_k, d_v)
         self.feed_forward = PositionwiseFeedForward(d_model, d_ff, activation)
         self.sublayer = nn.ModuleList(
-            SublayerConnection(d_model, dropout, norm_first) for _ in range(2)
+            SublayerConnection(d_model, dropout, norm_first, rezero) for _ in range(2)
         )
 
     def forward(
@@ -86,6 +97,7 @@ class DecoderLayer(nn.Module):
         dropout: float,
         norm_first: bool = False,
         activation: str = "relu",
+        rezero: bool = False,
     ):
         super().__init__()
         self.d_model, self.norm_first = d_model, norm_first
@@ -93,7 +105,7 @@ class DecoderLayer(nn.Module):
         self.src_attn = MultiHeadAttention(d_model, h, d_k, d_v, self_attention=False)
         self.feed_forward = PositionwiseFeedForward(d_model, d_ff, activation)
         self.sublayer = nn.ModuleList(
-            SublayerConnection(d_model, dropout, norm_first) for _ in range(3)
+            SublayerConnection(d_model, dropout, norm_first, rezero) for _ in range(3)
         )
 
     def forward(

@@ -1,6 +1,7 @@
 """The encoder-decoder Transformer (section 3) and its incremental decoding cache."""
 
 import copy
+from dataclasses import asdict
 from typing import Any
 
 import torch
@@ -107,7 +108,7 @@ class Transformer(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
         layer_args = (
             d_model, config.h, config.d_k, config.d_v, config.d_ff, config.dropout,
-            config.norm_first, config.activation,
+            config.norm_first, config.activation, config.rezero,
         )  # fmt: skip
         self.encoder = Encoder(EncoderLayer(*layer_args), config.N)
         self.decoder = Decoder(DecoderLayer(*layer_args), config.N)
@@ -119,7 +120,7 @@ class Transformer(nn.Module):
 
     @classmethod
     def from_config(cls, config: TransformerConfig) -> "Transformer":
-        return cls(**config.to_dict())
+        return cls(**asdict(config))
 
     def _reset_parameters(self) -> None:
         for p in self.parameters():

@@ -17,9 +17,9 @@ from transformer_nmt.atomic import (
     remove_stale_temporaries,
 )
 from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer
-from transformer_nmt.model import Transformer, TransformerConfig
+from transformer_nmt.model import EncoderDecoder, config_from_dict, model_from_config
 
-PREFIX = "model."  # TranslationModule's attribute holding the Transformer
+PREFIX = "model."  # TranslationModule's attribute holding the model
 REQUIRED = ("state_dict", "model_config", "tokenizer")
 
 
@@ -114,15 +114,18 @@ def _corrupted(path: str | os.PathLike, error: Exception) -> CheckpointError:
     )
 
 
-def load_checkpoint(path: str | os.PathLike) -> tuple[Transformer, BPETokenizer]:
+def load_checkpoint(path: str | os.PathLike) -> tuple[EncoderDecoder, BPETokenizer]:
     """The model, in eval mode, and the tokenizer saved in a training or averaged checkpoint."""
     return translator_from(read_checkpoint(path), where=str(path))
 
 
 def translator_from(
     checkpoint: dict[str, Any], where: str = "checkpoint"
-) -> tuple[Transformer, BPETokenizer]:
-    """Rebuild (model, tokenizer) from a loaded checkpoint, refusing parts that do not match."""
+) -> tuple[EncoderDecoder, BPETokenizer]:
+    """Rebuild (model, tokenizer) from a loaded checkpoint, refusing parts that do not match.
+
+    The model is of the family its model config names (a Transformer if it names none).
+    """
     missing = [key for key in REQUIRED if key not in checkpoint]
     if missing:
         raise CheckpointError(
@@ -134,7 +137,7 @@ def translator_from(
     except Exception as e:
         raise CheckpointError(f"{where}: its tokenizer is unreadable or unusable: {e}") from e
     try:
-        config = TransformerConfig.from_dict(checkpoint["model_config"])
+        config = config_from_dict(checkpoint["model_config"])
     except (TypeError, ValueError) as e:
         raise CheckpointError(f"{where}: its model config is unusable: {e}") from e
     if config.vocab_size != tokenizer.vocab_size or config.pad_id != PAD_ID:
@@ -151,7 +154,7 @@ def translator_from(
             f"{where}: the weights' output layer has {rows} rows but the tokenizer has "
             f"{tokenizer.vocab_size} tokens: the vocabulary does not match the model"
         )
-    model = Transformer.from_config(config)
+    model = model_from_config(config)
     try:
         model.load_state_dict(weights)
     except RuntimeError as e:
@@ -160,7 +163,7 @@ def translator_from(
 
 
 def model_weights(checkpoint: dict[str, Any]) -> dict[str, Tensor]:
-    """The Transformer's state_dict inside a LightningModule checkpoint's."""
+    """The model's state_dict inside a LightningModule checkpoint's."""
     state = checkpoint["state_dict"]
     return {key.removeprefix(PREFIX): t for key, t in state.items() if key.startswith(PREFIX)}
 
@@ -244,7 +247,7 @@ def _folder_error(folder: str | os.PathLike, or_average: bool = False) -> Checkp
     )
 
 
-def load_translator(paths: list[Path]) -> tuple[Transformer, BPETokenizer]:
+def load_translator(paths: list[Path]) -> tuple[EncoderDecoder, BPETokenizer]:
     """The model and tokenizer of one checkpoint, or of the average of several."""
     if len(paths) == 1:
         return load_checkpoint(paths[0])

@@ -4,12 +4,13 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from hydra.utils import get_class
 from lightning.fabric.accelerators.cuda import num_cuda_devices
 from omegaconf import DictConfig, OmegaConf
 
 from transformer_nmt.data.framing import ADDED_TOKENS, round_up
 from transformer_nmt.data.tokenizer import BPETokenizer
-from transformer_nmt.model.config import TransformerConfig, settings_problems
+from transformer_nmt.model.families import DEFAULT_FAMILY, Family, family_of_model
 from transformer_nmt.training.checkpoint import read_checkpoint
 from transformer_nmt.training.sweeps import is_multirun
 
@@ -25,7 +26,7 @@ def check_config(cfg: DictConfig) -> None:
     problems = [
         *_multirun_problems(cfg),
         *_device_problems(cfg),
-        *settings_problems(model_settings(cfg)),
+        *_model_problems(cfg),
         *_compile_problems(cfg),
         *_resume_problems(cfg),
     ]
@@ -39,6 +40,28 @@ def model_settings(cfg: DictConfig) -> dict[str, Any]:
     settings = OmegaConf.to_container(cfg.model, resolve=True)
     settings.pop("_target_", None)
     return settings
+
+
+def model_family(cfg: DictConfig) -> Family:
+    """The family of the model that `model._target_` builds; ValueError if it is none's."""
+    target = cfg.model._target_
+    try:
+        model_class = get_class(target)
+    except Exception as e:  # Hydra re-raises whatever the import raised
+        raise ValueError(f"model._target_={target} cannot be imported: {e}") from e
+    try:
+        return family_of_model(model_class)
+    except ValueError as e:
+        raise ValueError(f"model._target_={target}: {e}") from e
+
+
+def _model_problems(cfg: DictConfig) -> list[str]:
+    """Inconsistent model settings, by the rules of the model's own family."""
+    try:
+        family = model_family(cfg)
+    except ValueError as e:
+        return [str(e)]
+    return family.settings_problems(model_settings(cfg))
 
 
 def _multirun_problems(cfg: DictConfig) -> list[str]:
@@ -119,15 +142,22 @@ def _resume_problems(cfg: DictConfig) -> list[str]:
             f"ckpt_path={path} {state}: give a checkpoint file such as "
             "<run dir>/checkpoints/last.ckpt, or drop ckpt_path to start afresh"
         ]
-    settings = model_settings(cfg)
-    if settings_problems(settings):
+    if _model_problems(cfg):
         return []  # reported on their own
+    family, settings = model_family(cfg), model_settings(cfg)
     # mmap: the settings without reading the tensors, which Lightning loads next anyway.
     saved = read_checkpoint(path, mmap=True).get("model_config")
     if saved is None:
         return []
+    saved_family = saved.get("family", DEFAULT_FAMILY)
+    if saved_family != family.config.family:
+        return [
+            f"ckpt_path={path} holds a {saved_family} model; your config builds a "
+            f"{family.config.family} model (model._target_={cfg.model._target_}): resume with "
+            "the run's own model settings (e.g. the same experiment=... and model=...)"
+        ]
     vocabulary = {key: saved[key] for key in ("vocab_size", "pad_id")}
-    ours = TransformerConfig(**vocabulary, **settings).to_dict()
+    ours = family.config(**vocabulary, **settings).to_dict()
     differ = [key for key in ours if key in saved and ours[key] != saved[key]]
     if not differ:
         return []
