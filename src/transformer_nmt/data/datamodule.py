@@ -35,6 +35,7 @@ class TranslationDataModule(L.LightningDataModule):
         vocab_size: int = 8000,
         min_frequency: int = 2,
         max_tokens: int = 4096,
+        tokens_per_update: int | None = None,
         max_len: int = 256,
         pad_to_multiple_of: int = 8,
         num_workers: int = 0,
@@ -50,6 +51,8 @@ class TranslationDataModule(L.LightningDataModule):
             vocab_size: upper bound on the joint BPE vocabulary.
             min_frequency: a pair seen fewer times is never merged into a BPE token.
             max_tokens: padded tokens per side of a batch.
+            tokens_per_update: tokens per side of an optimizer step; training derives
+                `trainer.accumulate_grad_batches` from it (None: one batch per device a step).
             max_len: pairs with more BPE tokens on either side are dropped (specials not counted).
             pad_to_multiple_of: batches are padded to lengths that are multiples of this, which
                 tensor cores prefer; 1 saves the extra padding where nothing gains from it.
