@@ -1,6 +1,7 @@
 """The LightningDataModule: tokenizer, encoding, length filtering and token-budget loaders."""
 
 import functools
+import itertools
 import logging
 from collections.abc import Iterator
 
@@ -112,18 +113,19 @@ class TranslationDataModule(L.LightningDataModule):
     def test_dataloader(self) -> DataLoader:
         return self._loader("test", shuffle=False)
 
-    def _train_sentences(self) -> Iterator[str]:
+    def _train_sentences(self) -> "BothSides":
         """Both sides of the train split, for a joint vocabulary."""
-        for src, tgt in self.corpus.read("train", self.hparams.src_lang, self.hparams.tgt_lang):
-            yield src
-            yield tgt
+        return BothSides(self.corpus.read("train", self.hparams.src_lang, self.hparams.tgt_lang))
 
     def _build(self, split: str, tokenizer: BPETokenizer) -> TranslationDataset:
         """Read and encode one split, counting the pairs too long to keep."""
         hp = self.hparams
         pairs = self.corpus.read(split, hp.src_lang, hp.tgt_lang)
         # Training never looks at raw text; val and test need it as BLEU references.
-        dataset, dropped = encode_pairs(pairs, tokenizer, hp.max_len, keep_text=split != "train")
+        keep_text = split != "train"
+        dataset, dropped = encode_pairs(
+            pairs, tokenizer, hp.max_len, keep_text, desc=f"encoding {split}"
+        )
         self.dropped[split] = dropped
         if not len(dataset):
             raise DataFormatError(
@@ -169,6 +171,19 @@ class TranslationDataModule(L.LightningDataModule):
             # Restarting workers every epoch would ship the dataset to each of them again.
             persistent_workers=workers > 0,
         )
+
+
+class BothSides:
+    """The sentences of both sides of pairs, with a length so that BPE training shows progress."""
+
+    def __init__(self, pairs: list[tuple[str, str]]):
+        self.pairs = pairs
+
+    def __len__(self) -> int:
+        return 2 * len(self.pairs)
+
+    def __iter__(self) -> Iterator[str]:
+        return itertools.chain.from_iterable(self.pairs)
 
 
 def _skip_trained_batches(sampler: TokenBatchSampler, trainer: L.Trainer) -> None:

@@ -7,6 +7,7 @@ import numpy as np
 from torch.utils.data import Dataset
 
 from transformer_nmt.data.framing import ADDED_TOKENS, source_ids
+from transformer_nmt.data.progress import progress
 from transformer_nmt.data.tokenizer import BPETokenizer
 
 # Sentences encoded per call: bounds the memory held in Python int lists while encoding.
@@ -95,7 +96,11 @@ class TranslationDataset(Dataset):
 
 
 def encode_pairs(
-    pairs: list[tuple[str, str]], tokenizer: BPETokenizer, max_len: int, keep_text: bool
+    pairs: list[tuple[str, str]],
+    tokenizer: BPETokenizer,
+    max_len: int,
+    keep_text: bool,
+    desc: str = "encoding",
 ) -> tuple[TranslationDataset, int]:
     """Encode pairs, dropping those with more than `max_len` tokens on either side.
 
@@ -104,11 +109,13 @@ def encode_pairs(
         tokenizer: encodes both sides.
         max_len: most tokens a side may have, special tokens not counted.
         keep_text: keep the raw text of kept pairs (needed for BLEU, wasted on training data).
+        desc: names the pass on its progress bar.
 
     Returns:
         The dataset and the number of pairs dropped.
     """
     src_parts, tgt_parts, kept = [], [], []
+    bar = progress(desc=desc, total=len(pairs), unit=" pairs")
     for start in range(0, len(pairs), ENCODE_CHUNK):
         chunk = pairs[start : start + ENCODE_CHUNK]
         src_ids = tokenizer.encode_batch([src for src, _ in chunk])
@@ -121,6 +128,8 @@ def encode_pairs(
         src_parts.append(TokenSequences.from_lists([src_ids[i] for i in keep]))
         tgt_parts.append(TokenSequences.from_lists([tgt_ids[i] for i in keep]))
         kept.extend(start + i for i in keep)
+        bar.update(len(chunk))
+    bar.close()
     dataset = TranslationDataset(
         TokenSequences.concat(src_parts),
         TokenSequences.concat(tgt_parts),

@@ -60,7 +60,8 @@ class HubCorpus:
             for lang in (src_lang, tgt_lang)
         ]
         data = table.select_columns(columns).to_dict()
-        return clean_pairs(data[columns[0]], data[columns[1]], where=self._where(hub_split))
+        where = self._where(hub_split)
+        return clean_pairs(data[columns[0]], data[columns[1]], where, total=len(table))
 
     def fingerprint(self, split: str, src_lang: str, tgt_lang: str) -> str:
         """Identify the dataset by name, config and split."""
