@@ -6,6 +6,7 @@ import hashlib
 import json
 import logging
 import os
+import sys
 from collections.abc import Callable, Iterable, Iterator, Sized
 from pathlib import Path
 
@@ -63,7 +64,8 @@ class BPETokenizer:
             special_tokens=SPECIAL_TOKENS,
             # All 256 bytes, seen or not, so no character is ever unknown.
             initial_alphabet=alphabet,
-            show_progress=True,  # drawn by `tokenizers` on a terminal only
+            # Off the terminal its bars are hidden but still print blank lines into the logs.
+            show_progress=sys.stderr.isatty(),
         )
         # With a length its bar shows counts, a rate and the time left.
         length = len(sentences) if isinstance(sentences, Sized) else None
