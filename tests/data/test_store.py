@@ -2,6 +2,7 @@
 
 import logging
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -197,3 +198,15 @@ def test_a_store_of_another_format_version_is_rebuilt(tmp_path, tok, monkeypatch
     monkeypatch.setattr(store, "STORE_VERSION", store.STORE_VERSION + 1)
     open_or_build(path, reads, tok, MAX_LEN, True)
     assert reads.calls == 2
+
+
+def test_workers_receive_the_store_as_a_mapping_not_a_copy(tmp_path, tok):
+    """What a spawn or forkserver DataLoader worker unpickles: the same files, mapped again."""
+    stored, _ = open_or_build(path_for(tmp_path, tok), Reads(PAIRS), tok, MAX_LEN, True)
+    pickled = pickle.dumps(stored.src)
+    assert len(pickled) < 1000 < stored.src.values.nbytes + stored.src.offsets.nbytes
+    unpickled = pickle.loads(pickled)
+    assert isinstance(unpickled.values, np.memmap)
+    assert unpickled.values.filename == stored.src.values.filename
+    np.testing.assert_array_equal(unpickled.values, stored.src.values)
+    np.testing.assert_array_equal(unpickled.offsets, stored.src.offsets)

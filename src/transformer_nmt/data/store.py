@@ -133,10 +133,25 @@ def _read(path: Path) -> tuple[TranslationDataset, dict]:
     return dataset, manifest
 
 
+class MappedSequences(TokenSequences):
+    """One side of a store, memory-mapped; pickled as its folder and side, not its tokens.
+
+    A DataLoader whose workers start by spawn or forkserver pickles the dataset to each of them:
+    numpy would copy a mapped array's contents, each worker then holding its own copy.
+    """
+
+    def __init__(self, folder: Path, side: str):
+        self.folder, self.side = folder, side
+        arrays = {name: _map(folder / f"{side}.{name}", dtype) for name, dtype in ARRAYS.items()}
+        super().__init__(arrays["values"], arrays["offsets"])
+
+    def __reduce__(self) -> tuple:
+        return MappedSequences, (self.folder, self.side)
+
+
 def _sequences(path: Path, side: str, manifest: dict) -> TokenSequences:
     """One side's sequences, memory-mapped, with their counts checked."""
-    arrays = {name: _map(path / f"{side}.{name}", dtype) for name, dtype in ARRAYS.items()}
-    sequences = TokenSequences(arrays["values"], arrays["offsets"])
+    sequences = MappedSequences(path, side)
     if len(sequences) != manifest["pairs"] or sequences.offsets[-1] != manifest["tokens"][side]:
         raise DamagedStoreError(f"{side} does not hold the manifest's pairs and tokens")
     return sequences
