@@ -161,7 +161,7 @@ def test_two_torchrun_nodes_train_together_and_agree_on_the_weights(tmp_path):
 
 
 @pytest.mark.slow
-def test_torchrun_ranks_train_the_tokenizer_once_and_share_it(tmp_path):
+def test_torchrun_ranks_train_the_tokenizer_and_encode_once_and_share_both(tmp_path):
     run = subprocess.run(
         [
             sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
@@ -174,8 +174,13 @@ def test_torchrun_ranks_train_the_tokenizer_once_and_share_it(tmp_path):
         cwd=ROOT, env=env(), timeout=TIMEOUT, capture_output=True, text=True,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
-    assert (run.stdout + run.stderr).count("training the BPE tokenizer on ToyCorpus") == 1
-    assert len(list((tmp_path / "cache").iterdir())) == 1
+    out = run.stdout + run.stderr
+    assert out.count("training the BPE tokenizer on ToyCorpus") == 1
+    # Local rank 0 encodes each split once in prepare_data; both ranks then map that store.
+    (bpe, train, val) = sorted((tmp_path / "cache").iterdir())
+    assert bpe.name.startswith("bpe-")
+    assert out.count(f"Token store: wrote {train} ") == out.count(f"Token store: wrote {val} ") == 1
+    assert out.count(f"Token store: reusing {train} ") == 2
 
 
 @pytest.mark.parametrize(

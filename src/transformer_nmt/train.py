@@ -15,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from transformer_nmt.data.datamodule import TranslationDataModule
 from transformer_nmt.data.tokenizer import PAD_ID
+from transformer_nmt.training.batch_size import accumulate_grad_batches
 from transformer_nmt.training.config_checks import check_config, check_resume
 from transformer_nmt.training.loggers import (
     finish_wandb_runs,
@@ -104,7 +105,11 @@ def build_trainer(cfg: DictConfig, loggers: list[Logger]) -> L.Trainer:
     precision = resolve_precision(cfg.trainer.precision, cfg.trainer.accelerator)
     log.info("Precision: %s", precision)
     return instantiate(
-        cfg.trainer, logger=loggers or False, callbacks=callbacks, precision=precision
+        cfg.trainer,
+        logger=loggers or False,
+        callbacks=callbacks,
+        precision=precision,
+        accumulate_grad_batches=accumulate_grad_batches(cfg),
     )
 
 

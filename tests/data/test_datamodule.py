@@ -35,7 +35,8 @@ def test_hyperparameters_are_saved_without_the_corpus(tmp_path):
 def test_prepare_data_caches_the_tokenizer_for_the_next_run(tmp_path, monkeypatch):
     dm = make(tmp_path)
     dm.prepare_data()
-    assert len(list((tmp_path / "cache").iterdir())) == 1
+    cached = sorted(p.name.split("-")[0] for p in (tmp_path / "cache").iterdir())
+    assert cached == ["bpe", "tokens", "tokens"]  # the tokenizer, the train and val stores
     assert dm.load_tokenizer() is dm.load_tokenizer()
 
     def no_training(*args, **kwargs):

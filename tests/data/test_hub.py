@@ -123,3 +123,23 @@ def test_fingerprint_tells_datasets_and_splits_apart():
     assert wmt.fingerprint("train", "en", "de") != HubCorpus("wmt/wmt16", "de-en").fingerprint(
         "train", "en", "de"
     )
+
+
+def test_reading_streams_record_batches_and_cleaning_keeps_its_counts(
+    tmp_path, monkeypatch, caplog
+):
+    """Batches smaller than the split: every row read once, in order, the blanks counted."""
+    de = [f"satz {i}" if i % 4 else " " for i in range(25)]
+    en = [f"sentence {i}" if i % 5 else None for i in range(25)]
+    datasets.Dataset.from_dict({"de": de, "en": en}).to_parquet(tmp_path / "train.parquet")
+    monkeypatch.setattr(hub, "READ_BATCH", 4)
+
+    def whole_columns(*args, **kwargs):
+        raise AssertionError("a whole split turned into Python lists")
+
+    monkeypatch.setattr(datasets.Dataset, "to_dict", whole_columns)
+    corpus = HubCorpus(str(tmp_path), splits={"train": "train"}, cache_dir=str(tmp_path / "c"))
+    pairs = corpus.read("train", "de", "en")
+    assert pairs == [(d, e) for d, e in zip(de, en, strict=True) if d.strip() and e]
+    dropped = sum(1 for d, e in zip(de, en, strict=True) if not (d.strip() and e))
+    assert f"dropped {dropped} of 25 pairs with an empty side" in caplog.text

@@ -38,7 +38,8 @@ class TextCorpus:
                 f"{src_file} has {len(src_lines)} lines but {tgt_file} has {len(tgt_lines)}: "
                 "parallel files must have one line per sentence pair"
             )
-        return clean_pairs(src_lines, tgt_lines, where=f"{src_file} and {tgt_file}")
+        where = f"{src_file} and {tgt_file}"
+        return clean_pairs(src_lines, tgt_lines, where, total=len(src_lines))
 
     def fingerprint(self, split: str, src_lang: str, tgt_lang: str) -> str:
         """Identify the two files by path, size and modification time."""

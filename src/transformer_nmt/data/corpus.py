@@ -5,6 +5,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Protocol
 
+from transformer_nmt.data.progress import progress
+
 log = logging.getLogger(__name__)
 
 
@@ -40,17 +42,22 @@ def source_split(splits: Mapping[str, str], split: str) -> str:
 
 
 def clean_pairs(
-    src_lines: Iterable[str | None], tgt_lines: Iterable[str | None], where: str
+    src_lines: Iterable[str | None],
+    tgt_lines: Iterable[str | None],
+    where: str,
+    total: int | None = None,
 ) -> list[tuple[str, str]]:
     """Strip whitespace and drop pairs with an empty side or a NUL byte, logging how many of each.
 
     Dropping whole pairs keeps the sides aligned. A missing value (None, as Hub tables may hold)
     counts as empty. A NUL byte is no text: binary data, or UTF-16 read as UTF-8, which puts one in
-    every line. No pair left at all is an error: nothing could be trained or scored.
+    every line. No pair left at all is an error: nothing could be trained or scored. `total`, the
+    number of pairs when known, sizes the progress bar.
     """
     pairs = []
     dropped: Counter[str] = Counter()  # reason -> pairs
-    for src, tgt in zip(src_lines, tgt_lines, strict=True):
+    lines = zip(src_lines, tgt_lines, strict=True)
+    for src, tgt in progress(lines, desc=f"reading {where}", unit=" pairs", total=total):
         src, tgt = (src or "").strip(), (tgt or "").strip()
         if not (src and tgt):
             dropped["an empty side"] += 1

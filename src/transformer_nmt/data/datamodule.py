@@ -1,6 +1,7 @@
 """The LightningDataModule: tokenizer, encoding, length filtering and token-budget loaders."""
 
 import functools
+import itertools
 import logging
 from collections.abc import Iterator
 
@@ -9,8 +10,9 @@ from torch.utils.data import DataLoader
 
 from transformer_nmt.data.batching import TokenBatchSampler, collate
 from transformer_nmt.data.corpus import Corpus, DataFormatError
-from transformer_nmt.data.dataset import TranslationDataset, encode_pairs
+from transformer_nmt.data.dataset import TranslationDataset
 from transformer_nmt.data.framing import ADDED_TOKENS, round_up
+from transformer_nmt.data.store import open_or_build, store_path
 from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer, load_or_train
 
 log = logging.getLogger(__name__)
@@ -35,6 +37,7 @@ class TranslationDataModule(L.LightningDataModule):
         vocab_size: int = 8000,
         min_frequency: int = 2,
         max_tokens: int = 4096,
+        tokens_per_update: int | None = None,
         max_len: int = 256,
         pad_to_multiple_of: int = 8,
         num_workers: int = 0,
@@ -50,11 +53,13 @@ class TranslationDataModule(L.LightningDataModule):
             vocab_size: upper bound on the joint BPE vocabulary.
             min_frequency: a pair seen fewer times is never merged into a BPE token.
             max_tokens: padded tokens per side of a batch.
+            tokens_per_update: tokens per side of an optimizer step; training derives
+                `trainer.accumulate_grad_batches` from it (None: one batch per device a step).
             max_len: pairs with more BPE tokens on either side are dropped (specials not counted).
             pad_to_multiple_of: batches are padded to lengths that are multiples of this, which
                 tensor cores prefer; 1 saves the extra padding where nothing gains from it.
             num_workers: DataLoader worker processes.
-            cache_dir: folder of cached tokenizers.
+            cache_dir: folder of cached tokenizers and token stores.
             seed: seeds batch composition and order.
         """
         super().__init__()
@@ -72,8 +77,13 @@ class TranslationDataModule(L.LightningDataModule):
         self.dropped: dict[str, int] = {}
 
     def prepare_data(self) -> None:
-        """Train the tokenizer once (on rank 0), or find it cached."""
-        self.load_tokenizer()
+        """Train the tokenizer and encode the splits `fit` needs into token stores, once a machine.
+
+        Lightning calls this on each machine's local rank 0 only, before `setup` on every rank.
+        """
+        tokenizer = self.load_tokenizer()
+        for split in STAGE_SPLITS["fit"]:
+            self._open(split, tokenizer)
 
     def load_tokenizer(self) -> BPETokenizer:
         """The tokenizer, trained on both sides of the train split on the first call ever.
@@ -94,11 +104,11 @@ class TranslationDataModule(L.LightningDataModule):
         return self.tokenizer
 
     def setup(self, stage: str | None = None) -> None:
-        """Read, encode and length-filter the splits `stage` needs."""
+        """Map the token stores of the splits `stage` needs, building any that is missing."""
         tokenizer = self.load_tokenizer()
         for split in STAGE_SPLITS[stage]:
             if split not in self.datasets:
-                self.datasets[split] = self._build(split, tokenizer)
+                self.datasets[split] = self._open(split, tokenizer)
 
     def train_dataloader(self) -> DataLoader:
         return self._loader("train", shuffle=True)
@@ -109,18 +119,22 @@ class TranslationDataModule(L.LightningDataModule):
     def test_dataloader(self) -> DataLoader:
         return self._loader("test", shuffle=False)
 
-    def _train_sentences(self) -> Iterator[str]:
+    def _train_sentences(self) -> "BothSides":
         """Both sides of the train split, for a joint vocabulary."""
-        for src, tgt in self.corpus.read("train", self.hparams.src_lang, self.hparams.tgt_lang):
-            yield src
-            yield tgt
+        return BothSides(self.corpus.read("train", self.hparams.src_lang, self.hparams.tgt_lang))
 
-    def _build(self, split: str, tokenizer: BPETokenizer) -> TranslationDataset:
-        """Read and encode one split, counting the pairs too long to keep."""
+    def _open(self, split: str, tokenizer: BPETokenizer) -> TranslationDataset:
+        """One split's token store, memory-mapped; read and encoded only the first time."""
         hp = self.hparams
-        pairs = self.corpus.read(split, hp.src_lang, hp.tgt_lang)
-        # Training never looks at raw text; val and test need it as BLEU references.
-        dataset, dropped = encode_pairs(pairs, tokenizer, hp.max_len, keep_text=split != "train")
+        fingerprint = self.corpus.fingerprint(split, hp.src_lang, hp.tgt_lang)
+        dataset, dropped = open_or_build(
+            store_path(hp.cache_dir, split, fingerprint, tokenizer, hp.max_len),
+            lambda: self.corpus.read(split, hp.src_lang, hp.tgt_lang),
+            tokenizer,
+            hp.max_len,
+            # Training never looks at raw text; val and test need it as BLEU references.
+            keep_text=split != "train",
+        )
         self.dropped[split] = dropped
         if not len(dataset):
             raise DataFormatError(
@@ -166,6 +180,19 @@ class TranslationDataModule(L.LightningDataModule):
             # Restarting workers every epoch would ship the dataset to each of them again.
             persistent_workers=workers > 0,
         )
+
+
+class BothSides:
+    """The sentences of both sides of pairs, with a length so that BPE training shows progress."""
+
+    def __init__(self, pairs: list[tuple[str, str]]):
+        self.pairs = pairs
+
+    def __len__(self) -> int:
+        return 2 * len(self.pairs)
+
+    def __iter__(self) -> Iterator[str]:
+        return itertools.chain.from_iterable(self.pairs)
 
 
 def _skip_trained_batches(sampler: TokenBatchSampler, trainer: L.Trainer) -> None:

@@ -1,12 +1,13 @@
 """Encoded sentence pairs held as flat token arrays, compact enough for WMT-sized corpora."""
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 from torch.utils.data import Dataset
 
 from transformer_nmt.data.framing import ADDED_TOKENS, source_ids
+from transformer_nmt.data.progress import progress
 from transformer_nmt.data.tokenizer import BPETokenizer
 
 # Sentences encoded per call: bounds the memory held in Python int lists while encoding.
@@ -95,7 +96,11 @@ class TranslationDataset(Dataset):
 
 
 def encode_pairs(
-    pairs: list[tuple[str, str]], tokenizer: BPETokenizer, max_len: int, keep_text: bool
+    pairs: list[tuple[str, str]],
+    tokenizer: BPETokenizer,
+    max_len: int,
+    keep_text: bool,
+    desc: str = "encoding",
 ) -> tuple[TranslationDataset, int]:
     """Encode pairs, dropping those with more than `max_len` tokens on either side.
 
@@ -104,11 +109,33 @@ def encode_pairs(
         tokenizer: encodes both sides.
         max_len: most tokens a side may have, special tokens not counted.
         keep_text: keep the raw text of kept pairs (needed for BLEU, wasted on training data).
+        desc: names the pass on its progress bar.
 
     Returns:
         The dataset and the number of pairs dropped.
     """
     src_parts, tgt_parts, kept = [], [], []
+    for src, tgt, keep in encode_chunks(pairs, tokenizer, max_len, desc):
+        src_parts.append(src)
+        tgt_parts.append(tgt)
+        kept.extend(keep)
+    dataset = TranslationDataset(
+        TokenSequences.concat(src_parts),
+        TokenSequences.concat(tgt_parts),
+        src_text=[pairs[i][0] for i in kept] if keep_text else None,
+        tgt_text=[pairs[i][1] for i in kept] if keep_text else None,
+    )
+    return dataset, len(pairs) - len(kept)
+
+
+def encode_chunks(
+    pairs: list[tuple[str, str]], tokenizer: BPETokenizer, max_len: int, desc: str
+) -> Iterator[tuple[TokenSequences, TokenSequences, list[int]]]:
+    """Encode pairs a chunk at a time: the kept sources, targets and their indices in `pairs`.
+
+    The one encoding both the in-memory dataset and the token store are made of.
+    """
+    bar = progress(desc=desc, total=len(pairs), unit=" pairs")
     for start in range(0, len(pairs), ENCODE_CHUNK):
         chunk = pairs[start : start + ENCODE_CHUNK]
         src_ids = tokenizer.encode_batch([src for src, _ in chunk])
@@ -118,13 +145,10 @@ def encode_pairs(
             for i, (s, t) in enumerate(zip(src_ids, tgt_ids, strict=True))
             if max(len(s), len(t)) <= max_len
         ]
-        src_parts.append(TokenSequences.from_lists([src_ids[i] for i in keep]))
-        tgt_parts.append(TokenSequences.from_lists([tgt_ids[i] for i in keep]))
-        kept.extend(start + i for i in keep)
-    dataset = TranslationDataset(
-        TokenSequences.concat(src_parts),
-        TokenSequences.concat(tgt_parts),
-        src_text=[pairs[i][0] for i in kept] if keep_text else None,
-        tgt_text=[pairs[i][1] for i in kept] if keep_text else None,
-    )
-    return dataset, len(pairs) - len(kept)
+        yield (
+            TokenSequences.from_lists([src_ids[i] for i in keep]),
+            TokenSequences.from_lists([tgt_ids[i] for i in keep]),
+            [start + i for i in keep],
+        )
+        bar.update(len(chunk))
+    bar.close()

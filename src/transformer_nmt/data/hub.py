@@ -1,6 +1,6 @@
 """Parallel text from a HuggingFace Hub dataset (or a local folder of the same shape)."""
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 import datasets
 
@@ -12,6 +12,8 @@ from transformer_nmt.data.corpus import (
 )
 
 DEFAULT_SPLITS = {"train": "train", "val": "validation", "test": "test"}
+# Rows converted to Python strings at a time.
+READ_BATCH = 10_000
 
 
 class HubCorpus:
@@ -59,8 +61,10 @@ class HubCorpus:
             _column(table.column_names, lang, self._where(hub_split))
             for lang in (src_lang, tgt_lang)
         ]
-        data = table.select_columns(columns).to_dict()
-        return clean_pairs(data[columns[0]], data[columns[1]], where=self._where(hub_split))
+        # Record batches of the memory-mapped Arrow table: no Python list of a whole column.
+        table = table.select_columns(columns).with_format("arrow")
+        src, tgt = (_stream(table, column) for column in columns)
+        return clean_pairs(src, tgt, self._where(hub_split), total=len(table))
 
     def fingerprint(self, split: str, src_lang: str, tgt_lang: str) -> str:
         """Identify the dataset by name, config and split."""
@@ -69,6 +73,12 @@ class HubCorpus:
     def _where(self, hub_split: str) -> str:
         """Name the dataset split for messages."""
         return f"{self.name}[{self.config or 'default'}]/{hub_split}"
+
+
+def _stream(table: datasets.Dataset, column: str) -> Iterator[str | None]:
+    """The values of one column, read a record batch at a time."""
+    for batch in table.iter(batch_size=READ_BATCH):
+        yield from batch[column].to_pylist()
 
 
 def _column(columns: list[str], lang: str, where: str) -> str:

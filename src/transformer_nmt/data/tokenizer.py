@@ -6,12 +6,14 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Callable, Iterable, Iterator
+import sys
+from collections.abc import Callable, Iterable, Iterator, Sized
 from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from transformer_nmt.atomic import write_atomically
+from transformer_nmt.data.progress import size_text
 
 log = logging.getLogger(__name__)
 
@@ -62,9 +64,12 @@ class BPETokenizer:
             special_tokens=SPECIAL_TOKENS,
             # All 256 bytes, seen or not, so no character is ever unknown.
             initial_alphabet=alphabet,
-            show_progress=False,
+            # Off the terminal its bars are hidden but still print blank lines into the logs.
+            show_progress=sys.stderr.isatty(),
         )
-        tokenizer.train_from_iterator(sentences, trainer)
+        # With a length its bar shows counts, a rate and the time left.
+        length = len(sentences) if isinstance(sentences, Sized) else None
+        tokenizer.train_from_iterator(sentences, trainer, length=length)
         return cls(tokenizer)
 
     @property
@@ -137,12 +142,15 @@ def load_or_train(
     with _exclusive(path.parent / f".{path.stem}.lock"):
         if path.is_file():
             try:
-                return BPETokenizer.load(path)
+                tokenizer = BPETokenizer.load(path)
+                log.info("Tokenizer: reusing %s (%s)", path, size_text(path.stat().st_size))
+                return tokenizer
             except Exception as e:  # `tokenizers` raises plain Exceptions for malformed JSON
                 log.warning("%s is unreadable (%s): training the tokenizer again", path, e)
         log.info("training the BPE tokenizer on %s (vocab_size=%d)", fingerprint, vocab_size)
         tokenizer = BPETokenizer.train(sentences_fn(), vocab_size, min_frequency)
         tokenizer.save(path)
+        log.info("Tokenizer: cached at %s (%s)", path, size_text(path.stat().st_size))
         return tokenizer
 
 

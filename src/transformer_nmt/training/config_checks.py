@@ -28,6 +28,7 @@ def check_config(cfg: DictConfig) -> None:
         *_device_problems(cfg),
         *_model_problems(cfg),
         *_compile_problems(cfg),
+        *_batch_problems(cfg),
         *_resume_problems(cfg),
     ]
     _warn_about_positions(cfg)
@@ -120,6 +121,27 @@ def _compile_problems(cfg: DictConfig) -> list[str]:
         f"trainer.num_nodes={trainer.get('num_nodes', 1)}, trainer.strategy="
         f"{trainer.get('strategy', 'auto')}): set module.compile=false, or train on one device "
         "with trainer.devices=1 and trainer.num_nodes=1"
+    ]
+
+
+def _batch_problems(cfg: DictConfig) -> list[str]:
+    """`data.tokens_per_update` that is no positive count, or set with a conflicting accumulation.
+
+    Either setting decides the accumulation; when both are given, neither silently wins.
+    """
+    tokens_per_update = cfg.data.get("tokens_per_update")
+    if tokens_per_update is None:
+        return []
+    if not isinstance(tokens_per_update, int) or tokens_per_update < 1:
+        return [f"data.tokens_per_update={tokens_per_update} must be a positive count or null"]
+    accumulate = cfg.trainer.get("accumulate_grad_batches", 1)
+    if accumulate == 1:
+        return []
+    return [
+        f"trainer.accumulate_grad_batches={accumulate} and data.tokens_per_update="
+        f"{tokens_per_update} both set the batches per optimizer step: drop "
+        "trainer.accumulate_grad_batches to derive it from the tokens, or set "
+        "data.tokens_per_update=null to accumulate that many batches"
     ]
 
 
