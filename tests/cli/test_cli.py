@@ -12,6 +12,7 @@ import torch
 
 import transformer_nmt
 from hydra_compose import compose_train
+from transformer_nmt.cli.evaluate import main as evaluate_main
 from transformer_nmt.cli.evaluate import score
 from transformer_nmt.cli.translate import main as translate_main
 from transformer_nmt.train import train
@@ -101,6 +102,62 @@ def test_evaluate_the_average_of_the_last_checkpoints(checkpoints, tmp_path):
     assert report["BLEU"]["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
     assert "nc:6|nw:0" in report["chrF2"]["signature"]
     assert report["BLEU"]["signature"] in out.stdout and "chrF2 = " in out.stdout
+
+
+def test_evaluate_a_split_of_a_data_config_scores_as_the_same_files(checkpoints, tmp_path):
+    # A local copy shaped like bentrevett/multi30k; the blank source is dropped by the cleaning.
+    pairs = [(s, r) for s, r in zip(SOURCES, REFERENCES, strict=True) if s]
+    hub = tmp_path / "hub"
+    hub.mkdir()
+    for split in ("train", "val", "test"):
+        rows = [json.dumps({"en": en, "de": de}, ensure_ascii=False) for en, de in pairs]
+        (hub / f"{split}.jsonl").write_text("\n".join(rows) + "\n")
+    (tmp_path / "src.en").write_text("".join(f"{s}\n" for s, _ in pairs))
+    (tmp_path / "ref.de").write_text("".join(f"{r}\n" for _, r in pairs))
+    common = [str(checkpoints / "last.ckpt"), "--beam-size", "2", "--device", "cpu"]
+    overrides = [
+        f"data.corpus.name={hub}",
+        f"+data.corpus.cache_dir={tmp_path / 'hf-cache'}",
+        "data.src_lang=en",
+        "data.tgt_lang=de",
+    ]
+    evaluate_main(
+        [
+            *common,
+            "--data",
+            "multi30k_hub",
+            "--split",
+            "test",
+            *overrides,
+            "--output-dir",
+            str(tmp_path / "data"),
+        ]
+    )
+    evaluate_main(
+        [
+            *common,
+            "--src",
+            str(tmp_path / "src.en"),
+            "--ref",
+            str(tmp_path / "ref.de"),
+            "--output-dir",
+            str(tmp_path / "files"),
+        ]
+    )
+
+    by_data = json.loads((tmp_path / "data" / "report.json").read_text())
+    by_files = json.loads((tmp_path / "files" / "report.json").read_text())
+    assert by_data["sentences"] == by_files["sentences"] == len(pairs)
+    assert by_data["split"] == "test" and by_data["langs"] == ["en", "de"]
+    for name in ("BLEU", "BLEU-lc", "chrF2"):
+        assert by_data[name]["score"] == pytest.approx(by_files[name]["score"]), name
+    hyps = (tmp_path / "data" / "hypotheses.txt").read_text()
+    assert hyps == (tmp_path / "files" / "hypotheses.txt").read_text()
+
+
+def test_overrides_without_data_are_refused(tmp_path):
+    with pytest.raises(SystemExit):
+        evaluate_main([str(tmp_path), "data.src_lang=de", "--src", "a", "--ref", "b"])
 
 
 def test_lowercased_bleu_ignores_only_case():

@@ -1,4 +1,11 @@
-"""`nmt-evaluate`: sacreBLEU and chrF of a checkpoint (or an average of several) on a test set."""
+"""`nmt-evaluate`: sacreBLEU and chrF of a checkpoint (or an average of several) on a test set.
+
+The test set is either two line-aligned files (`--src/--ref`) or a split of any data config,
+read by the corpus class training uses, with Hydra overrides after the checkpoints:
+
+    nmt-evaluate CKPT --data wmt14_en_de --split test
+    nmt-evaluate CKPT --data multi30k_hub data.corpus.name=/local/copy --split test
+"""
 
 import argparse
 import json
@@ -6,10 +13,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hydra.errors import HydraException
+from omegaconf.errors import OmegaConfBaseException
 from sacrebleu.metrics import BLEU, CHRF
 from tqdm import tqdm
 
 from transformer_nmt.atomic import write_atomically
+from transformer_nmt.cli.data_config import read_split
 from transformer_nmt.cli.search_args import (
     add_search_arguments,
     engine_options,
@@ -41,12 +51,35 @@ def score(hypotheses: list[str], references: list[str]) -> dict[str, Any]:
     return report
 
 
+def split_overrides(words: list[str]) -> tuple[list[str], list[str]]:
+    """Checkpoint paths and Hydra overrides: a KEY=VALUE word that is not a file is the latter."""
+    checkpoints = [w for w in words if "=" not in w or Path(w).exists()]
+    return checkpoints, [w for w in words if w not in checkpoints]
+
+
+def read_test_set(
+    args: argparse.Namespace, overrides: list[str]
+) -> tuple[list[str], list[str], dict[str, Any]]:
+    """Sources, references and what the report names them by: files, or a config's split."""
+    if args.data is not None:
+        pairs, src_lang, tgt_lang = read_split(args.data, args.split, overrides)
+        where = {"data": args.data, "split": args.split, "overrides": overrides}
+        return [s for s, _ in pairs], [t for _, t in pairs], where | {"langs": [src_lang, tgt_lang]}
+    # Invalid UTF-8 is an error here, not replaced: it would change the score silently.
+    sources = [line.strip() for line in read_lines(args.src)]
+    references = [line.strip() for line in read_lines(args.ref)]
+    if len(sources) != len(references):
+        raise DataError(f"{args.src} has {len(sources)} lines but {args.ref} has {len(references)}")
+    return sources, references, {"src": str(args.src), "ref": str(args.ref)}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
         "checkpoints",
         nargs="+",
-        help="one .ckpt; several to average; or a folder with --average-last",
+        help="one .ckpt; several to average; or a folder with --average-last; with --data, "
+        "KEY=VALUE words (not files) are Hydra overrides of the data config",
     )
     parser.add_argument(
         "--average-last",
@@ -54,33 +87,38 @@ def main(argv: list[str] | None = None) -> None:
         metavar="N",
         help="average the folder's last N checkpoints",
     )
-    parser.add_argument("--src", type=Path, required=True, help="source text, .gz allowed")
-    parser.add_argument("--ref", type=Path, required=True, help="reference text, line-aligned")
+    test_set = parser.add_mutually_exclusive_group(required=True)
+    test_set.add_argument("--src", type=Path, help="source text, .gz allowed (needs --ref)")
+    test_set.add_argument("--data", help="a conf/data config, e.g. wmt14_en_de (with --split)")
+    parser.add_argument("--ref", type=Path, help="reference text, line-aligned with --src")
+    parser.add_argument(
+        "--split", default="test", choices=["train", "val", "test"], help="with --data (test)"
+    )
     parser.add_argument(
         "--output-dir",
         type=Path,
         help="where hypotheses.txt and report.json go (default: evaluation/ beside the checkpoint)",
     )
     add_search_arguments(parser)
-    args = parse_search_args(parser, argv)
+    args = parse_search_args(parser, argv, intermixed=True)
+    checkpoints, overrides = split_overrides(args.checkpoints)
+    if (args.src is None) != (args.ref is None):
+        parser.error("--src and --ref go together")
+    if overrides and args.data is None:
+        parser.error(f"overrides {overrides} need --data")
     try:
-        paths = resolve_checkpoints(args.checkpoints, args.average_last)
+        paths = resolve_checkpoints(checkpoints, args.average_last)
         translator = Translator.from_checkpoint(paths, args.device, **engine_options(args))
-        # Invalid UTF-8 is an error here, not replaced: it would change the score silently.
-        sources = [line.strip() for line in read_lines(args.src)]
-        references = [line.strip() for line in read_lines(args.ref)]
-    except (CheckpointError, DataError, OSError) as e:
+        sources, references, test_set = read_test_set(args, overrides)
+    except (CheckpointError, DataError, OSError, HydraException, OmegaConfBaseException) as e:
         sys.exit(f"error: {e}")
-    if len(sources) != len(references):
-        sys.exit(f"{args.src} has {len(sources)} lines but {args.ref} has {len(references)}")
     outputs = translator.stream(sources, **search_options(args))
     hypotheses = [hyps[0][0] for hyps in tqdm(outputs, total=len(sources), unit="sent")]
 
     scores = score(hypotheses, references)
     report = {
         "checkpoints": [str(p) for p in paths],
-        "src": str(args.src),
-        "ref": str(args.ref),
+        **test_set,
         "sentences": len(sources),
         "search": search_options(args),
         **engine_options(args),

@@ -81,11 +81,12 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def parse_search_args(
-    parser: argparse.ArgumentParser, argv: list[str] | None
+    parser: argparse.ArgumentParser, argv: list[str] | None, intermixed: bool = False
 ) -> argparse.Namespace:
     """Parse a command line with the search arguments and apply the process-wide ones: the
-    `--threads`, and warnings (a line cut or replaced) on stderr."""
-    args = parser.parse_args(argv)
+    `--threads`, and warnings (a line cut or replaced) on stderr. `intermixed`: positionals may
+    also follow options (`nmt-evaluate CKPT --data wmt14_en_de data.src_lang=de`)."""
+    args = parser.parse_intermixed_args(argv) if intermixed else parser.parse_args(argv)
     if args.quantization is not None and args.engine != "ct2":
         parser.error("--quantization is CTranslate2's: add --engine ct2")
     if args.threads is not None:

@@ -1,0 +1,41 @@
+"""A split of any `conf/data` config, read by the corpus class training uses."""
+
+import os
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.utils import instantiate
+
+import transformer_nmt
+from transformer_nmt.data.corpus import DataError
+
+
+def project_root() -> Path:
+    """The checkout holding `conf/`: PROJECT_ROOT, else the editable install's root."""
+    # src/transformer_nmt/__init__.py -> the repo root, when installed with `pip install -e .`.
+    root = Path(os.environ.get("PROJECT_ROOT") or Path(transformer_nmt.__file__).parents[2])
+    if not (root / "conf" / "train.yaml").is_file():
+        raise DataError(
+            f"no conf/train.yaml under {root}: --data needs the repo's configs; install the "
+            "package editable (pip install -e .) or set PROJECT_ROOT to the checkout"
+        )
+    return root
+
+
+def read_split(
+    data: str, split: str, overrides: list[str] = ()
+) -> tuple[list[tuple[str, str]], str, str]:
+    """Compose `conf/train.yaml` with `data=<data>` and `overrides`, and read `split`.
+
+    Returns the cleaned (source, target) pairs and the source and target languages. Only
+    `cfg.data.corpus` is built, so no tokenizer is trained and no store is encoded.
+    """
+    root = project_root()
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(root / "conf"), version_base="1.3"):
+        cfg = compose("train", overrides=[f"paths.root_dir={root}", f"data={data}", *overrides])
+    GlobalHydra.instance().clear()
+    corpus = instantiate(cfg.data.corpus)
+    src_lang, tgt_lang = cfg.data.src_lang, cfg.data.tgt_lang
+    return corpus.read(split, src_lang, tgt_lang), src_lang, tgt_lang
