@@ -9,6 +9,7 @@ read by the corpus class training uses, with Hydra overrides after the checkpoin
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 from hydra.errors import HydraException
 from omegaconf.errors import OmegaConfBaseException
 from sacrebleu.metrics import BLEU, CHRF
+from sacremoses import MosesTokenizer
 from tqdm import tqdm
 
 from transformer_nmt.atomic import write_atomically
@@ -32,23 +34,53 @@ from transformer_nmt.data.corpus import DataError
 from transformer_nmt.training.checkpoint import CheckpointError, resolve_checkpoints
 from transformer_nmt.translator import Translator
 
+# A hyphen between two non-spaces: the compound splitting of get_ende_bleu.sh.
+COMPOUND = re.compile(r"(\S)-(\S)")
 
-def score(hypotheses: list[str], references: list[str]) -> dict[str, Any]:
+
+def score(hypotheses: list[str], references: list[str], lang: str = "en") -> dict[str, Any]:
     """Corpus BLEU and chrF with sacreBLEU's defaults, each with its signature.
 
     Also BLEU-lc, sacreBLEU's `-lc` on the same output: comparable with the lowercased BLEU
-    that many papers report.
+    that many papers report. And BLEU-tok, the tokenized BLEU behind the paper's 27.3 (the
+    tensor2tensor/fairseq `get_ende_bleu.sh` recipe): both sides Moses-tokenized (sacremoses
+    `MosesTokenizer(lang)`, `escape=False`), then every "-" between two non-spaces replaced by
+    " ##AT##-##AT## " (compound splitting), then BLEU on those tokens (`tokenize="none"`). It is
+    for comparing with the paper, not a replacement for sacreBLEU: its value depends on the
+    tokenization, so it is comparable only with numbers computed the same way.
+
+    Args:
+        hypotheses: one detokenized output a sentence.
+        references: one detokenized reference a sentence, aligned with `hypotheses`.
+        lang: the target language, for the Moses tokenizer's rules (e.g. "de").
     """
+    tokenized = paper_tokenize(hypotheses, lang), paper_tokenize(references, lang)
+    runs = {
+        "BLEU": (BLEU(), hypotheses, references),
+        "BLEU-lc": (BLEU(lowercase=True), hypotheses, references),
+        "BLEU-tok": (BLEU(tokenize="none"), *tokenized),
+        "chrF2": (CHRF(), hypotheses, references),
+    }
     report = {}
-    metrics = {"BLEU": BLEU(), "BLEU-lc": BLEU(lowercase=True), "chrF2": CHRF()}
-    for name, metric in metrics.items():
-        result = metric.corpus_score(hypotheses, [references])
-        report[name] = {
-            "score": result.score,
-            "result": str(result),
-            "signature": str(metric.get_signature()),
-        }
+    for name, (metric, hyps, refs) in runs.items():
+        result = metric.corpus_score(hyps, [refs])
+        signature = str(metric.get_signature())
+        if name == "BLEU-tok":
+            signature += f"|pretok:moses-{lang}+compound-split"
+        report[name] = {"score": result.score, "result": str(result), "signature": signature}
     return report
+
+
+def paper_tokenize(lines: list[str], lang: str) -> list[str]:
+    """Moses tokenization and compound splitting, as `get_ende_bleu.sh` does before BLEU."""
+    tokenizer = MosesTokenizer(lang=lang)
+    out = []
+    for line in lines:
+        text = tokenizer.tokenize(line, escape=False, return_str=True)
+        # One pass, as the script's `perl -ple 's{(\S)-(\S)}{$1 ##AT##-##AT## $2}g'`: it leaves
+        # "2-3" of "1-2-3" whole, and a second pass would split the "#-#" inside its own markers.
+        out.append(COMPOUND.sub(r"\1 ##AT##-##AT## \2", text))
+    return out
 
 
 def split_overrides(words: list[str]) -> tuple[list[str], list[str]]:
@@ -64,7 +96,8 @@ def read_test_set(
     if args.data is not None:
         pairs, src_lang, tgt_lang = read_split(args.data, args.split, overrides)
         where = {"data": args.data, "split": args.split, "overrides": overrides}
-        return [s for s, _ in pairs], [t for _, t in pairs], where | {"langs": [src_lang, tgt_lang]}
+        where |= {"langs": [src_lang, tgt_lang]}
+        return [s for s, _ in pairs], [t for _, t in pairs], where
     # Invalid UTF-8 is an error here, not replaced: it would change the score silently.
     sources = [line.strip() for line in read_lines(args.src)]
     references = [line.strip() for line in read_lines(args.ref)]
@@ -95,6 +128,11 @@ def main(argv: list[str] | None = None) -> None:
         "--split", default="test", choices=["train", "val", "test"], help="with --data (test)"
     )
     parser.add_argument(
+        "--tgt-lang",
+        help="the target language for BLEU-tok's Moses tokenizer (default: the data config's, "
+        "else en)",
+    )
+    parser.add_argument(
         "--output-dir",
         type=Path,
         help="where hypotheses.txt and report.json go (default: evaluation/ beside the checkpoint)",
@@ -115,7 +153,8 @@ def main(argv: list[str] | None = None) -> None:
     outputs = translator.stream(sources, **search_options(args))
     hypotheses = [hyps[0][0] for hyps in tqdm(outputs, total=len(sources), unit="sent")]
 
-    scores = score(hypotheses, references)
+    tok_lang = args.tgt_lang or test_set.get("langs", [None, "en"])[1]
+    scores = score(hypotheses, references, tok_lang)
     report = {
         "checkpoints": [str(p) for p in paths],
         **test_set,
