@@ -96,16 +96,24 @@ def test_pairs_over_max_len_are_dropped_and_counted(tmp_path):
     assert max(dm.datasets["train"].src_lengths) == 7
 
 
-def test_test_loader_and_workers(tmp_path):
+def test_val_loader_and_workers(tmp_path):
     dm = make(tmp_path, num_workers=1)
-    dm.setup("test")
-    assert set(dm.datasets) == {"test"}
-    loader = dm.test_dataloader()
+    dm.setup("validate")
+    assert set(dm.datasets) == {"val"}
+    loader = dm.val_dataloader()
     assert loader.persistent_workers
-    assert sum(len(b["tgt_text"]) for b in loader) == 30
+    assert sum(len(b["tgt_text"]) for b in loader) == len(dm.corpus.read("val", "en", "de"))
     in_process = make(tmp_path)
-    in_process.setup("test")
-    assert not in_process.test_dataloader().persistent_workers
+    in_process.setup("validate")
+    assert not in_process.val_dataloader().persistent_workers
+
+
+@pytest.mark.parametrize("stage", ["test", "predict"])
+def test_no_test_or_predict_stage_points_at_nmt_evaluate(tmp_path, stage):
+    dm = make(tmp_path)
+    with pytest.raises(ValueError, match="nmt-evaluate"):
+        dm.setup(stage)
+    assert not dm.datasets
 
 
 class Recorder(L.LightningModule):

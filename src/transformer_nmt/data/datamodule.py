@@ -17,13 +17,9 @@ from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer, load_or_train
 
 log = logging.getLogger(__name__)
 
-STAGE_SPLITS = {
-    "fit": ("train", "val"),
-    "validate": ("val",),
-    "test": ("test",),
-    "predict": ("test",),
-    None: ("train", "val", "test"),
-}
+# No test or predict stage: the module has no test_step, and `nmt-evaluate --data <config>
+# --split test` scores a test split with beam search, reading it with the same corpus classes.
+STAGE_SPLITS = {"fit": ("train", "val"), "validate": ("val",), None: ("train", "val")}
 
 
 class TranslationDataModule(L.LightningDataModule):
@@ -105,6 +101,11 @@ class TranslationDataModule(L.LightningDataModule):
 
     def setup(self, stage: str | None = None) -> None:
         """Map the token stores of the splits `stage` needs, building any that is missing."""
+        if stage not in STAGE_SPLITS:
+            raise ValueError(
+                f"no {stage!r} stage: score a test split with "
+                "nmt-evaluate CKPT --data <config> --split test"
+            )
         tokenizer = self.load_tokenizer()
         for split in STAGE_SPLITS[stage]:
             if split not in self.datasets:
@@ -115,9 +116,6 @@ class TranslationDataModule(L.LightningDataModule):
 
     def val_dataloader(self) -> DataLoader:
         return self._loader("val", shuffle=False)
-
-    def test_dataloader(self) -> DataLoader:
-        return self._loader("test", shuffle=False)
 
     def _train_sentences(self) -> "BothSides":
         """Both sides of the train split, for a joint vocabulary."""
