@@ -7,6 +7,7 @@ import torch
 
 from checkpoint_files import SENTENCES, write_checkpoint
 from transformer_nmt import Translator
+from transformer_nmt import translator as translator_module
 from transformer_nmt.data.framing import TARGET_FRAME, source_batch
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.model import beam_search
@@ -83,3 +84,74 @@ def test_device_and_dtype_are_applied(folder, device):
     assert not translator.model.training
     float32 = Translator.from_checkpoint(path, device="cpu")
     assert translator.translate(INPUTS, max_len_b=5) == float32.translate(INPUTS, max_len_b=5)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precisions_translate_every_line_in_order(folder, dtype):
+    translator = Translator.from_checkpoint(folder / "step1.ckpt", device="cpu", dtype=dtype)
+    assert {p.dtype for p in translator.model.parameters()} == {dtype}
+    got = translator.translate(INPUTS, beam_size=2, max_len_b=5, batch_size=2)
+    assert len(got) == len(INPUTS) and got[1] == ""
+    assert all(isinstance(text, str) for text in got)
+
+
+# Lengths 1..6 words in a shuffled order, a blank among them: batches of 2 mix them unless sorted.
+MIXED = [
+    "four five six seven one two",
+    "zwei",
+    "one two three",
+    " ",
+    "fünf sechs sieben vier drei",
+    "one two",
+    "drei vier fünf sechs",
+]
+
+
+def test_length_sorted_batches_give_each_sentences_own_translation_in_input_order(folder):
+    translator = Translator.from_checkpoint(folder / "step1.ckpt", device="cpu")
+    batches = []
+
+    class Spy:
+        max_positions = translator.search.max_positions
+
+        def __init__(self, search):
+            self.search = search
+
+        def __call__(self, tokens, **options):
+            batches.append([len(t) for t in tokens])
+            return self.search(tokens, **options)
+
+    translator.search = Spy(translator.search)
+    options = dict(beam_size=3, alpha=0.6, max_len_b=5)
+    got = translator.translate(MIXED, batch_size=2, n_best=2, **options)
+    model, tokenizer = load_checkpoint(folder / "step1.ckpt")
+    nonempty = [s for s in MIXED if s.strip()]
+    expected = iter(reference(model, tokenizer, nonempty, n_best=2, **options))
+    for scored, sentence in zip(got, MIXED, strict=True):
+        if not sentence.strip():
+            assert scored == [("", 0.0)] * 2
+            continue
+        want = next(expected)
+        assert [text for text, _ in scored] == [text for text, _ in want]
+        assert [s for _, s in scored] == pytest.approx([s for _, s in want], abs=1e-5)
+    lengths = [n for batch in batches for n in batch]
+    assert lengths == sorted(lengths) and len(lengths) == len(nonempty)
+    assert max(len(b) for b in batches) == 2
+
+
+def test_stream_reads_one_chunk_before_its_first_output(folder, monkeypatch):
+    monkeypatch.setattr(translator_module, "SORT_CHUNK", 2)
+    translator = Translator.from_checkpoint(folder / "step1.ckpt", device="cpu")
+    read = []
+
+    def lines():
+        for i in range(20):
+            read.append(i)
+            yield SENTENCES[i]
+
+    outputs = translator.stream(lines(), beam_size=1, max_len_b=3, batch_size=3)
+    next(outputs)
+    assert len(read) == 2 * 3  # SORT_CHUNK batches of 3, not the whole input
+    rest = translator.stream(iter(SENTENCES[:3]), beam_size=1, max_len_b=3, batch_size=1)
+    next(rest)  # batch_size 1 reads line by line, for interactive input
+    assert len(list(rest)) == 2

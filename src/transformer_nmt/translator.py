@@ -26,6 +26,10 @@ log = logging.getLogger(__name__)
 
 Scored = list[tuple[str, float]]  # n-best (translation, score) pairs of one sentence, best first
 
+# Batches read, sorted by source length and decoded before any is yielded: enough for batches of
+# like lengths, few enough that a stream shows progress and holds little.
+SORT_CHUNK = 64
+
 
 class Search(Protocol):
     """An engine: the n-best hypotheses of each tokenized source, as `beam_search` gives them."""
@@ -195,27 +199,40 @@ class Translator:
         batch_size: int = 64,
         n_best: int = 1,
     ) -> Iterator[Scored]:
-        """`translate` lazily: reads batch_size sentences at a time, yields each one's n-best.
+        """`translate` lazily, in input order: yields each sentence's n-best.
 
-        An empty (or blank) sentence translates to an empty one without running the model. A
-        sentence longer than the model's position table is cut to fit, with a warning naming its
-        line. Arguments as for `translate`.
+        Reads SORT_CHUNK batches of sentences at a time and decodes them in batches of similar
+        token length, so a batch pads little; batch_size 1 reads one line at a time, for
+        interactive input. An empty (or blank) sentence translates to an empty one without
+        running the model. A sentence longer than the model's position table is cut to fit,
+        with a warning naming its line. Arguments as for `translate`.
         """
         if batch_size < 1:  # islice would take nothing: every sentence lost without a word
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        options = dict(beam_size=beam_size, alpha=alpha, penalty=penalty, max_len_b=max_len_b)
+        chunk_size = batch_size * SORT_CHUNK if batch_size > 1 else 1
         sentences = iter(sentences)
         first_line = 1
-        while batch := [s.strip() for s in islice(sentences, batch_size)]:
-            results = [[("", 0.0)] * n_best for _ in batch]
-            todo = [i for i, sentence in enumerate(batch) if sentence]
-            ids = self._encode([batch[i] for i in todo], [first_line + i for i in todo])
-            if todo:
-                beams = self.search(ids, beam_size, alpha, penalty, max_len_b, n_best)
-                for i, hypotheses in zip(todo, beams, strict=True):
-                    texts = self.tokenizer.decode_batch([h.tokens for h in hypotheses])
-                    results[i] = [(t, h.score) for t, h in zip(texts, hypotheses, strict=True)]
-            yield from results
-            first_line += len(batch)
+        while chunk := [s.strip() for s in islice(sentences, chunk_size)]:
+            yield from self._translate_chunk(chunk, first_line, batch_size, n_best, **options)
+            first_line += len(chunk)
+
+    def _translate_chunk(
+        self, chunk: list[str], first_line: int, batch_size: int, n_best: int, **options
+    ) -> list[Scored]:
+        """The n-best of each sentence of `chunk`, decoded shortest first, in chunk order."""
+        results = [[("", 0.0)] * n_best for _ in chunk]
+        todo = [i for i, sentence in enumerate(chunk) if sentence]
+        ids = self._encode([chunk[i] for i in todo], [first_line + i for i in todo])
+        tokens = dict(zip(todo, ids, strict=True))
+        by_length = sorted(todo, key=lambda i: len(tokens[i]))
+        for start in range(0, len(by_length), batch_size):
+            batch = by_length[start : start + batch_size]
+            beams = self.search([tokens[i] for i in batch], n_best=n_best, **options)
+            for i, hypotheses in zip(batch, beams, strict=True):
+                texts = self.tokenizer.decode_batch([h.tokens for h in hypotheses])
+                results[i] = [(t, h.score) for t, h in zip(texts, hypotheses, strict=True)]
+        return results
 
     def _encode(self, sentences: list[str], lines: list[int]) -> list[list[int]]:
         """Token ids of each sentence, warning (by line number) about those too long to fit."""

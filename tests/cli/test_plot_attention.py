@@ -55,7 +55,16 @@ def run(*args: str) -> list[str]:
 @pytest.mark.slow
 def test_forced_reference_draws_every_kind_and_layer(checkpoint, tmp_path):
     paths = run(
-        str(checkpoint), "three one four", "--reference", "drei eins vier", "--out", str(tmp_path)
+        str(checkpoint),
+        "three one four",
+        "--reference",
+        "drei eins vier",
+        "--out",
+        str(tmp_path),
+        "--device",
+        "cpu",
+        "--dtype",
+        "bfloat16",
     )
     names = sorted(os.path.basename(p) for p in paths)
     assert names == sorted(
@@ -75,6 +84,19 @@ def test_greedy_translation_and_chosen_layers(checkpoint, tmp_path):
         "decoder_src_layer2.png",
         "encoder_self_layer2.png",
     ]
+
+
+def test_half_precision_weights_draw_the_same_pictures_as_float32(checkpoint, tmp_path):
+    args = ("three one four", tmp_path / "f32", "drei eins vier", [1])
+    f32 = plot_attention(checkpoint, *args)
+    bf16 = plot_attention(
+        checkpoint, "three one four", tmp_path / "bf16", "drei eins vier", [1], dtype=torch.bfloat16
+    )
+    assert list(bf16) == list(f32)
+    for kind, path in f32.items():
+        # bfloat16 weights differ from float32 by ~1%: two colour steps at most.
+        diff = abs(matplotlib.image.imread(bf16[kind]) - matplotlib.image.imread(path))
+        assert diff.max() < 3 / 255, kind
 
 
 def test_an_rnn_draws_its_alignment_alone_as_one_head(checkpoint, tmp_path):

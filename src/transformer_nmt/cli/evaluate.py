@@ -160,7 +160,8 @@ def main(argv: list[str] | None = None) -> None:
         **test_set,
         "sentences": len(sources),
         "search": search_options(args),
-        **engine_options(args),
+        # The dtype by its --dtype name: a torch.dtype is not JSON.
+        **engine_options(args) | {"dtype": args.dtype, "device": args.device},
         **scores,
     }
     output_dir = args.output_dir or Path(paths[-1]).parent / "evaluation"

@@ -10,7 +10,10 @@ is forced as decoder input (teacher forcing), which shows how the model aligns a
 import argparse
 from pathlib import Path
 
+import torch
+
 from transformer_nmt.attention_plots import draw_sentence_attention
+from transformer_nmt.cli.search_args import add_device_arguments, torch_dtype
 from transformer_nmt.data.framing import source_ids
 from transformer_nmt.training.checkpoint import load_checkpoint
 
@@ -22,6 +25,8 @@ def plot_attention(
     reference: str | None = None,
     layers: list[int] | None = None,
     max_len_b: int = 50,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype | None = None,
 ) -> dict[str, Path]:
     """Write one PNG per attention kind and layer; returns {"<kind>/layer<l>": path}.
 
@@ -32,8 +37,11 @@ def plot_attention(
         reference: target text forced as decoder input; the greedy translation if None.
         layers: 1-based layers to draw; all if None.
         max_len_b: the greedy translation stops at source length + max_len_b tokens.
+        device: where the model runs.
+        dtype: the weights' floating-point type; None keeps the checkpoint's.
     """
     model, tokenizer = load_checkpoint(checkpoint)
+    model = model.to(device=device, dtype=dtype)
     (tokens,) = tokenizer.encode_batch([source])
     src_ids = source_ids(tokens, model.config.max_positions)
     tgt_tokens = None if reference is None else tokenizer.encode_batch([reference])[0]
@@ -51,8 +59,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--reference", help="force this target as decoder input")
     parser.add_argument("--out", type=Path, default=Path("attention"), help="PNG folder")
     parser.add_argument("--layers", type=int, nargs="+", help="1-based layers (default: all)")
+    add_device_arguments(parser)
     args = parser.parse_args(argv)
-    paths = plot_attention(args.checkpoint, args.source, args.out, args.reference, args.layers)
+    paths = plot_attention(
+        args.checkpoint,
+        args.source,
+        args.out,
+        args.reference,
+        args.layers,
+        device=args.device,
+        dtype=torch_dtype(args),
+    )
     for path in paths.values():
         print(path)
 

@@ -37,6 +37,30 @@ def finite_float(text: str) -> float:
     raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
 
 
+# --dtype's names; None (no --dtype) keeps the checkpoint's float32.
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def add_device_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--device` and `--dtype`, where and in what precision the model runs."""
+    parser.add_argument(
+        "--device",
+        default="cuda" if torch.cuda.is_available() else "cpu",
+        help="where the model decodes (default: cuda if available, else cpu)",
+    )
+    parser.add_argument(
+        "--dtype",
+        choices=list(DTYPES),
+        help="the weights' type: bfloat16 or float16 halve memory and speed up GPUs with tensor "
+        "cores (default: the checkpoint's float32)",
+    )
+
+
+def torch_dtype(args: argparse.Namespace) -> torch.dtype | None:
+    """The torch dtype `--dtype` names, or None without it."""
+    return None if args.dtype is None else DTYPES[args.dtype]
+
+
 def add_search_arguments(parser: argparse.ArgumentParser) -> None:
     """Decoding options shared by translate and evaluate; defaults are the paper's."""
     parser.add_argument(
@@ -60,11 +84,7 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--batch-size", type=positive_int, default=64, help="sentences per batch (64)"
     )
-    parser.add_argument(
-        "--device",
-        default="cuda" if torch.cuda.is_available() else "cpu",
-        help="where the model decodes (default: cuda if available, else cpu)",
-    )
+    add_device_arguments(parser)
     parser.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads")
     parser.add_argument(
         "--engine",
@@ -89,6 +109,8 @@ def parse_search_args(
     args = parser.parse_intermixed_args(argv) if intermixed else parser.parse_args(argv)
     if args.quantization is not None and args.engine != "ct2":
         parser.error("--quantization is CTranslate2's: add --engine ct2")
+    if args.dtype is not None and args.engine == "ct2":
+        parser.error("--dtype is the torch engine's: CTranslate2 takes --quantization")
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     logging.basicConfig(format="%(levelname)s: %(message)s", level=logging.WARNING)
@@ -103,4 +125,4 @@ def search_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def engine_options(args: argparse.Namespace) -> dict[str, Any]:
     """The keyword arguments of `Translator.from_checkpoint` that choose the engine."""
-    return {"engine": args.engine, "quantization": args.quantization}
+    return {"engine": args.engine, "quantization": args.quantization, "dtype": torch_dtype(args)}

@@ -1,0 +1,35 @@
+"""`--device` and `--dtype`, shared by nmt-translate, nmt-evaluate and nmt-plot-attention."""
+
+import argparse
+
+import pytest
+import torch
+
+from transformer_nmt.cli.search_args import (
+    add_search_arguments,
+    engine_options,
+    parse_search_args,
+)
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_search_arguments(parser)
+    return parse_search_args(parser, list(argv))
+
+
+@pytest.mark.parametrize(
+    ("name", "dtype"),
+    [("float32", torch.float32), ("bfloat16", torch.bfloat16), ("float16", torch.float16)],
+)
+def test_dtype_names_reach_the_translator(name, dtype):
+    assert engine_options(parse("--dtype", name))["dtype"] == dtype
+
+
+def test_without_dtype_the_checkpoint_keeps_its_own():
+    assert engine_options(parse())["dtype"] is None
+
+
+def test_dtype_is_refused_with_ctranslate2():
+    with pytest.raises(SystemExit):
+        parse("--engine", "ct2", "--dtype", "float16")
