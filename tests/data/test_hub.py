@@ -4,7 +4,9 @@ import json
 
 import datasets
 import pytest
+from hydra.utils import instantiate
 
+from hydra_compose import compose_train
 from transformer_nmt.data import hub
 from transformer_nmt.data.corpus import DataError, DataFormatError, DataNotFoundError
 from transformer_nmt.data.hub import HubCorpus
@@ -143,3 +145,25 @@ def test_reading_streams_record_batches_and_cleaning_keeps_its_counts(
     assert pairs == [(d, e) for d, e in zip(de, en, strict=True) if d.strip() and e]
     dropped = sum(1 for d, e in zip(de, en, strict=True) if not (d.strip() and e))
     assert f"dropped {dropped} of 25 pairs with an empty side" in caplog.text
+
+
+def test_multi30k_experiment_reads_the_hub_copy_through_the_datamodule(multi30k_hub_dir, tmp_path):
+    # The README's quick start on a machine without local Multi30k text files.
+    overrides = [
+        "experiment=multi30k_de_en",
+        "data=multi30k_hub",
+        f"data.corpus.name={multi30k_hub_dir}",
+        f"+data.corpus.cache_dir={tmp_path / 'hf-cache'}",
+        "data.vocab_size=300",  # a tiny corpus: fewer pieces than the experiment's 8000
+        "data.min_frequency=1",
+    ]
+    cfg = compose_train(tmp_path, overrides)
+    assert cfg.task_name == "multi30k_de_en"  # the experiment's settings stay
+    assert cfg.data.corpus._target_ == "transformer_nmt.data.hub.HubCorpus"
+    dm = instantiate(cfg.data)
+    dm.prepare_data()
+    dm.setup("fit")
+    val = dm.datasets["val"]
+    expected = list(zip(sentences("validation", "de"), sentences("validation", "en"), strict=True))
+    assert list(zip(val.src_text, val.tgt_text, strict=True)) == expected  # de -> en
+    assert len(dm.datasets["train"]) == len(sentences("train", "de"))
