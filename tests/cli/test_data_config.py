@@ -1,0 +1,20 @@
+"""`nmt-evaluate --data`: a split of a data config, read by the corpus class training uses."""
+
+import pytest
+
+from transformer_nmt.cli.data_config import read_split
+from transformer_nmt.data.corpus import DataError
+from transformer_nmt.data.toy import ToyCorpus
+
+
+def test_a_config_split_with_overrides_is_what_its_corpus_reads():
+    pairs, src, tgt = read_split("toy", "test", ["data.corpus.num_test=7", "seed=3"])
+    assert (src, tgt) == ("en", "de")
+    expected = ToyCorpus(num_train=2000, num_val=100, num_test=7, seed=3).read("test", "en", "de")
+    assert pairs == expected
+
+
+def test_without_the_repos_configs_the_error_says_how_to_point_at_them(tmp_path, monkeypatch):
+    monkeypatch.setenv("PROJECT_ROOT", str(tmp_path))
+    with pytest.raises(DataError, match="PROJECT_ROOT"):
+        read_split("toy", "test")
