@@ -74,13 +74,12 @@ def _multirun_problems(cfg: DictConfig) -> list[str]:
     """
     if not is_multirun():
         return []
-    devices = cfg.trainer.get("devices", 1)
-    one_device = devices == 1 or (OmegaConf.is_list(devices) and len(devices) == 1)
     strategy = str(cfg.trainer.get("strategy", "auto"))
-    if (one_device and cfg.trainer.get("num_nodes", 1) == 1) or "spawn" in strategy:
+    if _single_process(cfg.trainer) or "spawn" in strategy:
         return []
     return [
-        f"Hydra multirun with trainer.strategy={strategy} on trainer.devices={devices} would run "
+        f"Hydra multirun with trainer.strategy={strategy} on trainer.devices="
+        f"{cfg.trainer.get('devices', 1)} would run "
         "the sweep once per rank. Run one device per trial (trainer.devices=1), or keep several "
         "devices per trial with trainer.strategy=ddp_spawn."
     ]
@@ -147,10 +146,14 @@ def _batch_problems(cfg: DictConfig) -> list[str]:
 
 def _several_processes(trainer: DictConfig) -> bool:
     """Whether the trainer settings may start DDP: several devices or nodes, or a ddp strategy."""
+    return not _single_process(trainer) or "ddp" in str(trainer.get("strategy", "auto"))
+
+
+def _single_process(trainer: DictConfig) -> bool:
+    """One device (`1` or a list of one id) on one node."""
     devices = trainer.get("devices", 1)
     one_device = devices == 1 or (OmegaConf.is_list(devices) and len(devices) == 1)
-    ddp = "ddp" in str(trainer.get("strategy", "auto"))
-    return not one_device or trainer.get("num_nodes", 1) > 1 or ddp
+    return one_device and trainer.get("num_nodes", 1) == 1
 
 
 def _resume_problems(cfg: DictConfig) -> list[str]:
