@@ -4,6 +4,7 @@ folder, each with a model card (README.md).
     nmt-export hf run/checkpoints/last.ckpt exported/hf
     nmt-export ct2 run/checkpoints --average-last 5 exported/ct2 --quantization int8
     nmt-export safetensors run/checkpoints/last.ckpt exported/native
+    nmt-export hf run/checkpoints/last.ckpt exported/hf --push-to-hub someone/transformer-de-en
 """
 
 import argparse
@@ -47,6 +48,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         sub.add_argument(
             "--force", action="store_true", help="write into OUT even if it holds files"
         )
+        sub.add_argument(
+            "--push-to-hub",
+            metavar="REPO",
+            help="then upload the folder to this Hugging Face Hub model repo (created if absent; "
+            "the token comes from HF_TOKEN or `hf auth login`)",
+        )
+        sub.add_argument(
+            "--private", action="store_true", help="with --push-to-hub: create the repo private"
+        )
         if name == "ct2":
             sub.add_argument(
                 "--quantization",
@@ -54,7 +64,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                 default="float32",
                 help="weight type: int8 is about 4x smaller and faster on CPUs (default float32)",
             )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.private and not args.push_to_hub:
+        parser.error("--private applies to --push-to-hub REPO only")
+    return args
 
 
 def check_folder(out: Path, force: bool) -> None:
@@ -92,9 +105,13 @@ def main(argv: list[str] | None = None) -> None:
             what, usage = "transformer-nmt safetensors weights", native.usage()
         text = card.model_card(model, card.run_record(paths), what, usage)
         write_atomically(args.out / "README.md", text)
+        print(f"{args.out}: {what}, from {', '.join(str(p) for p in paths)}")
+        if args.push_to_hub:
+            from transformer_nmt.export.hub import push_to_hub
+
+            print(f"pushed to {push_to_hub(args.out, args.push_to_hub, args.private, what)}")
     except (CheckpointError, ExportError, OSError) as e:
         sys.exit(f"error: {e}")
-    print(f"{args.out}: {what}, from {', '.join(str(p) for p in paths)}")
 
 
 if __name__ == "__main__":
