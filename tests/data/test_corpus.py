@@ -9,14 +9,14 @@ def test_clean_pairs_strips_and_drops_pairs_with_an_empty_side(caplog):
     src = ["  a b ", "", "c", "d\t", "e"]
     tgt = ["x", "y", " ", "w \r", "v"]
     with caplog.at_level(logging.WARNING):
-        pairs = clean_pairs(src, tgt, where="here")
+        pairs = list(clean_pairs(zip(src, tgt, strict=True), where="here"))
     assert pairs == [("a b", "x"), ("d", "w"), ("e", "v")]
     assert "here: dropped 2 of 5 pairs" in caplog.text
 
 
 def test_clean_pairs_logs_nothing_when_nothing_is_dropped(caplog):
     with caplog.at_level(logging.WARNING):
-        clean_pairs(["a"], ["b"], where="here")
+        assert list(clean_pairs([("a", "b")], where="here")) == [("a", "b")]
     assert caplog.text == ""
 
 

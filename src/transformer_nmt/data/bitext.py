@@ -2,6 +2,7 @@
 
 import codecs
 import gzip
+import itertools
 import logging
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
@@ -27,19 +28,15 @@ class TextCorpus:
         self.path = Path(path)
         self.splits = dict(splits)
 
+    def stream(self, split: str, src_lang: str, tgt_lang: str) -> Iterator[tuple[str, str]]:
+        """Yield the cleaned (source, target) pairs of `split`, reading both files line by line."""
+        files = self.file(split, src_lang), self.file(split, tgt_lang)
+        where = f"{files[0]} and {files[1]}"
+        return clean_pairs(_aligned(*files), where)
+
     def read(self, split: str, src_lang: str, tgt_lang: str) -> list[tuple[str, str]]:
         """Return the cleaned (source, target) pairs of `split`."""
-        src_file = self.file(split, src_lang)
-        tgt_file = self.file(split, tgt_lang)
-        src_lines = read_lines(src_file)
-        tgt_lines = read_lines(tgt_file)
-        if len(src_lines) != len(tgt_lines):
-            raise DataFormatError(
-                f"{src_file} has {len(src_lines)} lines but {tgt_file} has {len(tgt_lines)}: "
-                "parallel files must have one line per sentence pair"
-            )
-        where = f"{src_file} and {tgt_file}"
-        return clean_pairs(src_lines, tgt_lines, where, total=len(src_lines))
+        return list(self.stream(split, src_lang, tgt_lang))
 
     def fingerprint(self, split: str, src_lang: str, tgt_lang: str) -> str:
         """Identify the two files by path, size and modification time."""
@@ -64,11 +61,32 @@ class TextCorpus:
         )
 
 
+def _aligned(src_file: Path, tgt_file: Path) -> Iterator[tuple[str, str]]:
+    """Line N of one file with line N of the other; an error once one of them ends first."""
+    ended = object()
+    lines = itertools.zip_longest(iter_lines(src_file), iter_lines(tgt_file), fillvalue=ended)
+    for number, (src, tgt) in enumerate(lines, start=1):
+        if src is ended or tgt is ended:
+            longer = number + sum(1 for _ in lines)  # reads the rest of the longer file
+            counts = (number - 1, longer) if src is ended else (longer, number - 1)
+            raise DataFormatError(
+                f"{src_file} has {counts[0]} lines but {tgt_file} has {counts[1]}: parallel "
+                "files must have one line per sentence pair"
+            )
+        yield src, tgt
+
+
 def read_lines(file: Path, replace_invalid: bool = False) -> list[str]:
     """Read a UTF-8 text file (gzipped if named *.gz), one string per line, line ends kept."""
+    return list(iter_lines(file, replace_invalid))
+
+
+def iter_lines(file: Path, replace_invalid: bool = False) -> Iterator[str]:
+    """Yield the lines of a UTF-8 text file (gzipped if named *.gz) as they are read."""
     with open(file, "rb") as f:
         if file.suffix != ".gz":
-            return list(decode_lines(f, str(file), replace_invalid))
+            yield from decode_lines(f, str(file), replace_invalid)
+            return
         if f.read(2) not in (b"", GZIP_MAGIC):
             raise DataFormatError(
                 f"{file}: not gzip data, although the name ends in .gz: if it holds plain text, "
@@ -77,7 +95,7 @@ def read_lines(file: Path, replace_invalid: bool = False) -> list[str]:
         f.seek(0)
         try:
             with gzip.open(f, "rb") as unzipped:
-                return list(decode_lines(unzipped, str(file), replace_invalid))
+                yield from decode_lines(unzipped, str(file), replace_invalid)
         except (gzip.BadGzipFile, EOFError, zlib.error) as e:
             raise DataFormatError(
                 f"{file}: damaged gzip data ({type(e).__name__}: {e}); copy or compress it again"

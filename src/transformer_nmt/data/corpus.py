@@ -2,7 +2,7 @@
 
 import logging
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Protocol
 
 from transformer_nmt.data.progress import progress
@@ -25,8 +25,16 @@ class DataFormatError(DataError, ValueError):
 class Corpus(Protocol):
     """A source of sentence pairs, built by Hydra from numbers and strings."""
 
+    def stream(self, split: str, src_lang: str, tgt_lang: str) -> Iterator[tuple[str, str]]:
+        """Yield the (source, target) sentence pairs of `split` ("train", "val" or "test").
+
+        They are read as they are yielded, a chunk at a time: WMT14's train split is 1.3 GB of
+        text, which Python strings would make several GB.
+        """
+        ...
+
     def read(self, split: str, src_lang: str, tgt_lang: str) -> list[tuple[str, str]]:
-        """Return the (source, target) sentence pairs of `split` ("train", "val" or "test")."""
+        """Return the pairs of `split` as a list: `list(self.stream(...))`."""
         ...
 
     def fingerprint(self, split: str, src_lang: str, tgt_lang: str) -> str:
@@ -42,21 +50,18 @@ def source_split(splits: Mapping[str, str], split: str) -> str:
 
 
 def clean_pairs(
-    src_lines: Iterable[str | None],
-    tgt_lines: Iterable[str | None],
-    where: str,
-    total: int | None = None,
-) -> list[tuple[str, str]]:
+    lines: Iterable[tuple[str | None, str | None]], where: str, total: int | None = None
+) -> Iterator[tuple[str, str]]:
     """Strip whitespace and drop pairs with an empty side or a NUL byte, logging how many of each.
 
     Dropping whole pairs keeps the sides aligned. A missing value (None, as Hub tables may hold)
     counts as empty. A NUL byte is no text: binary data, or UTF-16 read as UTF-8, which puts one in
-    every line. No pair left at all is an error: nothing could be trained or scored. `total`, the
-    number of pairs when known, sizes the progress bar.
+    every line. No pair left at all is an error: nothing could be trained or scored. The counts
+    are logged once the last line has been read. `total`, the number of pairs when known, sizes
+    the progress bar.
     """
-    pairs = []
+    kept = 0
     dropped: Counter[str] = Counter()  # reason -> pairs
-    lines = zip(src_lines, tgt_lines, strict=True)
     for src, tgt in progress(lines, desc=f"reading {where}", unit=" pairs", total=total):
         src, tgt = (src or "").strip(), (tgt or "").strip()
         if not (src and tgt):
@@ -64,13 +69,13 @@ def clean_pairs(
         elif "\0" in src or "\0" in tgt:
             dropped["a NUL byte"] += 1
         else:
-            pairs.append((src, tgt))
-    total = len(pairs) + dropped.total()
-    if not pairs:
+            kept += 1
+            yield src, tgt
+    total = kept + dropped.total()
+    if not kept:
         detail = f": all {total} have {' or '.join(dropped)}" if dropped else ": it is empty"
         if "a NUL byte" in dropped:
             detail += " (a UTF-16 file? convert it: iconv -f utf-16 -t utf-8)"
         raise DataFormatError(f"{where} holds no sentence pairs{detail}")
     for reason, count in dropped.items():
         log.warning("%s: dropped %d of %d pairs with %s", where, count, total, reason)
-    return pairs

@@ -117,9 +117,10 @@ class TranslationDataModule(L.LightningDataModule):
     def val_dataloader(self) -> DataLoader:
         return self._loader("val", shuffle=False)
 
-    def _train_sentences(self) -> "BothSides":
-        """Both sides of the train split, for a joint vocabulary."""
-        return BothSides(self.corpus.read("train", self.hparams.src_lang, self.hparams.tgt_lang))
+    def _train_sentences(self) -> Iterator[str]:
+        """Both sides of the train split as they are read, for a joint vocabulary."""
+        pairs = self.corpus.stream("train", self.hparams.src_lang, self.hparams.tgt_lang)
+        return itertools.chain.from_iterable(pairs)
 
     def _open(self, split: str, tokenizer: BPETokenizer) -> TranslationDataset:
         """One split's token store, memory-mapped; read and encoded only the first time."""
@@ -127,7 +128,7 @@ class TranslationDataModule(L.LightningDataModule):
         fingerprint = self.corpus.fingerprint(split, hp.src_lang, hp.tgt_lang)
         dataset, dropped = open_or_build(
             store_path(hp.cache_dir, split, fingerprint, tokenizer, hp.max_len),
-            lambda: self.corpus.read(split, hp.src_lang, hp.tgt_lang),
+            lambda: self.corpus.stream(split, hp.src_lang, hp.tgt_lang),
             tokenizer,
             hp.max_len,
             # Training never looks at raw text; val and test need it as BLEU references.
@@ -178,19 +179,6 @@ class TranslationDataModule(L.LightningDataModule):
             # Restarting workers every epoch would ship the dataset to each of them again.
             persistent_workers=workers > 0,
         )
-
-
-class BothSides:
-    """The sentences of both sides of pairs, with a length so that BPE training shows progress."""
-
-    def __init__(self, pairs: list[tuple[str, str]]):
-        self.pairs = pairs
-
-    def __len__(self) -> int:
-        return 2 * len(self.pairs)
-
-    def __iter__(self) -> Iterator[str]:
-        return itertools.chain.from_iterable(self.pairs)
 
 
 def _skip_trained_batches(sampler: TokenBatchSampler, trainer: L.Trainer) -> None:

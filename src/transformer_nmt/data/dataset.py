@@ -1,7 +1,8 @@
 """Encoded sentence pairs held as flat token arrays, compact enough for WMT-sized corpora."""
 
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence, Sized
+from typing import NamedTuple
 
 import numpy as np
 from torch.utils.data import Dataset
@@ -114,30 +115,37 @@ def encode_pairs(
     Returns:
         The dataset and the number of pairs dropped.
     """
-    src_parts, tgt_parts, kept = [], [], []
-    for src, tgt, keep in encode_chunks(pairs, tokenizer, max_len, desc):
-        src_parts.append(src)
-        tgt_parts.append(tgt)
-        kept.extend(keep)
+    chunks = list(encode_chunks(pairs, tokenizer, max_len, desc))
+    kept = [pair for chunk in chunks for pair in chunk.kept]
     dataset = TranslationDataset(
-        TokenSequences.concat(src_parts),
-        TokenSequences.concat(tgt_parts),
-        src_text=[pairs[i][0] for i in kept] if keep_text else None,
-        tgt_text=[pairs[i][1] for i in kept] if keep_text else None,
+        TokenSequences.concat([chunk.src for chunk in chunks]),
+        TokenSequences.concat([chunk.tgt for chunk in chunks]),
+        src_text=[src for src, _ in kept] if keep_text else None,
+        tgt_text=[tgt for _, tgt in kept] if keep_text else None,
     )
     return dataset, len(pairs) - len(kept)
 
 
+class EncodedChunk(NamedTuple):
+    """The pairs of a chunk that fit `max_len`: their tokens and text; how many pairs were read."""
+
+    src: TokenSequences
+    tgt: TokenSequences
+    kept: list[tuple[str, str]]
+    read: int
+
+
 def encode_chunks(
-    pairs: list[tuple[str, str]], tokenizer: BPETokenizer, max_len: int, desc: str
-) -> Iterator[tuple[TokenSequences, TokenSequences, list[int]]]:
-    """Encode pairs a chunk at a time: the kept sources, targets and their indices in `pairs`.
+    pairs: Iterable[tuple[str, str]], tokenizer: BPETokenizer, max_len: int, desc: str
+) -> Iterator[EncodedChunk]:
+    """Encode pairs a chunk at a time, as they are read: a stream is never held whole.
 
     The one encoding both the in-memory dataset and the token store are made of.
     """
-    bar = progress(desc=desc, total=len(pairs), unit=" pairs")
-    for start in range(0, len(pairs), ENCODE_CHUNK):
-        chunk = pairs[start : start + ENCODE_CHUNK]
+    total = len(pairs) if isinstance(pairs, Sized) else None
+    bar = progress(desc=desc, total=total, unit=" pairs")
+    pairs = iter(pairs)
+    while chunk := list(itertools.islice(pairs, ENCODE_CHUNK)):
         src_ids = tokenizer.encode_batch([src for src, _ in chunk])
         tgt_ids = tokenizer.encode_batch([tgt for _, tgt in chunk])
         keep = [
@@ -145,10 +153,11 @@ def encode_chunks(
             for i, (s, t) in enumerate(zip(src_ids, tgt_ids, strict=True))
             if max(len(s), len(t)) <= max_len
         ]
-        yield (
+        yield EncodedChunk(
             TokenSequences.from_lists([src_ids[i] for i in keep]),
             TokenSequences.from_lists([tgt_ids[i] for i in keep]),
-            [start + i for i in keep],
+            [chunk[i] for i in keep],
+            len(chunk),
         )
         bar.update(len(chunk))
     bar.close()

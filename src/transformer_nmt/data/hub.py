@@ -35,8 +35,8 @@ class HubCorpus:
         self.splits = dict(splits)
         self.cache_dir = cache_dir
 
-    def read(self, split: str, src_lang: str, tgt_lang: str) -> list[tuple[str, str]]:
-        """Return the cleaned (source, target) pairs of `split`."""
+    def stream(self, split: str, src_lang: str, tgt_lang: str) -> Iterator[tuple[str, str]]:
+        """Yield the cleaned (source, target) pairs of `split`, a record batch at a time."""
         hub_split = source_split(self.splits, split)
         try:
             table = datasets.load_dataset(
@@ -63,8 +63,11 @@ class HubCorpus:
         ]
         # Record batches of the memory-mapped Arrow table: no Python list of a whole column.
         table = table.select_columns(columns).with_format("arrow")
-        src, tgt = (_stream(table, column) for column in columns)
-        return clean_pairs(src, tgt, self._where(hub_split), total=len(table))
+        return clean_pairs(_rows(table, columns), self._where(hub_split), total=len(table))
+
+    def read(self, split: str, src_lang: str, tgt_lang: str) -> list[tuple[str, str]]:
+        """Return the cleaned (source, target) pairs of `split`."""
+        return list(self.stream(split, src_lang, tgt_lang))
 
     def fingerprint(self, split: str, src_lang: str, tgt_lang: str) -> str:
         """Identify the dataset by name, config and split."""
@@ -75,10 +78,10 @@ class HubCorpus:
         return f"{self.name}[{self.config or 'default'}]/{hub_split}"
 
 
-def _stream(table: datasets.Dataset, column: str) -> Iterator[str | None]:
-    """The values of one column, read a record batch at a time."""
+def _rows(table: datasets.Dataset, columns: list[str]) -> Iterator[tuple[str | None, ...]]:
+    """The values of `columns`, row by row, converted to Python a record batch at a time."""
     for batch in table.iter(batch_size=READ_BATCH):
-        yield from batch[column].to_pylist()
+        yield from zip(*(batch[column].to_pylist() for column in columns), strict=True)
 
 
 def _column(columns: list[str], lang: str, where: str) -> str:

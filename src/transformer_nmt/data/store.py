@@ -18,7 +18,7 @@ import logging
 import os
 import shutil
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO
 
@@ -63,7 +63,7 @@ def store_path(
 
 def open_or_build(
     path: Path,
-    pairs_fn: Callable[[], list[tuple[str, str]]],
+    pairs_fn: Callable[[], Iterable[tuple[str, str]]],
     tokenizer: BPETokenizer,
     max_len: int,
     keep_text: bool,
@@ -74,7 +74,8 @@ def open_or_build(
 
     Args:
         path: from `store_path`.
-        pairs_fn: called only to build; returns the split's (source, target) sentences.
+        pairs_fn: called only to build; returns the split's (source, target) sentences, which
+            are encoded as they are read.
         tokenizer: encodes both sides.
         max_len: pairs with more tokens on either side are dropped (special tokens not counted).
         keep_text: store the raw text of kept pairs (BLEU references).
@@ -175,7 +176,7 @@ def _read_text(file: Path, pairs: int) -> list[list[str]]:
 
 def _build(
     path: Path,
-    pairs: list[tuple[str, str]],
+    pairs: Iterable[tuple[str, str]],
     tokenizer: BPETokenizer,
     max_len: int,
     keep_text: bool,
@@ -198,7 +199,7 @@ def _build(
 
 def _write_files(
     folder: Path,
-    pairs: list[tuple[str, str]],
+    pairs: Iterable[tuple[str, str]],
     tokenizer: BPETokenizer,
     max_len: int,
     keep_text: bool,
@@ -206,29 +207,30 @@ def _write_files(
 ) -> dict:
     """Write the arrays (and text) a chunk at a time; return the manifest describing them."""
     names = [f"{side}.{name}" for side in SIDES for name in ARRAYS] + ([TEXT] * keep_text)
-    tokens, kept = dict.fromkeys(SIDES, 0), 0
+    tokens, kept, read = dict.fromkeys(SIDES, 0), 0, 0
     with contextlib.ExitStack() as stack:
         files: dict[str, IO] = {
             name: stack.enter_context(open(folder / name, "xb")) for name in names
         }
         for side in SIDES:
             files[f"{side}.offsets"].write(np.zeros(1, np.int64).tobytes())
-        for src, tgt, keep in encode_chunks(pairs, tokenizer, max_len, desc):
-            for side, sequences in zip(SIDES, (src, tgt), strict=True):
+        for chunk in encode_chunks(pairs, tokenizer, max_len, desc):
+            for side, sequences in zip(SIDES, (chunk.src, chunk.tgt), strict=True):
                 files[f"{side}.values"].write(sequences.values.tobytes())
                 files[f"{side}.offsets"].write((sequences.offsets[1:] + tokens[side]).tobytes())
                 tokens[side] += len(sequences.values)
             if keep_text:
-                lines = (json.dumps(pairs[i], ensure_ascii=False) + "\n" for i in keep)
+                lines = (json.dumps(pair, ensure_ascii=False) + "\n" for pair in chunk.kept)
                 files[TEXT].write("".join(lines).encode())
-            kept += len(keep)
+            kept += len(chunk.kept)
+            read += chunk.read
         for f in files.values():
             f.flush()
             os.fsync(f.fileno())
     return {
         "format_version": STORE_VERSION,
         "pairs": kept,
-        "dropped": len(pairs) - kept,
+        "dropped": read - kept,
         "tokens": tokens,
         "bytes": {name: (folder / name).stat().st_size for name in names},
     }

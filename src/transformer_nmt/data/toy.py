@@ -1,6 +1,7 @@
 """A generated task learnable in a minute on CPU: English number words to reversed German."""
 
 import random
+from collections.abc import Iterator
 
 from transformer_nmt.data.corpus import DataError
 
@@ -41,6 +42,10 @@ class ToyCorpus:
                 f"only {capacity} distinct sequences of {min_len}..{max_len} words exist, "
                 f"fewer than the {sum(self.sizes.values())} requested"
             )
+
+    def stream(self, split: str, src_lang: str, tgt_lang: str) -> Iterator[tuple[str, str]]:
+        """Yield the (source, target) pairs of `split` (drawn all at once: the task is small)."""
+        return iter(self.read(split, src_lang, tgt_lang))
 
     def read(self, split: str, src_lang: str, tgt_lang: str) -> list[tuple[str, str]]:
         """Return the (source, target) pairs of `split`; ("de", "en") swaps the sides."""
