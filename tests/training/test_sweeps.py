@@ -164,6 +164,8 @@ def test_a_stopped_search_resumes_with_the_same_command_and_runs_only_the_missin
     assert [t.state for t in trials] == [complete, complete, fail, complete]
     assert trials[2].user_attrs[INTERRUPTED]
     assert trials[:2] == before  # kept as they were, not run again
+    # Not the first trial's parameters again, as the sampler seeded anew would ask.
+    assert trials[3].params not in [t.params for t in before]
     # Each trial that ran did so once, in the folder named by its number.
     assert sorted(p.name for p in sweep.iterdir() if p.is_dir()) == ["0", "1", "3"]
     for trial in (trials[0], trials[1], trials[3]):

@@ -3,7 +3,8 @@
 hydra-optuna-sweeper 1.3.0 asks for `n_trials` new trials on every start, whatever the study
 already holds, and numbers the trial folders from 0 again. Here `n_trials` is the size of the
 whole search: a start runs only the trials still missing, in folders numbered as the study's
-trials. Assumes one process per study (trials RUNNING at start are a stopped process's).
+trials, with a sampler seeded afresh. Assumes one process per study (trials RUNNING at start are
+a stopped process's).
 """
 
 import logging
@@ -38,6 +39,10 @@ class ResumableOptunaSweeperImpl(OptunaSweeperImpl):
             )
             self.n_trials = max(self.n_trials - done, 0)
             self.job_idx = len(study.trials)  # the next trial's number names its folder
+            if study.trials and isinstance(self.sampler, optuna.samplers.BaseSampler):
+                # Seeded again as at the first start, it would ask the first trials' parameters
+                # again: a resumed search draws new random numbers (and is not reproducible).
+                self.sampler.reseed_rng()
         super().sweep(arguments)
 
     def _load_study(self) -> optuna.Study:
