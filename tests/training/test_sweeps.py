@@ -1,16 +1,28 @@
-"""Sweeps: Optuna and grid multiruns of `train.py`, the W&B sweep file, and failed trials."""
+"""Sweeps: Optuna and grid multiruns of `train.py`, resumed searches, the W&B sweep file, and
+failed trials."""
 
+import itertools
 import subprocess
 import sys
 from pathlib import Path
 
+import optuna
 import pytest
 import yaml
 from hydra.core.hydra_config import HydraConfig
+from hydra_plugins.hydra_optuna_sweeper._impl import create_params_from_overrides
 from omegaconf import OmegaConf, open_dict, read_write
+from optuna.distributions import CategoricalDistribution
+from optuna.trial import TrialState
 from wandb.sdk.launch.sweeps.utils import create_sweep_command_args
 
 from hydra_compose import ROOT, compose_train
+from hydra_plugins.transformer_nmt_sweeper._impl import (
+    INTERRUPTED,
+    fail_interrupted_trials,
+    finished_trials,
+)
+from transformer_nmt.model.config import settings_problems
 from transformer_nmt.training.loggers import group_wandb_runs_by_sweep
 from transformer_nmt.training.sweeps import optimized_metric, raise_if_diverged
 
@@ -25,6 +37,31 @@ FAST_TOY = [
     "trainer.max_epochs=1",
     "+trainer.limit_train_batches=3",
     "data.corpus.num_val=8",
+]
+
+
+# The search's parameters fixed to a tiny model on the toy vocabulary; the learning rate still
+# searched. A trial then takes about a second.
+TOY_SPACE = [
+    "data.vocab_size=512",
+    "data.max_tokens=1024",
+    "module.warmup_steps=50",
+    "module.label_smoothing=0.1",
+    "model.dropout=0.1",
+    "model.N=1",
+    "model.d_model=64",
+    "model.d_ff=128",
+    "model.h=4",
+    "model.tie_embeddings=all",
+]
+
+# Every parameter still searched, among toy sizes: the space's own sizes double the test's time.
+TOY_SIZES = [
+    "data.vocab_size=choice(384,512)",
+    "data.max_tokens=choice(512,1024)",
+    "model.N=choice(1,2)",
+    "model.d_model=choice(32,64)",
+    "model.d_ff=choice(64,128)",
 ]
 
 
@@ -46,7 +83,8 @@ def multirun(tmp_path: Path, overrides: list[str]) -> Path:
         timeout=600,
     )
     assert run.returncode == 0, run.stderr[-3000:]
-    (sweep,) = (tmp_path / "toy" / "multiruns").iterdir()
+    # toy/multiruns/<date_time> for a grid, toy/sweeps/<study name> for an Optuna search.
+    (sweep,) = {p.parents[1] for p in tmp_path.glob("toy/*/*/*/.hydra")}
     return sweep
 
 
@@ -57,7 +95,9 @@ def trial_overrides(trial: Path) -> dict[str, str]:
 
 @pytest.mark.slow
 def test_optuna_search_runs_trials_in_their_folders_and_writes_the_best_parameters(tmp_path):
-    sweep = multirun(tmp_path, ["hparams_search=multi30k_de_en", "hydra.sweeper.n_trials=3"])
+    sweep = multirun(
+        tmp_path, ["hparams_search=multi30k_de_en", "hydra.sweeper.n_trials=3", *TOY_SIZES]
+    )
 
     trials = sorted(p for p in sweep.iterdir() if p.is_dir())
     assert [t.name for t in trials] == ["0", "1", "2"]
@@ -72,11 +112,7 @@ def test_optuna_search_runs_trials_in_their_folders_and_writes_the_best_paramete
 
 
 @pytest.mark.slow
-# optuna 2.10's storage models use SQLAlchemy 1.4 APIs that 2.0 removed: hence the pin.
-@pytest.mark.filterwarnings("ignore:Deprecated API features detected")
 def test_a_diverging_trial_is_recorded_as_failed_and_the_search_goes_on(tmp_path):
-    import optuna  # imported here, so that its warning is filtered
-
     storage = f"sqlite:///{tmp_path}/optuna.db"
     sweep = multirun(
         tmp_path,
@@ -87,13 +123,7 @@ def test_a_diverging_trial_is_recorded_as_failed_and_the_search_goes_on(tmp_path
             # With optuna 2.10.1 this seed samples 1e30 (NaN loss within a step) first.
             "hydra.sweeper.sampler.seed=11",
             "module.lr_factor=choice(1e30,0.2)",
-            # Fixed, so that only the learning rate is searched.
-            "module.warmup_steps=50",
-            "model.dropout=0.1",
-            "module.label_smoothing=0.1",
-            "model.d_model=64",
-            "model.d_ff=128",
-            "model.N=1",
+            *TOY_SPACE,  # only the learning rate is searched
         ],
     )
 
@@ -116,13 +146,94 @@ def test_grid_multirun_runs_every_combination(tmp_path):
     assert dropouts == ["0.1", "0.3"]
 
 
-def test_the_optuna_search_composes_with_its_sweeper(tmp_path):
-    cfg = compose_train(tmp_path, ["hparams_search=multi30k_de_en"])
+@pytest.mark.slow
+def test_a_stopped_search_resumes_with_the_same_command_and_runs_only_the_missing_trials(
+    tmp_path,
+):
+    search = ["hparams_search=multi30k_de_en", *TOY_SPACE]
+    sweep = multirun(tmp_path, [*search, "hydra.sweeper.n_trials=2"])
+    storage = f"sqlite:///{sweep}/optuna.db"  # where the search keeps its study by default
+    before = optuna.load_study(study_name="multi30k_de_en", storage=storage).trials
+    # A process killed during its third trial leaves it RUNNING.
+    optuna.load_study(study_name="multi30k_de_en", storage=storage).ask()
 
-    assert cfg.task_name == "multi30k_de_en"
-    assert cfg.hydra.sweeper._target_.endswith("OptunaSweeper")
+    assert multirun(tmp_path, [*search, "hydra.sweeper.n_trials=3"]) == sweep
+
+    trials = optuna.load_study(study_name="multi30k_de_en", storage=storage).trials
+    complete, fail = TrialState.COMPLETE, TrialState.FAIL
+    assert [t.state for t in trials] == [complete, complete, fail, complete]
+    assert trials[2].user_attrs[INTERRUPTED]
+    assert trials[:2] == before  # kept as they were, not run again
+    # Not the first trial's parameters again, as the sampler seeded anew would ask.
+    assert trials[3].params not in [t.params for t in before]
+    # Each trial that ran did so once, in the folder named by its number.
+    assert sorted(p.name for p in sweep.iterdir() if p.is_dir()) == ["0", "1", "3"]
+    for trial in (trials[0], trials[1], trials[3]):
+        folder = sweep / str(trial.number)
+        assert (folder / "train.log").read_text().count("Optimized metric val/bleu") == 1
+        lr_factor = float(trial_overrides(folder)["module.lr_factor"])
+        assert lr_factor == trial.params["module.lr_factor"]
+
+
+def test_finished_trials_count_every_end_but_an_interruption():
+    study = optuna.create_study()
+    complete, failed, running = (study.ask() for _ in range(3))
+    study.tell(complete, 1.0)
+    study.tell(failed, state=TrialState.FAIL)
+
+    assert fail_interrupted_trials(study) == [running.number]
+    assert study.trials[running.number].state == TrialState.FAIL
+    assert [t.number for t in finished_trials(study)] == [complete.number, failed.number]
+    assert fail_interrupted_trials(study) == []  # nothing is left running
+
+
+@pytest.mark.parametrize(
+    ("search", "src_lang", "tgt_lang"),
+    [("multi30k_de_en", "de", "en"), ("multi30k_en_de", "en", "de")],
+)
+def test_the_optuna_searches_compose_with_a_study_stored_in_a_dateless_sweep_folder(
+    tmp_path, search, src_lang, tgt_lang
+):
+    cfg = compose_train(tmp_path, [f"hparams_search={search}"])
+
+    assert cfg.task_name == cfg.hydra.sweeper.study_name == search
+    assert (cfg.data.src_lang, cfg.data.tgt_lang) == (src_lang, tgt_lang)
+    assert cfg.hydra.sweeper._target_.endswith("ResumableOptunaSweeper")
     assert cfg.hydra.sweeper.direction == cfg.optimized_direction == "maximize"
     assert cfg.hydra.sweeper.max_failure_rate == 1.0  # a failed trial does not stop the search
+    # The same command finds the same study: no date or time in its path.
+    sweep_dir = tmp_path / "outputs" / search / "sweeps" / search
+    assert cfg.hydra.sweep.dir == str(sweep_dir)
+    assert cfg.hydra.sweeper.storage == f"sqlite:///{sweep_dir}/optuna.db"
+    assert cfg.trainer.max_time == "00:00:10:00"  # the budget of a trial
+
+
+def test_the_twin_searches_search_the_same_space(tmp_path):
+    de_en, en_de = (
+        compose_train(tmp_path, [f"hparams_search={s}"]).hydra.sweeper.params
+        for s in ("multi30k_de_en", "multi30k_en_de")
+    )
+    assert de_en == en_de
+
+
+def test_every_model_in_the_search_space_is_valid(tmp_path):
+    cfg = compose_train(tmp_path, ["hparams_search=multi30k_de_en"])
+    params = [f"{key}={value}" for key, value in cfg.hydra.sweeper.params.items()]
+    space, fixed = create_params_from_overrides(params)
+    assert not fixed
+    for key in space:
+        assert OmegaConf.select(cfg, key) is not None, f"{key} is not a config key"
+    # Every combination of the model's choices (288): only those can break a model together.
+    choices = {
+        key.removeprefix("model."): d.choices
+        for key, d in space.items()
+        if key.startswith("model.") and isinstance(d, CategoricalDistribution)
+    }
+    assert {"N", "d_model", "d_ff", "h", "tie_embeddings"} <= choices.keys()
+    model = OmegaConf.to_container(cfg.model)
+    for combination in itertools.product(*choices.values()):
+        settings = {**model, **dict(zip(choices, combination, strict=True))}
+        assert settings_problems(settings) == [], settings
 
 
 def test_wandb_sweep_file_runs_train_py_with_overrides_of_real_config_keys(tmp_path):

@@ -1,0 +1,65 @@
+"""A run's validation curve as a CSV file in its folder: compare runs and sweep trials by curve."""
+
+import csv
+import io
+import time
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+
+from transformer_nmt.atomic import write_atomically
+
+
+class ValCurve(L.Callback):
+    """Appends a row to `<path>` after every validation: step, epoch, minutes, then the metrics.
+
+    `minutes` is the wall time since the fit started, validation included, carried over a
+    resume through the checkpoint, so a resumed run's rows go on where its checkpoint was taken;
+    they are appended to the same file when the run resumes in the same folder. A metric not
+    logged is left empty. Skipped during Lightning's sanity check, and on ranks other than zero.
+
+    Args:
+        metrics: the logged metrics to record, e.g. `val/bleu`.
+        path: the CSV file; `<trainer.default_root_dir>/val_curve.csv` if None.
+    """
+
+    def __init__(
+        self, metrics: tuple[str, ...] = ("val/bleu", "val/loss"), path: str | None = None
+    ) -> None:
+        self.metrics = list(metrics)
+        self.path = path
+        self._minutes_before = 0.0  # of the runs this one resumes
+        self._start: float | None = None
+
+    def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._start = time.monotonic()
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.sanity_checking or not trainer.is_global_zero:
+            return
+        logged = trainer.callback_metrics
+        values = [f"{float(logged[m]):.4f}" if m in logged else "" for m in self.metrics]
+        row = [trainer.global_step, trainer.current_epoch, f"{self._minutes():.2f}", *values]
+        path = Path(self.path or Path(trainer.default_root_dir) / "val_curve.csv")
+        self._append(path, row)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"minutes": self._minutes()}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self._minutes_before = state_dict["minutes"]
+
+    def _minutes(self) -> float:
+        running = time.monotonic() - self._start if self._start is not None else 0.0
+        return self._minutes_before + running / 60
+
+    def _append(self, path: Path, row: list) -> None:
+        """Append by rewriting the file atomically: a kill mid-write cuts no row short."""
+        old = path.read_bytes() if path.exists() else b""
+        text = io.StringIO()
+        writer = csv.writer(text)
+        if not old:
+            writer.writerow(["step", "epoch", "minutes", *self.metrics])
+        writer.writerow(row)
+        write_atomically(path, old + text.getvalue().encode("utf-8"))

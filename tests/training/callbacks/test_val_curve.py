@@ -1,0 +1,63 @@
+import csv
+
+import pytest
+
+from hydra_compose import compose_train
+from transformer_nmt.train import train
+from transformer_nmt.training.callbacks.val_curve import ValCurve
+
+# The toy task validating every 2 steps on 8 sentences; the sanity check runs (and writes no row).
+TOY = [
+    "experiment=toy", "logger=none", "data.corpus.num_train=300", "data.corpus.num_val=8",
+    "data.max_tokens=192", "trainer.max_epochs=-1", "trainer.val_check_interval=2",
+    "~callbacks.attention_maps", "~callbacks.translation_table", "~callbacks.periodic_checkpoint",
+]  # fmt: skip
+
+
+def read(path) -> list[dict[str, str]]:
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.mark.slow
+def test_a_row_per_validation_with_the_logged_metrics_and_a_resumed_run_appends(tmp_path):
+    first = train(compose_train(tmp_path, [*TOY, "trainer.max_steps=4"]))
+    run = tmp_path / "run"
+    resumed = train(
+        compose_train(
+            tmp_path,
+            [*TOY, "trainer.max_steps=6", f"ckpt_path={run}/checkpoints/last.ckpt"],
+        )
+    )
+
+    path = run / "val_curve.csv"
+    assert path.read_text().splitlines()[0] == "step,epoch,minutes,val/bleu,val/loss"
+    rows = read(path)
+    assert [int(r["step"]) for r in rows] == [2, 4, 6]
+    assert [r["epoch"] for r in rows] == ["0", "0", "1"]  # an epoch here is 4 steps
+    for row, metrics in ((rows[1], first), (rows[2], resumed)):
+        assert float(row["val/bleu"]) == pytest.approx(metrics["val/bleu"], abs=1e-4)
+        assert float(row["val/loss"]) == pytest.approx(metrics["val/loss"], abs=1e-4)
+    minutes = [float(r["minutes"]) for r in rows]
+    assert 0 < minutes[0] <= minutes[1] <= minutes[2]  # the resumed run counts on
+
+
+def test_minutes_go_on_from_the_checkpoint_and_a_missing_metric_is_left_empty(tmp_path):
+    class Trainer:  # what the callback reads of Lightning's
+        sanity_checking, is_global_zero = False, True
+        global_step, current_epoch = 7, 1
+        callback_metrics = {"val/bleu": 12.3456789}
+        default_root_dir = str(tmp_path)
+
+    curve = ValCurve()
+    curve.load_state_dict({"minutes": 30.0})
+    curve.on_fit_start(Trainer(), None)
+    curve.on_validation_end(Trainer(), None)
+    Trainer.sanity_checking = True
+    curve.on_validation_end(Trainer(), None)
+
+    (row,) = read(tmp_path / "val_curve.csv")
+    assert row["step"] == "7" and row["epoch"] == "1" and row["val/bleu"] == "12.3457"
+    assert row["val/loss"] == ""
+    assert 30.0 <= float(row["minutes"]) < 30.5
+    assert 30.0 <= curve.state_dict()["minutes"] < 30.5
