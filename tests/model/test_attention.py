@@ -1,7 +1,11 @@
+from collections import Counter
+
 import pytest
 import torch
 
-from transformer_nmt.model.attention import MultiHeadAttention
+from transformer_nmt.model import Transformer
+from transformer_nmt.model.attention import MultiHeadAttention, attention_kernel
+from transformer_nmt.model.config import ATTENTION_KERNELS
 from transformer_nmt.model.masks import causal_mask
 
 
@@ -98,3 +102,85 @@ def test_encoder_decoder_cache_projects_memory_once(cross):
     again, _ = cross(q, torch.randn(2, 7, 32), cache=cache)
     assert cache["k"] is k
     torch.testing.assert_close(again, first)
+
+
+def masked_keys(batch: int, t_q: int, t_k: int) -> torch.Tensor:
+    """A random (B, 1, T_q, T_k) mask in which every query sees at least one key."""
+    mask = torch.rand(batch, 1, t_q, t_k, generator=torch.Generator().manual_seed(1)) > 0.3
+    mask[..., 0] = True
+    return mask
+
+
+def output_and_grads(mha: MultiHeadAttention, x, memory=None, **kwargs) -> list[torch.Tensor]:
+    """The output and the gradients of a fixed projection of it wrt the inputs and parameters."""
+    out, _ = mha(x, memory, **kwargs)
+    weight = torch.randn(out.shape, generator=torch.Generator().manual_seed(2))
+    inputs = [t for t in (x, memory) if t is not None] + list(mha.parameters())
+    return [out, *torch.autograd.grad((out * weight).sum(), inputs)]
+
+
+@pytest.mark.parametrize("kernel", ATTENTION_KERNELS)
+@pytest.mark.parametrize("case", ["self, mask", "self, causal", "encoder-decoder, mask"])
+def test_every_kernel_equals_the_explicit_softmax_forward_and_backward(kernel, case):
+    self_attention = case.startswith("self")
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(d_model=32, h=4, d_k=8, d_v=8, self_attention=self_attention)
+    x = torch.randn(3, 5, 32, requires_grad=True)
+    memory = None if self_attention else torch.randn(3, 7, 32, requires_grad=True)
+    kwargs = (
+        {"causal": True}
+        if case.endswith("causal")
+        else {"mask": masked_keys(3, 5, 5 if self_attention else 7)}
+    )
+    # need_weights takes the explicit softmax path whatever the kernel: the reference.
+    reference = output_and_grads(mha, x, memory, need_weights=True, **kwargs)
+    mha.kernel = kernel
+    for got, want in zip(output_and_grads(mha, x, memory, **kwargs), reference, strict=True):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("device_type", "dtype", "grad", "kernel"),
+    [
+        ("cpu", torch.float32, True, "fused"),
+        ("cpu", torch.bfloat16, True, "math"),
+        ("cpu", torch.float32, False, "fused"),
+        ("cpu", torch.bfloat16, False, "fused"),
+        ("cuda", torch.float32, True, "fused"),
+        ("cuda", torch.bfloat16, True, "fused"),
+        ("cuda", torch.float16, False, "fused"),
+    ],
+)
+def test_auto_picks_the_kernel_measured_fastest(device_type, dtype, grad, kernel):
+    assert attention_kernel(device_type, dtype, grad) == kernel
+
+
+FUSED_CPU_OP = "aten::_scaled_dot_product_flash_attention_for_cpu"
+MATH_OP = "aten::_scaled_dot_product_attention_math"
+
+
+def attention_calls(model: Transformer, dtype: torch.dtype, grad: bool) -> dict[str, int]:
+    """How often each kernel ran in one forward pass of `model` under autocast to `dtype`."""
+    src, tgt = torch.randint(3, 50, (2, 6)), torch.randint(3, 50, (2, 5))
+    autocast = torch.autocast("cpu", dtype, enabled=dtype != torch.float32)
+    with torch.profiler.profile() as profile, torch.set_grad_enabled(grad), autocast:
+        model(src, tgt)
+    calls = Counter(event.name for event in profile.events())
+    # Math attention computes its own softmax; the explicit path is every other one.
+    explicit = calls["aten::softmax"] - calls[MATH_OP]
+    return {"fused": calls[FUSED_CPU_OP], "math": calls[MATH_OP], "explicit": explicit}
+
+
+@pytest.mark.parametrize("setting", ATTENTION_KERNELS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("grad", [True, False], ids=["training", "inference"])
+def test_each_setting_runs_its_kernel_in_every_attention(make_model, setting, dtype, grad):
+    model = make_model(attention_kernel=setting)  # N=2: 2 + 2 * 2 attention modules
+    expected = attention_kernel("cpu", dtype, grad) if setting == "auto" else setting
+    calls = {kernel: 0 for kernel in ("fused", "math", "explicit")} | {expected: 6}
+    assert attention_calls(model, dtype, grad) == calls
+
+
+def test_an_unknown_attention_kernel_is_refused(make_model):
+    with pytest.raises(ValueError, match="model.attention_kernel='flash' must be one of auto"):
+        make_model(attention_kernel="flash")

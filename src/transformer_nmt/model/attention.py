@@ -5,6 +5,7 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from transformer_nmt.model.masks import causal_mask
 
@@ -17,6 +18,46 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> tuple[Ten
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = scores.softmax(dim=-1)
     return weights @ v, weights  # (B, h, T_q, d_v), (B, h, T_q, T_k)
+
+
+def attention_kernel(device_type: str, dtype: torch.dtype, grad: bool) -> str:
+    """The kernel `auto` runs for this device type ("cpu", "cuda"), dtype and direction.
+
+    grad: training (forward and backward) rather than inference. Measured with
+    experiments/speed/attention_kernels.py; the numbers are in experiments/speed/README.md.
+    """
+    if device_type == "cpu" and grad and dtype == torch.bfloat16:
+        # The issue's evidence (issue 20, AVX512-BF16 EPYC; bf16 is emulated on AVX2-only CPUs):
+        # the CPU flash kernel's bf16 backward took 30% of a model=small training step, and
+        # math SDPA made the whole step 1.57x faster.
+        return "math"
+    # CPU fp32 training, measured on an AVX2-only EPYC: neither math SDPA (0.89x, 1.00x of the
+    # fused kernel's tokens/s in two runs) nor the explicit path (1.00x, 1.02x) beat the fused
+    # kernel; issue 20 saw math 1.18x faster on the AVX512-BF16 EPYC. CPU inference: one fused
+    # call beats math SDPA's ~10 ops on small decoding steps. CUDA: SDPA picks flash or
+    # memory-efficient attention, the right kernels there.
+    return "fused"
+
+
+def scaled_dot_product(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, kernel: str
+) -> Tensor:
+    """softmax(Q K^T / sqrt(d_k)) V by one of `config.ATTENTION_KERNELS`; the same function each.
+
+    "fused" is `F.scaled_dot_product_attention` with its own backend choice (on CPU the flash
+    attention kernel), "math" the same restricted to its math backend, "explicit" `attention`,
+    "auto" the one `attention_kernel` picks. q (B, h, T_q, d_k), k (B, h, T_k, d_k),
+    v (B, h, T_k, d_v), mask and causal as for MultiHeadAttention -> (B, h, T_q, d_v).
+    """
+    if kernel == "auto":
+        training = torch.is_grad_enabled() and q.requires_grad  # a backward will follow
+        kernel = attention_kernel(q.device.type, q.dtype, training)
+    if kernel == "explicit":
+        return attention(q, k, v, causal_mask(q.size(2), q.device) if causal else mask)[0]
+    if kernel == "math":
+        with sdpa_kernel(SDPBackend.MATH):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
 
 
 class MultiHeadAttention(nn.Module):
@@ -32,12 +73,21 @@ class MultiHeadAttention(nn.Module):
         d_model, h, d_k, d_v: sizes as in the paper.
         self_attention: keys and values come from the queries' own sequence; False for
             encoder-decoder attention, whose keys and values come from `memory`.
+        kernel: how attention runs without weights, one of `config.ATTENTION_KERNELS`.
     """
 
-    def __init__(self, d_model: int, h: int, d_k: int, d_v: int, self_attention: bool = True):
+    def __init__(
+        self,
+        d_model: int,
+        h: int,
+        d_k: int,
+        d_v: int,
+        self_attention: bool = True,
+        kernel: str = "auto",
+    ):
         super().__init__()
         self.h, self.d_k, self.d_v = h, d_k, d_v
-        self.self_attention = self_attention
+        self.self_attention, self.kernel = self_attention, kernel
         # Output widths of the stacked projections: (W^Q,) W^K, W^V.
         self.fused_sizes = [h * d_k, h * d_v]
         if self_attention:
@@ -74,7 +124,7 @@ class MultiHeadAttention(nn.Module):
             causal: query i attends to keys 0..i only, without a mask tensor: the fused kernel
                 skips the future instead of reading a (T, T) mask. Needs T_q == T_k; not with mask.
             need_weights: take the explicit softmax path and return the weights (B, h, T_q, T_k);
-                otherwise the fused kernel runs and the weights are None.
+                otherwise `self.kernel` runs and the weights are None.
             cache: this module's incremental decoding state, updated in place. Its "k" and "v"
                 (B, h, T, d_k / d_v) are the keys and values so far. Self-attention appends the
                 new ones; encoder-decoder attention projects memory once and then reuses it.
@@ -103,8 +153,7 @@ class MultiHeadAttention(nn.Module):
         if need_weights:
             out, weights = attention(q, k, v, causal_mask(q.size(2), q.device) if causal else mask)
         else:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
-            weights = None
+            out, weights = scaled_dot_product(q, k, v, mask, causal, self.kernel), None
         B, _, T_q, _ = out.shape
         out = out.transpose(1, 2).reshape(B, T_q, self.h * self.d_v)  # concatenate the heads
         return self.w_o(out), weights

@@ -8,6 +8,9 @@ from transformer_nmt.model.interface import DataclassConfig
 POSITIONS = ("sinusoidal", "learned")
 TIE_EMBEDDINGS = ("all", "decoder", "none")
 ACTIVATIONS = ("relu", "gelu")
+# auto: per device, dtype and direction (model/attention.py's attention_kernel); the others force
+# one kernel everywhere: SDPA's own choice, SDPA's math backend, or the softmax written out.
+ATTENTION_KERNELS = ("auto", "fused", "math", "explicit")
 
 
 @dataclass
@@ -31,6 +34,10 @@ class TransformerConfig(DataclassConfig):
         rezero: not the paper: every residual connection is x + alpha * Dropout(Sublayer(x))
             with a trainable scalar alpha initialised to 0 and no LayerNorm (ReZero, Bachlechner
             et al., 2020), so every layer starts as the identity. Excludes norm_first.
+        attention_kernel: how attention is computed where its weights are not asked for; a
+            speed setting only, every kernel computes the same function. "auto" picks the kernel
+            measured fastest for the device, dtype and direction (training or inference);
+            "fused", "math" or "explicit" force one (see `attention.scaled_dot_product`).
     """
 
     vocab_size: int
@@ -48,6 +55,7 @@ class TransformerConfig(DataclassConfig):
     tie_embeddings: str = "all"
     activation: str = "relu"
     rezero: bool = False
+    attention_kernel: str = "auto"
 
     family: ClassVar[str] = "transformer"
 
@@ -77,6 +85,7 @@ def settings_problems(settings: dict[str, Any]) -> list[str]:
         ("positions", POSITIONS),
         ("tie_embeddings", TIE_EMBEDDINGS),
         ("activation", ACTIVATIONS),
+        ("attention_kernel", ATTENTION_KERNELS),
     ):
         value = settings.get(key, allowed[0])
         if value not in allowed:

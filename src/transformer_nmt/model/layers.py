@@ -48,6 +48,7 @@ class EncoderLayer(nn.Module):
         norm_first: pre-norm instead of the paper's post-norm (see SublayerConnection).
         activation: "relu" (the paper) or "gelu" in the feed-forward network.
         rezero: ReZero residuals instead of the paper's (see SublayerConnection).
+        attention_kernel: how attention runs, one of `config.ATTENTION_KERNELS`.
     """
 
     def __init__(
@@ -61,10 +62,11 @@ class EncoderLayer(nn.Module):
         norm_first: bool = False,
         activation: str = "relu",
         rezero: bool = False,
+        attention_kernel: str = "auto",
     ):
         super().__init__()
         self.d_model, self.norm_first = d_model, norm_first
-        self.self_attn = MultiHeadAttention(d_model, h, d_k, d_v)
+        self.self_attn = MultiHeadAttention(d_model, h, d_k, d_v, kernel=attention_kernel)
         self.feed_forward = PositionwiseFeedForward(d_model, d_ff, activation)
         self.sublayer = nn.ModuleList(
             SublayerConnection(d_model, dropout, norm_first, rezero) for _ in range(2)
@@ -98,11 +100,14 @@ class DecoderLayer(nn.Module):
         norm_first: bool = False,
         activation: str = "relu",
         rezero: bool = False,
+        attention_kernel: str = "auto",
     ):
         super().__init__()
         self.d_model, self.norm_first = d_model, norm_first
-        self.self_attn = MultiHeadAttention(d_model, h, d_k, d_v)
-        self.src_attn = MultiHeadAttention(d_model, h, d_k, d_v, self_attention=False)
+        self.self_attn = MultiHeadAttention(d_model, h, d_k, d_v, kernel=attention_kernel)
+        self.src_attn = MultiHeadAttention(
+            d_model, h, d_k, d_v, self_attention=False, kernel=attention_kernel
+        )
         self.feed_forward = PositionwiseFeedForward(d_model, d_ff, activation)
         self.sublayer = nn.ModuleList(
             SublayerConnection(d_model, dropout, norm_first, rezero) for _ in range(3)

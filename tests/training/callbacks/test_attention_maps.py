@@ -77,8 +77,8 @@ def test_wandb_history_holds_curves_images_and_table(wandb_run):
     rows = wandb_records.history(records)
     logged = set().union(*rows)
     for curve in ("train/loss", "train/ppl", "train/lr", "train/grad_norm", "train/src_pad_share",
-                  "train/tgt_pad_share", "train/tokens_per_sec", "val/loss", "val/ppl",
-                  "val/bleu"):  # fmt: skip
+                  "train/tgt_pad_share", "train/tokens_per_sec", "train/rss_gb", "val/loss",
+                  "val/ppl", "val/bleu"):  # fmt: skip
         assert curve in logged, curve
     for kind in KINDS:
         images = [r for r in rows if f"attention/{kind}/layer1/filenames" in r]

@@ -1,9 +1,12 @@
+from pathlib import Path
+
+import pytest
 import torch
 
 from transformer_nmt.data.batching import collate
 from transformer_nmt.data.tokenizer import EOS_ID, PAD_ID
 from transformer_nmt.training.callbacks import batch_telemetry
-from transformer_nmt.training.callbacks.batch_telemetry import BatchTelemetry, pad_share
+from transformer_nmt.training.callbacks.batch_telemetry import BatchTelemetry, pad_share, rss_gb
 
 
 class RecordingModule:
@@ -59,3 +62,30 @@ def test_validation_restarts_the_window(monkeypatch):
 
 def test_pad_share_of_all_padding_is_one():
     assert pad_share(torch.full((3, 2), PAD_ID)) == 1.0
+
+
+def vm_rss_gb() -> float:
+    """VmRSS of /proc/self/status: the kernel's other account of the resident set."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 2**20  # kB
+
+
+@pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="no /proc: not Linux")
+def test_logs_the_resident_memory_of_this_process_on_logging_steps(monkeypatch):
+    batch = collate([{"src": [5, EOS_ID], "tgt": [11]}], PAD_ID)
+    logging_steps = iter([False, True])
+    monkeypatch.setattr(batch_telemetry, "is_logging_step", lambda trainer: next(logging_steps))
+    module, telemetry = RecordingModule(), BatchTelemetry()
+    telemetry.on_train_batch_end(None, module, None, batch, 0)
+    assert "train/rss_gb" not in module.logged
+    before = rss_gb()
+    ballast = torch.ones(2**27, dtype=torch.uint8)  # 128 MiB, every page written
+    telemetry.on_train_batch_end(None, module, None, batch, 1)
+    assert module.logged["train/rss_gb"] >= before + 0.125 * 0.98
+    assert module.logged["train/rss_gb"] == pytest.approx(vm_rss_gb(), abs=0.01)
+    del ballast
+
+
+def test_resident_memory_is_none_without_proc(tmp_path):
+    assert rss_gb(tmp_path / "statm") is None

@@ -1,6 +1,8 @@
-"""Training telemetry at logging steps: target tokens per second and the padding of batches."""
+"""Training telemetry at logging steps: target tokens per second, padding, resident memory."""
 
+import os
 import time
+from pathlib import Path
 from typing import Any
 
 import lightning as L
@@ -12,15 +14,16 @@ from transformer_nmt.training.hot_path import is_logging_step
 
 
 class BatchTelemetry(L.Callback):
-    """Logs `train/tokens_per_sec[_global]`, `train/src_pad_share` and `train/tgt_pad_share`.
+    """Logs `train/tokens_per_sec[_global]`, `train/{src,tgt}_pad_share` and `train/rss_gb`.
 
     Tokens per second are the non-pad target tokens of the batches since the last logging step
     over the wall time they took, from batch end to batch end, which covers data loading, forward,
     backward and the optimizer step: what a user waits for, not a kernel timing. `tokens_per_sec`
     is this rank's (rank zero's is logged), `tokens_per_sec_global` the sum over the ranks. The
     pad shares are what length bucketing is meant to save, on this rank's batch of the logging
-    step. Only logging steps log: a Python number logged costs a host-to-device copy, and under
-    DDP the global figure a collective.
+    step. `rss_gb` is this process's resident memory (rank zero's is logged), so that its growth
+    over a run shows as a curve. Only logging steps log: a Python number logged costs a
+    host-to-device copy, and under DDP the global figure a collective.
     """
 
     def __init__(self) -> None:
@@ -52,6 +55,9 @@ class BatchTelemetry(L.Callback):
                 "train/tokens_per_sec_global", global_rate, reduce_fx="sum", sync_dist=True
             )
         self._start, self._tokens = now, 0
+        rss = rss_gb()
+        if rss is not None:  # read on the host, logged from the host: no device sync
+            pl_module.log("train/rss_gb", torch.tensor(rss, device="cpu"))
         pl_module.log("train/src_pad_share", pad_share(batch["src"]))
         pl_module.log("train/tgt_pad_share", pad_share(batch["tgt_out"]))
 
@@ -65,3 +71,12 @@ class BatchTelemetry(L.Callback):
 def pad_share(ids: Tensor) -> Tensor:
     """Share of a padded (B, L) id tensor that is padding, as a 0-d tensor."""
     return (ids == PAD_ID).float().mean()
+
+
+def rss_gb(statm: Path = Path("/proc/self/statm")) -> float | None:
+    """This process's resident set size in GiB; None where the kernel has no `statm` (not Linux)."""
+    try:
+        resident_pages = int(statm.read_text().split()[1])
+    except OSError:
+        return None
+    return resident_pages * os.sysconf("SC_PAGE_SIZE") / 2**30
