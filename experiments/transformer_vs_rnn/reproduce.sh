@@ -3,14 +3,16 @@
 # score val at 10/20/40/60 minutes, choose the decoding setting on val, score test_2016_flickr
 # once per row with it, then the table, the plot and one attention image per model.
 #   NMT_DATA_DIR=../shared/data bash experiments/transformer_vs_rnn/reproduce.sh [train] [val] [test] [record]
-# Nothing else should run on the CPU while a row trains: the rows race against the clock.
+#   RACE_ROWS="transformer rnn" ... runs some rows only (default: all three).
+# Nothing else should run on the CPU while a row trains: the rows race against the clock. To race
+# two rows at once, one core each, start each row's training with OMP_NUM_THREADS=1 (README.md).
 set -euo pipefail
 data=${NMT_DATA_DIR:?point NMT_DATA_DIR at the folder holding multi30k/}/multi30k
 stages=${*:-train val test record}
 here=experiments/transformer_vs_rnn
 race=outputs/transformer_vs_rnn
 declare -A experiment=([transformer]=multi30k_de_en [rnn]=multi30k_de_en_rnn [rezero]=multi30k_de_en_rezero)
-rows="transformer rnn rezero"
+rows=${RACE_ROWS:-transformer rnn rezero}
 
 evaluate() {  # <row> <split> <name> <checkpoint arguments and search options...>
   local row=$1 split=$2 name=$3
