@@ -1,25 +1,33 @@
-"""Sentences per second and BLEU of one checkpoint under each engine, each in a fresh process.
+"""Sentences and output tokens per second and BLEU of one checkpoint under each engine, each in a
+fresh process.
 
     python experiments/export/benchmark.py CKPT --src test.de.gz --ref test.en.gz --threads 2
 
-Engines: ours (`Translator`, what nmt-translate runs), the `nmt-export hf` folder through
-transformers' `generate`, and CTranslate2 in float32 and int8 (`Translator(engine="ct2")`, what
-`nmt-translate --engine ct2` runs). All decode with beam 4, batches of 64 sentences in input order,
-and one length penalty: log P / |Y|^alpha, which is our `--penalty fairseq`, transformers'
+Engines: ours (`Translator`, what nmt-translate runs); ours with int8 linear layers
+(`--quantization int8`) and in bf16 (`--dtype bfloat16`, only on CPUs with native bf16: elsewhere
+it is emulated, far slower than float32, and skipped with a message); the `nmt-export hf` folder
+through transformers' `generate`; and CTranslate2 in float32 and int8 (`Translator(engine="ct2")`,
+what `nmt-translate --engine ct2` runs). All decode with beam 4, batches of 64 sentences in input
+order, and one length penalty: log P / |Y|^alpha, which is our `--penalty fairseq`, transformers'
 `length_penalty` and CTranslate2's `length_penalty` alike (transformers has no GNMT form).
-Loading and exporting are not timed; tokenizing and detokenizing are.
+Loading and exporting are not timed; tokenizing and detokenizing are. Output tokens are the
+outputs' BPE tokens, EOS excluded, counted by re-encoding each engine's text with the model's
+tokenizer, so that every engine is counted alike.
 """
 
 import argparse
 import json
 import os
+import platform
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ENGINES = ("ours", "hf", "ct2-float32", "ct2-int8")
+from transformer_nmt.training.precision import cpu_has_native_bf16
+
+ENGINES = ("ours", "ours-int8", "ours-bf16", "hf", "ct2-float32", "ct2-int8")
 
 
 def translate_hf(
@@ -51,9 +59,17 @@ def translate_hf(
 
 
 def translate_ours(checkpoint: str, sources: list[str], args: argparse.Namespace, engine: str):
+    import torch
+
     from transformer_nmt import Translator
 
-    options = {} if engine == "ours" else {"engine": "ct2", "quantization": engine[4:]}
+    options = {
+        "ours": {},
+        "ours-int8": {"quantization": "int8"},
+        "ours-bf16": {"dtype": torch.bfloat16},
+        "ct2-float32": {"engine": "ct2", "quantization": "float32"},
+        "ct2-int8": {"engine": "ct2", "quantization": "int8"},
+    }[engine]
     translator = Translator.from_checkpoint(checkpoint, device="cpu", **options)
     start = time.perf_counter()
     out = translator.translate(
@@ -73,6 +89,7 @@ def run_one(args: argparse.Namespace) -> None:
     from sacrebleu.metrics import BLEU
 
     from transformer_nmt.data.bitext import read_lines
+    from transformer_nmt.training.checkpoint import load_checkpoint
 
     torch.set_num_threads(args.threads)
     sources = [line.strip() for line in read_lines(Path(args.src))]
@@ -81,10 +98,14 @@ def run_one(args: argparse.Namespace) -> None:
         hypotheses, seconds = translate_hf(args.checkpoint, sources, args)
     else:
         hypotheses, seconds = translate_ours(args.checkpoint, sources, args, args.engine)
+    tokenizer = load_checkpoint(args.checkpoint)[1]
+    output_tokens = sum(map(len, tokenizer.encode_batch(hypotheses)))
     bleu = BLEU()
     result = {
         "engine": args.engine,
         "sentences_per_second": len(sources) / seconds,
+        "output_tokens_per_second": output_tokens / seconds,
+        "output_tokens": output_tokens,
         "seconds": seconds,
         "BLEU": bleu.corpus_score(hypotheses, [references]).score,
         "signature": str(bleu.get_signature()),
@@ -102,27 +123,74 @@ def main() -> None:
     parser.add_argument("--alpha", type=float, default=1.0)
     parser.add_argument("--max-len-b", type=int, default=50)
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument(
+        "--engines", nargs="+", choices=ENGINES, default=ENGINES, help="those to run (all)"
+    )
     parser.add_argument("--engine", choices=ENGINES, help="run one engine here (child mode)")
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     args = parser.parse_args()
     if args.engine:
         run_one(args)
         return
+    native_bf16 = cpu_has_native_bf16()
+    print(
+        f"CPU {cpu_name()}, native bf16 (avx512_bf16 or amx_bf16): "
+        f"{'yes' if native_bf16 else 'no'}; {args.threads} thread(s); {load_average()}"
+    )
     # One fresh process per engine: no engine inherits another's warm caches or thread pools.
     env = os.environ | {"OMP_NUM_THREADS": str(args.threads)}
-    results = []
-    for engine in ENGINES:
+    results, skipped = [], {}
+    for engine in args.engines:
+        if reason := skip_reason(engine, native_bf16):
+            skipped[engine] = reason
+            print(f"{engine}: skipped, {reason}", flush=True)
+            continue
         child = [sys.executable, __file__, *sys.argv[1:], "--engine", engine]
         done = subprocess.run(child, env=env, check=True, capture_output=True, text=True)
         results.append(json.loads(done.stdout.strip().splitlines()[-1]))
         print(json.dumps(results[-1]), flush=True)
-    ours = results[0]["sentences_per_second"]
-    print(f"\n| engine | sentences/s (beam {args.beam_size}) | × ours | BLEU |\n|---|---|---|---|")
-    for r in results:
-        speed = r["sentences_per_second"]
-        print(f"| {r['engine']} | {speed:.1f} | {speed / ours:.1f} | {r['BLEU']:.2f} |")
+    print_table(results, skipped, args.beam_size)
     if args.out:
         args.out.write_text(json.dumps(results, indent=2) + "\n")
+
+
+def skip_reason(engine: str, native_bf16: bool) -> str | None:
+    """Why this machine does not run `engine`, or None."""
+    if engine == "ours-bf16" and not native_bf16:
+        return "this CPU has no native bf16: emulated bf16 is far slower than float32"
+    return None
+
+
+def print_table(results: list[dict], skipped: dict[str, str], beam_size: int) -> None:
+    """Markdown: speed against ours (sentences/s) and against transformers (output tokens/s)."""
+    speeds = {r["engine"]: r for r in results}
+    ours, hf = speeds.get("ours"), speeds.get("hf")
+    print(
+        f"\n| engine | sentences/s (beam {beam_size}) | output tokens/s | × ours | × hf | BLEU |"
+        "\n|---|---|---|---|---|---|"
+    )
+    for r in results:
+        sentences, tokens = r["sentences_per_second"], r["output_tokens_per_second"]
+        x_ours = f"{sentences / ours['sentences_per_second']:.2f}" if ours else ""
+        x_hf = f"{tokens / hf['output_tokens_per_second']:.2f}" if hf else ""
+        print(
+            f"| {r['engine']} | {sentences:.1f} | {tokens:.0f} | {x_ours} | {x_hf} "
+            f"| {r['BLEU']:.2f} |"
+        )
+    for engine, reason in skipped.items():
+        print(f"| {engine} | skipped: {reason} | | | | |")
+
+
+def cpu_name() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor()
+
+
+def load_average() -> str:
+    """Other jobs on the machine slow every engine: the record should show them."""
+    return "load average over 1, 5, 15 min: {:.2f}, {:.2f}, {:.2f}".format(*os.getloadavg())
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ import torch
 from transformer_nmt.data.framing import ADDED_TOKENS, TARGET_FRAME, source_batch
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.model import EncoderDecoder, Hypothesis, beam_search
+from transformer_nmt.model.quantization import quantize_int8
 from transformer_nmt.training.checkpoint import load_translator, resolve_checkpoints
 
 log = logging.getLogger(__name__)
@@ -80,8 +81,10 @@ class Translator:
             in memory (a Transformer only), several times faster on CPUs. Its search differs
             from ours in one respect: a batch shares one maximum output length, that of its
             longest source + max_len_b.
-        quantization: CTranslate2's weight type, "float32" (the default), "int8" (fastest) or
-            "int8_float32"; only with engine="ct2", which ignores dtype.
+        quantization: with engine="torch", None (float32) or "int8": the linear layers run in
+            dynamic int8 (`quantize_int8`), on the CPU only and without dtype. With engine="ct2",
+            CTranslate2's weight type: "float32" (the default), "int8" (fastest) or
+            "int8_float32"; ct2 ignores dtype.
     """
 
     def __init__(
@@ -98,9 +101,7 @@ class Translator:
         self.device = torch.device(device)
         self.tokenizer = tokenizer
         if engine == "torch":
-            if quantization is not None:
-                raise ValueError("quantization is CTranslate2's: pass engine='ct2' with it")
-            self.model = model.to(device=self.device, dtype=dtype).eval()
+            self.model = _torch_model(model, self.device, dtype, quantization)
             self.search: Search = TorchSearch(self.model, self.device)
         elif engine == "ct2":
             # Imported here: ctranslate2 is needed only by this engine.
@@ -248,3 +249,20 @@ class Translator:
                     limit,
                 )
         return ids
+
+
+def _torch_model(
+    model: EncoderDecoder,
+    device: torch.device,
+    dtype: torch.dtype | None,
+    quantization: str | None,
+) -> EncoderDecoder:
+    """The model our search runs: moved and cast, or a copy with int8 linear layers."""
+    if quantization is None:
+        return model.to(device=device, dtype=dtype).eval()
+    if quantization != "int8":
+        raise ValueError(f"engine 'torch' quantizes to 'int8' only, got {quantization!r}")
+    # The quantized kernels (fbgemm, x86) are CPU kernels and take float32 activations.
+    if device.type != "cpu" or dtype not in (None, torch.float32):
+        raise ValueError(f"int8 quantization runs on the CPU in float32, not {device} {dtype}")
+    return quantize_int8(model.to(device))

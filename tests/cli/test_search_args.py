@@ -1,4 +1,4 @@
-"""`--device` and `--dtype`, shared by nmt-translate, nmt-evaluate and nmt-plot-attention."""
+"""`--device`, `--dtype` and `--quantization` of nmt-translate and nmt-evaluate."""
 
 import argparse
 
@@ -33,3 +33,17 @@ def test_without_dtype_the_checkpoint_keeps_its_own():
 def test_dtype_is_refused_with_ctranslate2():
     with pytest.raises(SystemExit):
         parse("--engine", "ct2", "--dtype", "float16")
+
+
+def test_int8_quantization_reaches_the_torch_engine():
+    options = engine_options(parse("--quantization", "int8"))
+    assert options == {"engine": "torch", "quantization": "int8", "dtype": None}
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--quantization", "int8_float32"], ["--quantization", "int8", "--dtype", "bfloat16"]],
+)
+def test_quantization_the_torch_engine_cannot_run_is_refused(argv):
+    with pytest.raises(SystemExit):
+        parse(*argv)

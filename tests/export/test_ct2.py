@@ -136,7 +136,8 @@ def test_the_ct2_engine_translates_as_ours(tokenizer):
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        (dict(quantization="int8"), "quantization is CTranslate2's: pass engine='ct2' with it"),
+        (dict(quantization="int8_float32"), "engine 'torch' quantizes to 'int8' only"),
+        (dict(quantization="int8", dtype=torch.bfloat16), "int8 quantization runs on the CPU"),
         (dict(engine="onnx"), "engine must be 'torch' or 'ct2', got 'onnx'"),
     ],
 )

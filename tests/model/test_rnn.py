@@ -236,6 +236,22 @@ def test_reorder_cache_follows_the_batch():
     torch.testing.assert_close(step[:, 0], full[:, 4], atol=1e-5, rtol=1e-5)
 
 
+def test_reorder_within_one_source_keeps_its_keys():
+    """Beam search's reorders while no sentence leaves: rows move among copies of one source."""
+    model = make_rnn(cell="lstm")
+    src, tgt = tokens([7, 4])[[0, 0, 1, 1]], tokens([5, 5, 5, 5], seed=1, bos=True)
+    memory, src_mask = model.encode(src), padding_mask(src, PAD)
+    cache = model.new_cache()
+    model.decode(tgt[:, :4], memory, src_mask, cache)
+    order = torch.tensor([1, 1, 3, 2])
+    assert torch.equal(src[order], src)
+    reordered = model.reorder_cache(cache, order, same_source=True)
+    assert reordered["keys"] is cache["keys"]  # kept, not copied
+    step = model.decode(tgt[order, 4:], memory, src_mask, reordered)  # memory as it was
+    full = model(src, tgt[order])
+    torch.testing.assert_close(step[:, 0], full[:, 4], atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize("overrides", [{}, {"cell": "lstm", "num_layers": 2}])
 def test_greedy_cached_equals_uncached_and_beam_size_one_is_greedy(overrides):
     model = make_rnn(**overrides)

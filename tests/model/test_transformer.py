@@ -212,6 +212,25 @@ def test_reorder_cache_follows_the_batch(make_model, make_tokens, device):
     torch.testing.assert_close(step[:, 0], full[:, 4], atol=1e-5, rtol=1e-5)
 
 
+def test_reorder_within_one_source_keeps_its_keys_and_values(make_model, make_tokens, device):
+    """Beam search's reorders while no sentence leaves: rows move among copies of one source."""
+    model = make_model().to(device)
+    src = make_tokens([7, 4], device=device)[[0, 0, 1, 1]]  # two sentences, two beams each
+    tgt = make_tokens([5, 5, 5, 5], seed=1, bos=True, device=device)
+    memory, src_mask = model.encode(src), padding_mask(src, PAD)
+    cache = model.new_cache()
+    model.decode(tgt[:, :4], memory, src_mask, cache)
+    order = torch.tensor([1, 1, 3, 2], device=device)
+    assert torch.equal(src[order], src)
+    reordered = model.reorder_cache(cache, order, same_source=True)
+    for layer, new_layer in zip(cache, reordered, strict=True):
+        assert new_layer["src_attn"]["k"] is layer["src_attn"]["k"]  # kept, not copied
+        assert new_layer["src_attn"]["v"] is layer["src_attn"]["v"]
+    step = model.decode(tgt[order, 4:], memory, src_mask, reordered)  # memory as it was
+    full = model(src, tgt[order])
+    torch.testing.assert_close(step[:, 0], full[:, 4], atol=1e-5, rtol=1e-5)
+
+
 # --- switches -------------------------------------------------------------------------------
 
 

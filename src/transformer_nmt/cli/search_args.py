@@ -96,7 +96,8 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--quantization",
         choices=["float32", "int8", "int8_float32"],
-        help="CTranslate2's weight type with --engine ct2: int8 is the fastest (default: float32)",
+        help="with --engine torch, int8 runs the linear layers in dynamic int8 on the CPU; with "
+        "--engine ct2, CTranslate2's weight type, int8 the fastest (default: float32)",
     )
 
 
@@ -107,10 +108,12 @@ def parse_search_args(
     `--threads`, and warnings (a line cut or replaced) on stderr. `intermixed`: positionals may
     also follow options (`nmt-evaluate CKPT --data wmt14_en_de data.src_lang=de`)."""
     args = parser.parse_intermixed_args(argv) if intermixed else parser.parse_args(argv)
-    if args.quantization is not None and args.engine != "ct2":
-        parser.error("--quantization is CTranslate2's: add --engine ct2")
+    if args.engine == "torch" and args.quantization not in (None, "int8"):
+        parser.error(f"--quantization {args.quantization} is CTranslate2's: add --engine ct2")
     if args.dtype is not None and args.engine == "ct2":
         parser.error("--dtype is the torch engine's: CTranslate2 takes --quantization")
+    if args.dtype is not None and args.quantization is not None:
+        parser.error("--quantization int8 computes in float32: leave out --dtype")
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     logging.basicConfig(format="%(levelname)s: %(message)s", level=logging.WARNING)

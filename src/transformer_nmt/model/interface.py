@@ -90,6 +90,11 @@ class EncoderDecoder(Protocol):
         """Empty incremental decoding state for `decode`."""
         ...
 
-    def reorder_cache(self, cache: Cache, order: Tensor) -> Cache:
-        """The cache whose batch row i is row order[i]: beam search's one reordering hook."""
+    def reorder_cache(self, cache: Cache, order: Tensor, same_source: bool = False) -> Cache:
+        """The cache whose batch row i is row order[i]: beam search's one reordering hook.
+
+        same_source=True is the caller's promise that row i reads the same source as row
+        order[i], as when beam search moves rows among one sentence's beams: state computed from
+        the source alone (encoder-decoder keys and values) may then be kept as it is, uncopied.
+        """
         ...

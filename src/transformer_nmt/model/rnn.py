@@ -212,9 +212,15 @@ class RNNAttention(nn.Module):
         """Empty incremental decoding state to pass to `decode`."""
         return {}
 
-    def reorder_cache(self, cache: Cache, order: Tensor) -> Cache:
-        """New cache whose batch row i is row order[i] of `cache`."""
-        return {name: t.index_select(0, order) for name, t in cache.items()}
+    def reorder_cache(self, cache: Cache, order: Tensor, same_source: bool = False) -> Cache:
+        """New cache whose batch row i is row order[i] of `cache`.
+
+        same_source: row i reads the same source as row order[i], so the keys U_a h_j are kept.
+        """
+        return {
+            name: t if same_source and name == "keys" else t.index_select(0, order)
+            for name, t in cache.items()
+        }
 
     def _start(self, memory: Tensor) -> Cache:
         """The state before the first target id: s_0 = tanh(W_s <-h_1) for every layer."""

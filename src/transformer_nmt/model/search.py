@@ -214,9 +214,13 @@ def beam_search(
         order = (live_index[:, None] * K + next_beams[live_index]).view(-1)  # (m * K,) their beams
         prefixes = torch.cat([prefixes[order], next_tokens[live_index].view(-1, 1)], dim=1)
         scores = next_scores[live_index]  # (m, K)
-        memory, src_mask = memory[order], src_mask[order]
+        # Until a sentence leaves, `order` moves rows only among a sentence's beams, whose rows
+        # of everything computed from the source are equal: those need no copy.
+        same_source = len(live) == n
+        if not same_source:
+            memory, src_mask = memory[order], src_mask[order]
         if cache is not None:
-            cache = model.reorder_cache(cache, order)
+            cache = model.reorder_cache(cache, order, same_source)
         max_lens, num_finished = max_lens[live_index], num_finished[live_index]
         sentences = [sentences[i] for i in live]
         paths = next_paths

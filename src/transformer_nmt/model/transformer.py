@@ -22,15 +22,24 @@ from transformer_nmt.model.masks import causal_mask, padding_mask
 Cache = list[dict[str, dict[str, Tensor]]]
 
 
-def reorder_cache(cache: Cache, order: Tensor) -> Cache:
-    """New cache whose batch row i is row order[i] of `cache`; beam search's one reordering hook."""
+def reorder_cache(cache: Cache, order: Tensor, same_source: bool = False) -> Cache:
+    """New cache whose batch row i is row order[i] of `cache`; beam search's one reordering hook.
+
+    same_source: row i reads the same source as row order[i], so the encoder-decoder keys and
+    values, a function of the source alone, are kept as they are instead of copied.
+    """
     return [
         {
-            name: {key: t.index_select(0, order) for key, t in state.items()}
-            for name, state in layer.items()
+            "self_attn": _rows(layer["self_attn"], order),
+            "src_attn": layer["src_attn"] if same_source else _rows(layer["src_attn"], order),
         }
         for layer in cache
     ]
+
+
+def _rows(state: dict[str, Tensor], order: Tensor) -> dict[str, Tensor]:
+    """One attention module's keys and values, at the batch rows `order`."""
+    return {key: t.index_select(0, order) for key, t in state.items()}
 
 
 class Encoder(nn.Module):
@@ -225,9 +234,9 @@ class Transformer(nn.Module):
         """Empty incremental decoding state to pass to `decode`."""
         return [{"self_attn": {}, "src_attn": {}} for _ in self.decoder.layers]
 
-    def reorder_cache(self, cache: Cache, order: Tensor) -> Cache:
-        """New cache whose batch row i is row order[i] of `cache`."""
-        return reorder_cache(cache, order)
+    def reorder_cache(self, cache: Cache, order: Tensor, same_source: bool = False) -> Cache:
+        """New cache whose batch row i is row order[i] of `cache`; see `reorder_cache`."""
+        return reorder_cache(cache, order, same_source)
 
     @staticmethod
     def _cached_length(cache: Cache | None) -> int:

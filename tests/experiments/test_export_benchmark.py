@@ -1,0 +1,46 @@
+"""experiments/export/benchmark.py: the bf16 row only where bf16 is native; a child's record."""
+
+import argparse
+import importlib.util
+import json
+
+import pytest
+
+from checkpoint_files import SENTENCES, write_checkpoint
+from hydra_compose import ROOT
+from transformer_nmt.data.tokenizer import BPETokenizer
+
+
+@pytest.fixture(scope="module")
+def bench():
+    path = ROOT / "experiments" / "export" / "benchmark.py"
+    spec = importlib.util.spec_from_file_location("export_benchmark", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bf16_is_skipped_with_a_reason_where_it_is_emulated(bench):
+    assert "no native bf16" in bench.skip_reason("ours-bf16", native_bf16=False)
+    assert bench.skip_reason("ours-bf16", native_bf16=True) is None
+    others = [engine for engine in bench.ENGINES if engine != "ours-bf16"]
+    assert all(bench.skip_reason(engine, native_bf16=False) is None for engine in others)
+
+
+def test_a_child_reports_speed_in_sentences_and_output_tokens(bench, tmp_path, capsys):
+    tokenizer = BPETokenizer.train(SENTENCES, vocab_size=280, min_frequency=1)
+    checkpoint = write_checkpoint(tmp_path / "last.ckpt", tokenizer)
+    sources = ["one two three", "fünf sechs", "zwei"]
+    (tmp_path / "src").write_text("".join(f"{s}\n" for s in sources))
+    options = dict(threads=1, beam_size=2, alpha=1.0, max_len_b=3, batch_size=2)
+    args = argparse.Namespace(
+        checkpoint=str(checkpoint), src=tmp_path / "src", ref=tmp_path / "src", **options
+    )
+    for engine in ("ours", "ours-int8"):
+        bench.run_one(argparse.Namespace(**vars(args), engine=engine))
+        result = json.loads(capsys.readouterr().out)
+        assert result["engine"] == engine
+        assert result["output_tokens"] > 0
+        seconds, tokens = result["seconds"], result["output_tokens"]
+        assert result["sentences_per_second"] == pytest.approx(len(sources) / seconds)
+        assert result["output_tokens_per_second"] == pytest.approx(tokens / seconds)
