@@ -41,7 +41,8 @@ def start(corpus: Path, cache: Path, batches: int, workdir: Path) -> dict:
         "model=base",
         "trainer=cpu",
         "logger=none",
-        "trainer.num_sanity_val_steps=0",
+        "+trainer.num_sanity_val_steps=0",
+        "+trainer.limit_val_batches=0",  # stopped before any validation: none needed
         "+callbacks.first_steps._target_=first_steps.FirstSteps",
         f"+callbacks.first_steps.out={out}",
         f"+callbacks.first_steps.batches={batches}",
