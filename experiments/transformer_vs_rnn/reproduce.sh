@@ -73,7 +73,8 @@ done
 if [[ $stages == *record* ]]; then
   python $here/race.py table $race | tee $here/table.md
   python $here/race.py plot $here/val_bleu.png $race
-  sentence=$(zcat "$data/val.de.gz" | head -n 1)  # the same sentence for every model
+  sentence=$(zcat "$data/val.de.gz" | sed -n 1p)  # the same sentence for every model (sed reads
+  # to the end: head would stop zcat with SIGPIPE, which pipefail turns into a failure)
   for row in $rows; do
     checkpoint=$race/$row/checkpoints/last.ckpt
     layer=$(python $here/race.py attention-layer "$checkpoint")
