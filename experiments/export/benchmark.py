@@ -18,14 +18,16 @@ tokenizer, so that every engine is counted alike.
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from transformer_nmt.training.precision import cpu_has_native_bf16
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root
+from experiments.machine import cpu_name, load_average  # noqa: E402
+
+from transformer_nmt.training.precision import cpu_has_native_bf16  # noqa: E402
 
 ENGINES = ("ours", "ours-int8", "ours-bf16", "hf", "ct2-float32", "ct2-int8")
 
@@ -179,18 +181,6 @@ def print_table(results: list[dict], skipped: dict[str, str], beam_size: int) ->
         )
     for engine, reason in skipped.items():
         print(f"| {engine} | skipped: {reason} | | | | |")
-
-
-def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor()
-
-
-def load_average() -> str:
-    """Other jobs on the machine slow every engine: the record should show them."""
-    return "load average over 1, 5, 15 min: {:.2f}, {:.2f}, {:.2f}".format(*os.getloadavg())
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ import gc
 import json
 import math
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -39,6 +38,7 @@ from torch import Tensor, nn
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+from experiments.machine import cpu_name, load_average  # noqa: E402
 from train import FAST_MALLOC  # noqa: E402
 
 # The allocator train.py runs with (experiments/allocator/); the same for every implementation.
@@ -627,18 +627,6 @@ def parse_args() -> argparse.Namespace:
         if unknown:
             parser.error(f"unknown {sorted(unknown)}; choose from {list(known)}")
     return args
-
-
-def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor()
-
-
-def load_average() -> str:
-    """Other jobs on the machine make every number here slower: the record should show them."""
-    return "load average over 1, 5, 15 min: {:.2f}, {:.2f}, {:.2f}".format(*os.getloadavg())
 
 
 HEADERS = {

@@ -1,23 +1,18 @@
 """experiments/export/benchmark.py: the bf16 row only where bf16 is native; a child's record."""
 
 import argparse
-import importlib.util
 import json
 
 import pytest
 
 from checkpoint_files import SENTENCES, write_checkpoint
-from hydra_compose import ROOT
+from scripts import load_script
 from transformer_nmt.data.tokenizer import BPETokenizer
 
 
 @pytest.fixture(scope="module")
 def bench():
-    path = ROOT / "experiments" / "export" / "benchmark.py"
-    spec = importlib.util.spec_from_file_location("export_benchmark", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("experiments/export/benchmark.py", "export_benchmark")
 
 
 def test_bf16_is_skipped_with_a_reason_where_it_is_emulated(bench):

@@ -1,13 +1,11 @@
 """experiments/multi30k_sweep/study.py on a small study made with Optuna directly (no training)."""
 
-import importlib.util
-
 import optuna
 import pytest
 from optuna.distributions import CategoricalDistribution, UniformDistribution
 from optuna.trial import TrialState, create_trial
 
-from hydra_compose import ROOT
+from scripts import load_script
 
 # add_trial and create_trial are "experimental" in optuna 2.10.
 pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
@@ -27,11 +25,7 @@ def cells(line: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def study_py():
-    path = ROOT / "experiments" / "multi30k_sweep" / "study.py"
-    spec = importlib.util.spec_from_file_location("study", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("experiments/multi30k_sweep/study.py", "study")
 
 
 @pytest.fixture

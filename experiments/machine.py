@@ -1,0 +1,17 @@
+"""What machine a benchmark ran on, for its record: the CPU's name and how busy it was."""
+
+import os
+import platform
+from pathlib import Path
+
+
+def cpu_name() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor()
+
+
+def load_average() -> str:
+    """Other jobs on the machine make every number slower: the record should show them."""
+    return "load average over 1, 5, 15 min: {:.2f}, {:.2f}, {:.2f}".format(*os.getloadavg())
