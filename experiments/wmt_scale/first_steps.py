@@ -8,6 +8,7 @@ the Trainer to stop there.
 
 import json
 import os
+import resource
 import time
 from pathlib import Path
 
@@ -22,10 +23,8 @@ def seconds_since_process_start() -> float:
 
 
 def peak_rss_mb() -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) // 1024
-    raise RuntimeError("no VmHWM in /proc/self/status")
+    """This process's peak resident set (VmHWM), as measure_data.py reads it."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024  # kB on Linux
 
 
 class FirstSteps(L.Callback):
