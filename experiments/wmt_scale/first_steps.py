@@ -23,7 +23,7 @@ def seconds_since_process_start() -> float:
 
 
 def peak_rss_mb() -> int:
-    """This process's peak resident set (VmHWM), as measure_data.py reads it."""
+    """This process's peak resident set, getrusage's ru_maxrss, as measure_data.py reads it."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024  # kB on Linux
 
 
