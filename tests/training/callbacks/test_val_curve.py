@@ -68,3 +68,25 @@ def test_minutes_go_on_from_the_checkpoint_and_a_missing_metric_is_left_empty(tm
     assert 0.0 <= float(row["val_seconds"]) < 30.0
     assert 30.0 <= float(row["minutes"]) < 30.5
     assert 30.0 <= curve.state_dict()["minutes"] < 30.5
+
+
+def test_a_file_written_before_val_seconds_existed_keeps_its_columns(tmp_path):
+    class Trainer:
+        sanity_checking, is_global_zero = False, True
+        global_step, current_epoch = 9, 2
+        callback_metrics = {"val/bleu": 20.0, "val/loss": 3.0}
+        default_root_dir = str(tmp_path)
+
+    path = tmp_path / "val_curve.csv"
+    path.write_text("step,epoch,minutes,val/bleu,val/loss\n4,1,5.00,10.0000,4.0000\n")
+    curve = ValCurve()
+    curve.on_fit_start(Trainer(), None)
+    curve.on_validation_start(Trainer(), None)
+    curve.on_validation_end(Trainer(), None)
+
+    lines = path.read_text().splitlines()
+    assert lines[:2] == ["step,epoch,minutes,val/bleu,val/loss", "4,1,5.00,10.0000,4.0000"]
+    assert [(r["step"], r["val/bleu"], r["val/loss"]) for r in read(path)] == [
+        ("4", "10.0000", "4.0000"),
+        ("9", "20.0000", "3.0000"),
+    ]

@@ -47,13 +47,13 @@ class ValCurve(L.Callback):
         seconds = time.monotonic() - self._validation_start
         logged = trainer.callback_metrics
         values = [f"{float(logged[m]):.4f}" if m in logged else "" for m in self.metrics]
-        row = [
-            trainer.global_step,
-            trainer.current_epoch,
-            f"{self._minutes():.2f}",
-            f"{seconds:.1f}",
-        ]
-        row += values
+        row = {
+            "step": trainer.global_step,
+            "epoch": trainer.current_epoch,
+            "minutes": f"{self._minutes():.2f}",
+            "val_seconds": f"{seconds:.1f}",
+            **dict(zip(self.metrics, values, strict=True)),
+        }
         path = Path(self.path or Path(trainer.default_root_dir) / "val_curve.csv")
         self._append(path, row)
 
@@ -67,12 +67,17 @@ class ValCurve(L.Callback):
         running = time.monotonic() - self._start if self._start is not None else 0.0
         return self._minutes_before + running / 60
 
-    def _append(self, path: Path, row: list) -> None:
-        """Append by rewriting the file atomically: a kill mid-write cuts no row short."""
+    def _append(self, path: Path, row: dict[str, Any]) -> None:
+        """Append by rewriting the file atomically: a kill mid-write cuts no row short.
+
+        A file already there keeps its own columns (one written before a column was added stays
+        a well-formed table): the row fills those it has and leaves the others empty.
+        """
         old = path.read_bytes() if path.exists() else b""
+        header = next(csv.reader(io.StringIO(old.decode("utf-8")))) if old else list(row)
         text = io.StringIO()
-        writer = csv.writer(text)
+        writer = csv.DictWriter(text, header, restval="", extrasaction="ignore")
         if not old:
-            writer.writerow(["step", "epoch", "minutes", "val_seconds", *self.metrics])
+            writer.writeheader()
         writer.writerow(row)
         write_atomically(path, old + text.getvalue().encode("utf-8"))
