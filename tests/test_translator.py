@@ -117,9 +117,9 @@ def test_length_sorted_batches_give_each_sentences_own_translation_in_input_orde
         def __init__(self, search):
             self.search = search
 
-        def __call__(self, tokens, **options):
-            batches.append([len(t) for t in tokens])
-            return self.search(tokens, **options)
+        def __call__(self, chunk, **options):
+            batches.extend([len(t) for t in tokens] for tokens in chunk)
+            return self.search(chunk, **options)
 
     translator.search = Spy(translator.search)
     options = dict(beam_size=3, alpha=0.6, max_len_b=5)

@@ -33,23 +33,27 @@ SORT_CHUNK = 64
 
 
 class Search(Protocol):
-    """An engine: the n-best hypotheses of each tokenized source, as `beam_search` gives them."""
+    """An engine: the n-best hypotheses of each tokenized source, as `beam_search` gives them.
+
+    It is given all the batches of a chunk at once, so that an engine may decode several side
+    by side; it yields each batch's n-best lists, in the batches' order.
+    """
 
     max_positions: int  # longest source, EOS included, and longest output
 
     def __call__(
         self,
-        tokens: list[list[int]],
+        batches: list[list[list[int]]],
         beam_size: int,
         alpha: float,
         penalty: str,
         max_len_b: int,
         n_best: int,
-    ) -> list[list[Hypothesis]]: ...
+    ) -> Iterator[list[list[Hypothesis]]]: ...
 
 
 class TorchSearch:
-    """Our beam search on the model itself: the reference engine."""
+    """Our beam search on the model itself, one batch after another: the reference engine."""
 
     def __init__(self, model: EncoderDecoder, device: torch.device):
         self.model, self.device = model, device
@@ -57,16 +61,17 @@ class TorchSearch:
 
     def __call__(
         self,
-        tokens: list[list[int]],
+        batches: list[list[list[int]]],
         beam_size: int,
         alpha: float,
         penalty: str,
         max_len_b: int,
         n_best: int,
-    ) -> list[list[Hypothesis]]:
-        src = source_batch(tokens, self.max_positions).to(self.device)
+    ) -> Iterator[list[list[Hypothesis]]]:
         options = dict(beam_size=beam_size, alpha=alpha, penalty=penalty, n_best=n_best)
-        return beam_search(self.model, src, **TARGET_FRAME, max_len_b=max_len_b, **options)
+        for tokens in batches:
+            src = source_batch(tokens, self.max_positions).to(self.device)
+            yield beam_search(self.model, src, **TARGET_FRAME, max_len_b=max_len_b, **options)
 
 
 class Translator:
@@ -227,9 +232,9 @@ class Translator:
         ids = self._encode([chunk[i] for i in todo], [first_line + i for i in todo])
         tokens = dict(zip(todo, ids, strict=True))
         by_length = sorted(todo, key=lambda i: len(tokens[i]))
-        for start in range(0, len(by_length), batch_size):
-            batch = by_length[start : start + batch_size]
-            beams = self.search([tokens[i] for i in batch], n_best=n_best, **options)
+        batches = [by_length[s : s + batch_size] for s in range(0, len(by_length), batch_size)]
+        found = self.search([[tokens[i] for i in b] for b in batches], n_best=n_best, **options)
+        for batch, beams in zip(batches, found, strict=True):
             for i, hypotheses in zip(batch, beams, strict=True):
                 texts = self.tokenizer.decode_batch([h.tokens for h in hypotheses])
                 results[i] = [(t, h.score) for t, h in zip(texts, hypotheses, strict=True)]

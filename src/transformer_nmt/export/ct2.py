@@ -10,6 +10,7 @@ our BOS, so callers pass the source's BPE tokens alone. Only d_k != d_v is refus
 
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import ctranslate2
@@ -187,20 +188,29 @@ class CT2Search:
 
     def __call__(
         self,
-        tokens: list[list[int]],
+        batches: list[list[list[int]]],
         beam_size: int,
         alpha: float,
         penalty: str,
         max_len_b: int,
         n_best: int,
-    ) -> list[list[Hypothesis]]:
+    ) -> Iterator[list[list[Hypothesis]]]:
         length_penalty(1, alpha, penalty)  # fail on an unknown form before any work
+        # Every batch is queued at once: CTranslate2's inter_threads workers decode them side by
+        # side, and the results are read back in order.
+        pending = [self._submit(tokens, beam_size, alpha, max_len_b) for tokens in batches]
+        for results in pending:
+            yield [self._ranked(r.result(), alpha, penalty, n_best) for r in results]
+
+    def _submit(
+        self, tokens: list[list[int]], beam_size: int, alpha: float, max_len_b: int
+    ) -> list[ctranslate2.AsyncTranslationResult]:
         # Cut as framing.source_ids cuts; the model appends EOS itself (add_source_eos).
         sources = [
             [self.vocab[i] for i in row[: self.max_positions - ADDED_TOKENS]] for row in tokens
         ]
         longest = max(len(row) for row in sources) + ADDED_TOKENS + max_len_b
-        results = self.translator.translate_batch(
+        return self.translator.translate_batch(
             sources,
             beam_size=beam_size,
             num_hypotheses=beam_size,
@@ -210,17 +220,20 @@ class CT2Search:
             return_end_token=True,  # |Y| counts EOS, as ours
             suppress_sequences=self.never,
             min_decoding_length=0,  # ours may end at once, with EOS first
+            asynchronous=True,
         )
-        beams = []
-        for result in results:
-            hypotheses = []
-            for hypothesis, normalized in zip(result.hypotheses, result.scores, strict=True):
-                ids = [self.ids[token] for token in hypothesis]
-                log_prob = normalized * length_penalty(len(ids), alpha, "fairseq")
-                score = log_prob / length_penalty(len(ids), alpha, penalty)
-                hypotheses.append(Hypothesis(ids, score, log_prob))
-            beams.append(sorted(hypotheses, key=lambda h: h.score, reverse=True)[:n_best])
-        return beams
+
+    def _ranked(
+        self, result: ctranslate2.TranslationResult, alpha: float, penalty: str, n_best: int
+    ) -> list[Hypothesis]:
+        """One sentence's n_best hypotheses, ranked by our length penalty."""
+        hypotheses = []
+        for hypothesis, normalized in zip(result.hypotheses, result.scores, strict=True):
+            ids = [self.ids[token] for token in hypothesis]
+            log_prob = normalized * length_penalty(len(ids), alpha, "fairseq")
+            score = log_prob / length_penalty(len(ids), alpha, penalty)
+            hypotheses.append(Hypothesis(ids, score, log_prob))
+        return sorted(hypotheses, key=lambda h: h.score, reverse=True)[:n_best]
 
 
 def usage() -> str:

@@ -31,7 +31,7 @@ def test_a_row_per_validation_with_the_logged_metrics_and_a_resumed_run_appends(
     )
 
     path = run / "val_curve.csv"
-    assert path.read_text().splitlines()[0] == "step,epoch,minutes,val/bleu,val/loss"
+    assert path.read_text().splitlines()[0] == "step,epoch,minutes,val_seconds,val/bleu,val/loss"
     rows = read(path)
     assert [int(r["step"]) for r in rows] == [2, 4, 6]
     assert [r["epoch"] for r in rows] == ["0", "0", "1"]  # an epoch here is 4 steps
@@ -42,6 +42,9 @@ def test_a_row_per_validation_with_the_logged_metrics_and_a_resumed_run_appends(
     # Monotone, the resumed run counting on (a fast toy validation may round to 0.00 minutes;
     # the next test pins the carried value without a clock).
     assert 0 <= minutes[0] <= minutes[1] <= minutes[2]
+    # Each validation took some time, and none more than the run had taken by then.
+    seconds = [float(r["val_seconds"]) for r in rows]
+    assert all(0 <= s <= 60 * m + 0.5 for s, m in zip(seconds, minutes, strict=True))
 
 
 def test_minutes_go_on_from_the_checkpoint_and_a_missing_metric_is_left_empty(tmp_path):
@@ -54,6 +57,7 @@ def test_minutes_go_on_from_the_checkpoint_and_a_missing_metric_is_left_empty(tm
     curve = ValCurve()
     curve.load_state_dict({"minutes": 30.0})
     curve.on_fit_start(Trainer(), None)
+    curve.on_validation_start(Trainer(), None)
     curve.on_validation_end(Trainer(), None)
     Trainer.sanity_checking = True
     curve.on_validation_end(Trainer(), None)
@@ -61,5 +65,28 @@ def test_minutes_go_on_from_the_checkpoint_and_a_missing_metric_is_left_empty(tm
     (row,) = read(tmp_path / "val_curve.csv")
     assert row["step"] == "7" and row["epoch"] == "1" and row["val/bleu"] == "12.3457"
     assert row["val/loss"] == ""
+    assert 0.0 <= float(row["val_seconds"]) < 30.0
     assert 30.0 <= float(row["minutes"]) < 30.5
     assert 30.0 <= curve.state_dict()["minutes"] < 30.5
+
+
+def test_a_file_written_before_val_seconds_existed_keeps_its_columns(tmp_path):
+    class Trainer:
+        sanity_checking, is_global_zero = False, True
+        global_step, current_epoch = 9, 2
+        callback_metrics = {"val/bleu": 20.0, "val/loss": 3.0}
+        default_root_dir = str(tmp_path)
+
+    path = tmp_path / "val_curve.csv"
+    path.write_text("step,epoch,minutes,val/bleu,val/loss\n4,1,5.00,10.0000,4.0000\n")
+    curve = ValCurve()
+    curve.on_fit_start(Trainer(), None)
+    curve.on_validation_start(Trainer(), None)
+    curve.on_validation_end(Trainer(), None)
+
+    lines = path.read_text().splitlines()
+    assert lines[:2] == ["step,epoch,minutes,val/bleu,val/loss", "4,1,5.00,10.0000,4.0000"]
+    assert [(r["step"], r["val/bleu"], r["val/loss"]) for r in read(path)] == [
+        ("4", "10.0000", "4.0000"),
+        ("9", "20.0000", "3.0000"),
+    ]
