@@ -12,6 +12,7 @@ import csv
 from pathlib import Path
 
 import optuna
+from matplotlib import colormaps
 from matplotlib.figure import Figure
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
@@ -82,6 +83,7 @@ def plot_curves(study: optuna.Study, sweep_dir: Path, out: Path) -> list[int]:
     """Every trial's val/bleu against minutes, the best first in the legend; the trials drawn."""
     fig = Figure(figsize=(10, 5.5))
     ax = fig.subplots()
+    ax.set_prop_cycle(color=colormaps["tab20"].colors)  # 20 colours: the default 10 repeat
     drawn = []
     for trial in ranked(study):
         path = sweep_dir / str(trial.number) / "val_curve.csv"
