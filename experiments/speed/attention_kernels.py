@@ -12,16 +12,18 @@ fp32 always; bf16 (autocast) only where the CPU has native bf16 matmuls, since e
 
 import argparse
 import contextlib
-import os
-import platform
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
-from transformer_nmt.data.batching import collate
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root
+from experiments.machine import cpu_name, load_average  # noqa: E402
+
+from transformer_nmt.data.batching import collate  # noqa: E402
 from transformer_nmt.data.tokenizer import EOS_ID, PAD_ID
 from transformer_nmt.model import Transformer
 from transformer_nmt.model.attention import MultiHeadAttention, attention_kernel
@@ -39,14 +41,9 @@ def cpu_description() -> str:
     """The CPU's model name and which of FLAGS it has."""
     info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
     lines = info.splitlines()
-    name = next((line.split(":", 1)[1].strip() for line in lines if "model name" in line), "")
     flags = next((line.split(":", 1)[1].split() for line in lines if line.startswith("flags")), [])
     present = ", ".join(f"{f} {'yes' if f in flags else 'no'}" for f in FLAGS)
-    return f"{name or platform.processor()}; {present}"
-
-
-def load_average() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    return f"{cpu_name()}; {present}"
 
 
 def autocast(dtype: torch.dtype):
@@ -203,7 +200,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     print(f"CPU: {cpu_description()}")
-    print(f"torch {torch.__version__}, {args.threads} threads, load average {load_average()}")
+    print(f"torch {torch.__version__}, {args.threads} threads, {load_average()}")
     dtypes = [torch.float32]
     if cpu_has_native_bf16():
         dtypes.append(torch.bfloat16)
@@ -216,7 +213,7 @@ def main() -> None:
         step_table(dtypes, args)
     auto = {grad: attention_kernel("cpu", torch.float32, grad) for grad in (True, False)}
     print(f"\nauto picks on CPU fp32: training {auto[True]}, inference {auto[False]}")
-    print(f"load average at the end {load_average()}")
+    print(f"at the end: {load_average()}")
 
 
 if __name__ == "__main__":
