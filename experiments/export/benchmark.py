@@ -47,14 +47,17 @@ def translate_hf(
     tokenizer = AutoTokenizer.from_pretrained(folder)
     start, out = time.perf_counter(), []
     for i in range(0, len(sources), args.batch_size):
-        batch = tokenizer(sources[i : i + args.batch_size], return_tensors="pt", padding=True)
+        batch = tokenizer(
+            sources[i : i + args.batch_size], return_tensors="pt", padding=True, truncation=True
+        )  # truncation: cut at max_positions, as ours cuts
         longest = int(batch.attention_mask.sum(dim=1).max())  # a batch shares one limit
         with torch.no_grad():
             ids = model.generate(
                 **batch,
                 num_beams=args.beam_size,
                 length_penalty=args.alpha,
-                max_new_tokens=longest + args.max_len_b,
+                # No further than the positions there are, as ours.
+                max_new_tokens=min(longest + args.max_len_b, model.config.max_position_embeddings),
             )
         out += tokenizer.batch_decode(ids, skip_special_tokens=True)
     return out, time.perf_counter() - start
