@@ -151,7 +151,8 @@ def test_engine_options_out_of_place_are_refused(tokenizer, options, message):
 def test_the_ct2_engine_beam_search_equals_ours_on_a_trained_model(toy, penalty, alpha):
     model, tokenizer, test, _ = toy
     sources = [src for src, _ in test]
-    options = dict(beam_size=4, penalty=penalty, alpha=alpha, n_best=4)
+    # Batches of 8: five in one chunk, decoded side by side and put back in input order.
+    options = dict(beam_size=4, penalty=penalty, alpha=alpha, n_best=4, batch_size=8)
     ours = Translator(model, tokenizer, device="cpu").translate(sources, **options)
     fast = Translator(model, tokenizer, device="cpu", engine="ct2").translate(sources, **options)
     assert [n[0][0] for n in fast] == [n[0][0] for n in ours]

@@ -177,13 +177,19 @@ class CT2Search:
         self.vocab = vocabulary(tokenizer)
         self.ids = {token: i for i, token in enumerate(self.vocab)}
         self.never = [[self.vocab[PAD_ID]], [self.vocab[BOS]]]
+        threads = torch.get_num_threads()  # what --threads set
+        # On a CPU, a worker per thread, each decoding whole batches on one core, outruns one
+        # worker splitting each batch over the cores (experiments/export/README.md); a lone
+        # batch then runs on one core.
+        inter, intra = (threads, 1) if device.type == "cpu" else (1, threads)
         with tempfile.TemporaryDirectory() as folder:  # CTranslate2 reads it whole on loading
             export_ct2(model, tokenizer, folder, quantization)
             self.translator = ctranslate2.Translator(
                 folder,
                 device=device.type,
                 device_index=device.index or 0,
-                intra_threads=torch.get_num_threads(),  # what --threads set
+                inter_threads=inter,
+                intra_threads=intra,
             )
 
     def __call__(
@@ -197,9 +203,10 @@ class CT2Search:
     ) -> Iterator[list[list[Hypothesis]]]:
         length_penalty(1, alpha, penalty)  # fail on an unknown form before any work
         # Every batch is queued at once: CTranslate2's inter_threads workers decode them side by
-        # side, and the results are read back in order.
-        pending = [self._submit(tokens, beam_size, alpha, max_len_b) for tokens in batches]
-        for results in pending:
+        # side, and the results are read back in order. Queued last first: batches come shortest
+        # first, and the longest, queued last, would leave the other workers idle at the end.
+        pending = [self._submit(tokens, beam_size, alpha, max_len_b) for tokens in batches[::-1]]
+        for results in pending[::-1]:
             yield [self._ranked(r.result(), alpha, penalty, n_best) for r in results]
 
     def _submit(
