@@ -6,7 +6,8 @@ from pathlib import Path
 
 
 def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
+    cpuinfo = Path("/proc/cpuinfo")  # Linux only: elsewhere the platform's name for the CPU
+    for line in cpuinfo.read_text().splitlines() if cpuinfo.exists() else []:
         if line.startswith("model name"):
             return line.split(":", 1)[1].strip()
     return platform.processor()
