@@ -46,13 +46,12 @@ class ValCurve(L.Callback):
             return
         seconds = time.monotonic() - self._validation_start
         logged = trainer.callback_metrics
-        values = [f"{float(logged[m]):.4f}" if m in logged else "" for m in self.metrics]
         row = {
             "step": trainer.global_step,
             "epoch": trainer.current_epoch,
             "minutes": f"{self._minutes():.2f}",
             "val_seconds": f"{seconds:.1f}",
-            **dict(zip(self.metrics, values, strict=True)),
+            **{m: f"{float(logged[m]):.4f}" if m in logged else "" for m in self.metrics},
         }
         path = Path(self.path or Path(trainer.default_root_dir) / "val_curve.csv")
         self._append(path, row)
