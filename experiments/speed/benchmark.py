@@ -61,7 +61,10 @@ except ImportError:
     transformers = None  # main() says that the MarianMT column is skipped
 
 MULTI30K = ROOT.parent / "shared" / "data" / "multi30k"
-DATA = OmegaConf.load(ROOT / "conf" / "data" / "multi30k.yaml")
+# The data config over the base it extends (its Hydra defaults list).
+DATA = OmegaConf.merge(
+    *(OmegaConf.load(ROOT / "conf" / "data" / f) for f in ("base.yaml", "multi30k.yaml"))
+)
 EPSILON = 0.1  # label smoothing (paper, section 5.4)
 BEAM = 4
 ALPHA = 0.6  # length penalty exponent (paper, section 6.1)
