@@ -34,15 +34,15 @@ class SaveGradients(L.Callback):
         torch.save(grads, self.dirpath / f"rank{trainer.global_rank}.pt")
 
 
-class BatchPerRank:
-    """A one-batch training loader that serves `batches[rank]` to each rank."""
+class BatchesPerRank:
+    """A training loader that serves the batches `batches[rank]` to each rank, in order."""
 
-    def __init__(self, batches: list[dict]) -> None:
+    def __init__(self, batches: list[list[dict]]) -> None:
         self.batches = batches
 
     def __len__(self) -> int:
-        return 1
+        return len(self.batches[0])
 
     def __iter__(self):
         rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
-        yield self.batches[rank]
+        yield from self.batches[rank]

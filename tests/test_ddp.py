@@ -19,7 +19,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import open_dict, read_write
 
-from ddp_helpers import BatchPerRank, SaveGradients
+from ddp_helpers import BatchesPerRank, SaveGradients
 from hydra_compose import ROOT, compose_train
 from transformer_nmt.data.batching import collate
 from transformer_nmt.data.tokenizer import EOS_ID, PAD_ID, BPETokenizer
@@ -213,39 +213,78 @@ def tiny_module() -> TranslationModule:
 
 
 def gradients_of_one_step(
-    tmp_path: Path, batches: list[dict], strategy: str = "auto"
+    tmp_path: Path, batches: list[list[dict]], strategy: str = "auto"
 ) -> list[dict[str, torch.Tensor]]:
-    """Every rank's gradients of one optimizer step of `tiny_module()`, rank r on batches[r]."""
+    """Every rank's gradients of one optimizer step of `tiny_module()`, rank r on batches[r].
+
+    A rank given several batches accumulates them all into its one step.
+    """
     trainer = L.Trainer(
         accelerator="cpu", devices=len(batches), strategy=strategy, max_steps=1,
-        precision="32-true", logger=False, enable_checkpointing=False, enable_progress_bar=False,
-        enable_model_summary=False, use_distributed_sampler=False,
-        callbacks=[SaveGradients(str(tmp_path))],
+        accumulate_grad_batches=len(batches[0]), precision="32-true", logger=False,
+        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+        use_distributed_sampler=False, callbacks=[SaveGradients(str(tmp_path))],
     )  # fmt: skip
-    trainer.fit(tiny_module(), train_dataloaders=BatchPerRank(batches))
+    trainer.fit(tiny_module(), train_dataloaders=BatchesPerRank(batches))
     return [torch.load(tmp_path / f"rank{r}.pt") for r in range(len(batches))]
+
+
+def sentences(*target_lengths: list[int]) -> list[list[dict]]:
+    """Random sentence pairs, one list per list of target lengths (sources 2 tokens shorter)."""
+    g = torch.Generator().manual_seed(0)
+    words = lambda n: torch.randint(4, 48, (n,), generator=g).tolist()  # noqa: E731
+    return [
+        [{"src": words(n - 2) + [EOS_ID], "tgt": words(n)} for n in ns] for ns in target_lengths
+    ]
+
+
+def batch(*groups: list[dict]) -> dict:
+    """One padded batch of every sentence pair in `groups`."""
+    return collate([pair for group in groups for pair in group], PAD_ID)
+
+
+def assert_mean_over_all_tokens(grads: dict, single: dict, naive: dict) -> None:
+    """`grads` equals the one-batch gradient `single`; the mean of per-batch means is far off."""
+    for name, grad in single.items():
+        torch.testing.assert_close(grads[name], grad, rtol=0, atol=1e-6, msg=name)
+    assert max((naive[n] - single[n]).abs().max() for n in single) > 1e-3
 
 
 @pytest.mark.slow
 def test_two_ranks_on_a_and_b_give_the_gradient_of_one_process_on_their_union(tmp_path):
-    g = torch.Generator().manual_seed(0)
-    words = lambda n: torch.randint(4, 48, (n,), generator=g).tolist()  # noqa: E731
-    a = [{"src": words(n) + [EOS_ID], "tgt": words(n)} for n in (3, 4)]
-    b = [{"src": words(n) + [EOS_ID], "tgt": words(n + 2)} for n in (6, 9, 7)]
-    batch_a, batch_b, union = (collate(ex, PAD_ID) for ex in (a, b, a + b))
+    a, b = sentences([3, 4], [8, 11, 9])
+    batch_a, batch_b, both = batch(a), batch(b), batch(a, b)
     assert batch_a["tgt_index"].numel() == 9 and batch_b["tgt_index"].numel() == 31
 
-    rank0, rank1 = gradients_of_one_step(tmp_path / "ddp", [batch_a, batch_b], "ddp_spawn")
-    (single,) = gradients_of_one_step(tmp_path / "union", [union])
+    rank0, rank1 = gradients_of_one_step(tmp_path / "ddp", [[batch_a], [batch_b]], "ddp_spawn")
+    (single,) = gradients_of_one_step(tmp_path / "union", [[both]])
+    (only_a,) = gradients_of_one_step(tmp_path / "a", [[batch_a]])
+    (only_b,) = gradients_of_one_step(tmp_path / "b", [[batch_b]])
+    naive = {n: (only_a[n] + only_b[n]) / 2 for n in single}  # each rank's own mean, averaged
+    assert_mean_over_all_tokens(rank0, single, naive)
+    for name in single:
+        torch.testing.assert_close(rank1[name], rank0[name], rtol=0, atol=0, msg=name)
+
+
+def test_accumulated_batches_give_the_gradient_of_their_union(tmp_path):
+    groups = sentences([3, 4], [8, 11, 9], [2])  # 9, 31 and 3 target tokens
+    batches = [batch(group) for group in groups]
+    (accumulated,) = gradients_of_one_step(tmp_path / "accumulated", [batches])
+    (single,) = gradients_of_one_step(tmp_path / "union", [[batch(*groups)]])
+    alone = [gradients_of_one_step(tmp_path / f"b{i}", [[b]])[0] for i, b in enumerate(batches)]
+    naive = {n: sum(g[n] for g in alone) / len(alone) for n in single}  # Lightning's default
+    assert_mean_over_all_tokens(accumulated, single, naive)
+
+
+@pytest.mark.slow
+def test_two_ranks_accumulating_give_the_gradient_of_one_process_on_all_batches(tmp_path):
+    a1, a2, b1, b2 = sentences([3, 4], [2], [8, 11, 9], [7, 4])
+    ranks = [[batch(a1), batch(a2)], [batch(b1), batch(b2)]]
+    rank0, rank1 = gradients_of_one_step(tmp_path / "ddp", ranks, "ddp_spawn")
+    (single,) = gradients_of_one_step(tmp_path / "union", [[batch(a1, a2, b1, b2)]])
     for name, grad in single.items():
         torch.testing.assert_close(rank0[name], grad, rtol=0, atol=1e-6, msg=name)
         torch.testing.assert_close(rank1[name], rank0[name], rtol=0, atol=0, msg=name)
-
-    # Each rank's own per-token mean, averaged (the old normalisation), is far from it.
-    (only_a,) = gradients_of_one_step(tmp_path / "a", [batch_a])
-    (only_b,) = gradients_of_one_step(tmp_path / "b", [batch_b])
-    naive_error = max((only_a[n] + only_b[n]).div(2).sub(single[n]).abs().max() for n in single)
-    assert naive_error > 1e-3
 
 
 def test_ddp_has_no_buffer_to_broadcast_before_each_forward(tmp_path):

@@ -23,7 +23,10 @@ from transformer_nmt.model import Transformer, beam_search, greedy_search
 
 ROOT = Path(__file__).resolve().parents[2]
 MULTI30K = ROOT.parent / "shared" / "data" / "multi30k"
-DATA = OmegaConf.load(ROOT / "conf" / "data" / "multi30k.yaml")
+# The data config over the base it extends (its Hydra defaults list).
+DATA = OmegaConf.merge(
+    *(OmegaConf.load(ROOT / "conf" / "data" / f) for f in ("base.yaml", "multi30k.yaml"))
+)
 
 
 def preset(name: str) -> dict[str, Any]:

@@ -11,7 +11,7 @@ data=${NMT_DATA_DIR:?point NMT_DATA_DIR at the folder holding multi30k/}/multi30
 stages=${*:-train val test record}
 here=experiments/transformer_vs_rnn
 race=outputs/transformer_vs_rnn
-declare -A experiment=([transformer]=multi30k_de_en [rnn]=multi30k_de_en_rnn [rezero]=multi30k_de_en_rezero)
+declare -A experiment=([transformer]=multi30k_de_en_small [rnn]=multi30k_de_en_rnn [rezero]=multi30k_de_en_rezero)
 rows=${RACE_ROWS:-transformer rnn rezero}
 
 evaluate() {  # <row> <split> <name> <checkpoint arguments and search options...>

@@ -56,6 +56,10 @@ class TranslationModule(L.LightningModule):
         self.val_nll_sum = SumMetric()
         self.val_tokens = SumMetric()
         self.val_bleu = SacreBLEU()
+        # Global target tokens of the update being accumulated (None before its first batch),
+        # and the factor that renormalizes its gradients once this micro-batch's backward is done.
+        self._update_tokens: Tensor | None = None
+        self._grad_rescale: Tensor | None = None
 
     def _loss(self, batch: dict[str, Any]) -> tuple[Tensor, Tensor, int]:
         """Summed smoothed loss, summed NLL and number of the batch's real target tokens."""
@@ -87,7 +91,7 @@ class TranslationModule(L.LightningModule):
     def _per_token_mean(
         self, loss_sum: Tensor, nll_sum: Tensor, num_tokens: int
     ) -> tuple[Tensor, Tensor]:
-        """The loss whose DDP gradient is that of the mean over all ranks' tokens, and the sums.
+        """The loss whose gradient is that of the mean over every token of the update, and sums.
 
         DDP averages the ranks' gradients, so each rank divides its summed loss by the global
         token count and multiplies by the world size: a rank's tokens then weigh as much as any
@@ -95,11 +99,12 @@ class TranslationModule(L.LightningModule):
         one small collective on the device, together with the detached loss and NLL sums for
         logging; the host waits for none of it.
 
-        Under gradient accumulation each micro-batch is a mean over its own tokens and Lightning
-        averages the micro-batches' means, so tokens of a lightly filled micro-batch weigh more
-        than those of a full one. Token-budget batches hold nearly equal counts, which keeps the
-        difference small; the exact mean over an accumulated step would need all its token counts
-        before the first backward.
+        Under gradient accumulation the update's token count is known only after its last
+        micro-batch, and Lightning divides each micro-batch's loss by the number accumulated.
+        Micro-batch k (k > 1) is therefore divided by the T_{k-1} tokens before it, and
+        `on_after_backward` rescales the summed gradients by T_{k-1} / T_k: after every
+        backward they are exactly the mean over the T_k tokens so far, never a mean of the
+        micro-batches' means (which would weigh a short micro-batch's tokens more).
 
         Returns:
             The loss to backpropagate, and (3,) global sums: loss, NLL, target tokens.
@@ -107,9 +112,25 @@ class TranslationModule(L.LightningModule):
         # full_like fills on the device; torch.tensor(num_tokens) would copy from the host.
         tokens = torch.full_like(loss_sum, num_tokens)
         sums = all_reduce_(torch.stack([loss_sum.detach(), nll_sum.detach(), tokens]))  # (3,)
-        return loss_sum * (self.trainer.world_size / sums[2]), sums
+        seen = self._update_tokens
+        if seen is None:  # the update's first micro-batch: the only one without accumulation
+            self._update_tokens, denominator = sums[2], sums[2]
+        else:
+            self._update_tokens = seen + sums[2]
+            self._grad_rescale, denominator = seen / self._update_tokens, seen
+        scale = self.trainer.world_size * self.trainer.accumulate_grad_batches
+        return loss_sum * (scale / denominator), sums
+
+    def on_after_backward(self) -> None:
+        if self._grad_rescale is None:
+            return
+        torch._foreach_mul_(
+            [p.grad for p in self.model.parameters() if p.grad is not None], self._grad_rescale
+        )
+        self._grad_rescale = None
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        self._update_tokens = None  # every backward of this update is done
         if not is_logging_step(self.trainer):
             return
         # Before clipping: the norm the gradients actually had.
