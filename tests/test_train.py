@@ -123,7 +123,7 @@ def test_help_lists_the_config_groups():
         timeout=120,
     ).stdout
     for group in (
-        "model: base, big, rnn_attention, small, tiny",
+        "model: base, big, narrow, rnn_attention, small, tiny",
         "data:",
         "trainer:",
         "logger:",
