@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from omegaconf import OmegaConf
 
+from transformer_nmt.cli.data_config import compose_data
 from transformer_nmt.data.bitext import TextCorpus, read_lines
 from transformer_nmt.data.framing import source_batch
 from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, BPETokenizer, load_or_train
@@ -23,10 +24,7 @@ from transformer_nmt.model import Transformer, beam_search, greedy_search
 
 ROOT = Path(__file__).resolve().parents[2]
 MULTI30K = ROOT.parent / "shared" / "data" / "multi30k"
-# The data config over the base it extends (its Hydra defaults list).
-DATA = OmegaConf.merge(
-    *(OmegaConf.load(ROOT / "conf" / "data" / f) for f in ("base.yaml", "multi30k.yaml"))
-)
+DATA = compose_data("multi30k")  # as training composes it, base config included
 
 
 def preset(name: str) -> dict[str, Any]:

@@ -33,7 +33,6 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-from omegaconf import OmegaConf
 from torch import Tensor, nn
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,6 +45,7 @@ if __name__ == "__main__" and sys.platform == "linux" and "GLIBC_TUNABLES" not i
     os.environ["GLIBC_TUNABLES"] = FAST_MALLOC  # read by glibc at start-up only: start again
     os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
 
+from transformer_nmt.cli.data_config import compose_data  # noqa: E402
 from transformer_nmt.data.batching import TokenBatchSampler, collate  # noqa: E402
 from transformer_nmt.data.bitext import TextCorpus, read_lines  # noqa: E402
 from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, load_or_train  # noqa: E402
@@ -61,10 +61,7 @@ except ImportError:
     transformers = None  # main() says that the MarianMT column is skipped
 
 MULTI30K = ROOT.parent / "shared" / "data" / "multi30k"
-# The data config over the base it extends (its Hydra defaults list).
-DATA = OmegaConf.merge(
-    *(OmegaConf.load(ROOT / "conf" / "data" / f) for f in ("base.yaml", "multi30k.yaml"))
-)
+DATA = compose_data("multi30k")  # as training composes it, base config included
 EPSILON = 0.1  # label smoothing (paper, section 5.4)
 BEAM = 4
 ALPHA = 0.6  # length penalty exponent (paper, section 6.1)

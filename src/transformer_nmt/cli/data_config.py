@@ -6,6 +6,7 @@ from pathlib import Path
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.utils import instantiate
+from omegaconf import DictConfig
 
 import transformer_nmt
 from transformer_nmt.data.corpus import DataError
@@ -23,6 +24,16 @@ def project_root() -> Path:
     return root
 
 
+def compose_data(data: str, overrides: list[str] = ()) -> DictConfig:
+    """The `data` node of `conf/train.yaml` composed with `data=<data>` and `overrides`."""
+    root = project_root()
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(root / "conf"), version_base="1.3"):
+        cfg = compose("train", overrides=[f"paths.root_dir={root}", f"data={data}", *overrides])
+    GlobalHydra.instance().clear()
+    return cfg.data
+
+
 def read_split(
     data: str, split: str, overrides: list[str] = ()
 ) -> tuple[list[tuple[str, str]], str, str]:
@@ -31,11 +42,6 @@ def read_split(
     Returns the cleaned (source, target) pairs and the source and target languages. Only
     `cfg.data.corpus` is built, so no tokenizer is trained and no store is encoded.
     """
-    root = project_root()
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(root / "conf"), version_base="1.3"):
-        cfg = compose("train", overrides=[f"paths.root_dir={root}", f"data={data}", *overrides])
-    GlobalHydra.instance().clear()
-    corpus = instantiate(cfg.data.corpus)
-    src_lang, tgt_lang = cfg.data.src_lang, cfg.data.tgt_lang
-    return corpus.read(split, src_lang, tgt_lang), src_lang, tgt_lang
+    cfg = compose_data(data, overrides)
+    corpus = instantiate(cfg.corpus)
+    return corpus.read(split, cfg.src_lang, cfg.tgt_lang), cfg.src_lang, cfg.tgt_lang
