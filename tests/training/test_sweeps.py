@@ -248,8 +248,8 @@ def test_every_model_in_the_search_space_is_valid(tmp_path):
         assert settings_problems(settings) == [], settings
 
 
-def test_the_wide_search_searches_width_dropout_and_lr_and_holds_the_recipe(tmp_path):
-    cfg = compose_train(tmp_path, ["hparams_search=multi30k_de_en_wide"])
+def test_the_hour_search_searches_width_dropout_and_lr_and_holds_the_recipe(tmp_path):
+    cfg = compose_train(tmp_path, ["hparams_search=multi30k_de_en_hour"])
     recipe = compose_train(tmp_path, ["experiment=multi30k_de_en"])
 
     params = [f"{key}={value}" for key, value in cfg.hydra.sweeper.params.items()]
@@ -260,9 +260,9 @@ def test_the_wide_search_searches_width_dropout_and_lr_and_holds_the_recipe(tmp_
     assert space.keys() | fixed.keys() == first.keys()
     for key, value in fixed.items():
         assert str(OmegaConf.select(recipe, key)) == value, key  # overrides hold strings
-    assert cfg.trainer.max_time == "00:00:30:00"
-    assert cfg.hydra.sweeper.study_name == "multi30k_de_en_wide"
-    assert cfg.hydra.sweep.dir.endswith("multi30k_de_en/sweeps/multi30k_de_en_wide")
+    assert cfg.trainer.max_time == recipe.trainer.max_time == "00:01:00:00"  # a trial is the hour
+    assert cfg.hydra.sweeper.study_name == "multi30k_de_en_hour"
+    assert cfg.hydra.sweep.dir.endswith("multi30k_de_en/sweeps/multi30k_de_en_hour")
     model = OmegaConf.to_container(recipe.model)  # the held values, as just checked
     for d_model in space["model.d_model"].choices:
         assert settings_problems({**model, "d_model": d_model}) == [], d_model
