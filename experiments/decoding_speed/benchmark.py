@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from omegaconf import OmegaConf
 
-from transformer_nmt.cli.data_config import compose_data
+from transformer_nmt.cli.compose import compose_group
 from transformer_nmt.data.bitext import TextCorpus, read_lines
 from transformer_nmt.data.framing import source_batch
 from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, BPETokenizer, load_or_train
@@ -24,18 +24,13 @@ from transformer_nmt.model import Transformer, beam_search, greedy_search
 
 ROOT = Path(__file__).resolve().parents[2]
 MULTI30K = ROOT.parent / "shared" / "data" / "multi30k"
-DATA = compose_data("multi30k")  # as training composes it, base config included
+DATA = compose_group("data", "multi30k")  # as training composes it, base config included
 
 
 def preset(name: str) -> dict[str, Any]:
-    """A conf/model preset as Transformer keyword arguments (presets extend base.yaml)."""
-    config = OmegaConf.merge(
-        OmegaConf.load(ROOT / "conf" / "model" / "base.yaml"),
-        OmegaConf.load(ROOT / "conf" / "model" / f"{name}.yaml"),
-    )
-    return {
-        k: v for k, v in OmegaConf.to_container(config).items() if k not in ("_target_", "defaults")
-    }
+    """A conf/model preset as Transformer keyword arguments, composed as training composes it."""
+    config = OmegaConf.to_container(compose_group("model", name))
+    return {k: v for k, v in config.items() if k != "_target_"}
 
 
 def decode(model: Transformer, batch: torch.Tensor, beam_size: int, use_cache: bool) -> None:

@@ -45,7 +45,7 @@ if __name__ == "__main__" and sys.platform == "linux" and "GLIBC_TUNABLES" not i
     os.environ["GLIBC_TUNABLES"] = FAST_MALLOC  # read by glibc at start-up only: start again
     os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
 
-from transformer_nmt.cli.data_config import compose_data  # noqa: E402
+from transformer_nmt.cli.compose import compose_group  # noqa: E402
 from transformer_nmt.data.batching import TokenBatchSampler, collate  # noqa: E402
 from transformer_nmt.data.bitext import TextCorpus, read_lines  # noqa: E402
 from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, load_or_train  # noqa: E402
@@ -61,7 +61,7 @@ except ImportError:
     transformers = None  # main() says that the MarianMT column is skipped
 
 MULTI30K = ROOT.parent / "shared" / "data" / "multi30k"
-DATA = compose_data("multi30k")  # as training composes it, base config included
+DATA = compose_group("data", "multi30k")  # as training composes it, base config included
 EPSILON = 0.1  # label smoothing (paper, section 5.4)
 BEAM = 4
 ALPHA = 0.6  # length penalty exponent (paper, section 6.1)

@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+from padding_property import assert_padding_changes_nothing
 from torch import nn
 
 from toy_training import VOCAB_SIZE, toy_batch, train_steps
@@ -154,16 +155,7 @@ def test_additive_attention_scores_each_source_position():
 def test_padding_changes_nothing_for_real_tokens(overrides):
     model = make_rnn(**overrides)
     src, tgt = tokens([7, 5]), tokens([6, 4], seed=1, bos=True)
-    padded_src = nn.functional.pad(src, (0, 3), value=PAD)
-    padded_tgt = nn.functional.pad(tgt, (0, 2), value=PAD)
-    real = src != PAD
-    torch.testing.assert_close(
-        model.encode(padded_src)[:, :7][real], model.encode(src)[real], atol=1e-6, rtol=1e-6
-    )
-    real = tgt != PAD
-    logits = model(src, tgt)[real]
-    torch.testing.assert_close(model(padded_src, tgt)[real], logits, atol=1e-6, rtol=1e-6)
-    torch.testing.assert_close(model(src, padded_tgt)[:, :6][real], logits, atol=1e-6, rtol=1e-6)
+    assert_padding_changes_nothing(model, src, tgt, PAD, tolerance=1e-6)
     # A sentence alone, unpadded, as in a batch with a longer one.
     alone = model(src[1:, :5], tgt[1:, :4])
     torch.testing.assert_close(alone[0], model(src, tgt)[1, :4], atol=1e-6, rtol=1e-6)

@@ -21,6 +21,7 @@ from hydra_plugins.transformer_nmt_sweeper._impl import (
     INTERRUPTED,
     fail_interrupted_trials,
     finished_trials,
+    next_trial_number,
 )
 from transformer_nmt.model.config import settings_problems
 from transformer_nmt.training.loggers import group_wandb_runs_by_sweep
@@ -187,6 +188,17 @@ def test_finished_trials_count_every_end_but_an_interruption():
     assert fail_interrupted_trials(study) == []  # nothing is left running
 
 
+def test_an_enqueued_trial_runs_in_the_folder_named_by_its_number():
+    study = optuna.create_study()
+    study.tell(study.ask(), 1.0)
+    assert next_trial_number(study) == 1  # a new trial
+    study.enqueue_trial({"x": 0.5})  # trial 1, waiting: asked next
+    study.enqueue_trial({"x": 0.7})
+
+    assert next_trial_number(study) == 1
+    assert study.ask().number == 1
+
+
 @pytest.mark.parametrize(
     ("search", "src_lang", "tgt_lang"),
     [("multi30k_de_en", "de", "en"), ("multi30k_en_de", "en", "de")],
@@ -234,6 +246,26 @@ def test_every_model_in_the_search_space_is_valid(tmp_path):
     for combination in itertools.product(*choices.values()):
         settings = {**model, **dict(zip(choices, combination, strict=True))}
         assert settings_problems(settings) == [], settings
+
+
+def test_the_hour_search_searches_width_dropout_and_lr_and_holds_the_recipe(tmp_path):
+    cfg = compose_train(tmp_path, ["hparams_search=multi30k_de_en_hour"])
+    recipe = compose_train(tmp_path, ["experiment=multi30k_de_en"])
+
+    params = [f"{key}={value}" for key, value in cfg.hydra.sweeper.params.items()]
+    space, fixed = create_params_from_overrides(params)
+    assert space.keys() == {"model.d_model", "model.dropout", "module.lr_factor"}
+    # Every parameter of the first search is either searched or held at the recipe's value.
+    first = compose_train(tmp_path, ["hparams_search=multi30k_de_en"]).hydra.sweeper.params
+    assert space.keys() | fixed.keys() == first.keys()
+    for key, value in fixed.items():
+        assert str(OmegaConf.select(recipe, key)) == value, key  # overrides hold strings
+    assert cfg.trainer.max_time == recipe.trainer.max_time == "00:01:00:00"  # a trial is the hour
+    assert cfg.hydra.sweeper.study_name == "multi30k_de_en_hour"
+    assert cfg.hydra.sweep.dir.endswith("multi30k_de_en/sweeps/multi30k_de_en_hour")
+    model = OmegaConf.to_container(recipe.model)  # the held values, as just checked
+    for d_model in space["model.d_model"].choices:
+        assert settings_problems({**model, "d_model": d_model}) == [], d_model
 
 
 def test_wandb_sweep_file_runs_train_py_with_overrides_of_real_config_keys(tmp_path):

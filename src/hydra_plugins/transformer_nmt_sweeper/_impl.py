@@ -38,7 +38,7 @@ class ResumableOptunaSweeperImpl(OptunaSweeperImpl):
                 self.n_trials,
             )
             self.n_trials = max(self.n_trials - done, 0)
-            self.job_idx = len(study.trials)  # the next trial's number names its folder
+            self.job_idx = next_trial_number(study)  # the trial's number names its folder
             if study.trials and isinstance(self.sampler, optuna.samplers.BaseSampler):
                 # Seeded again as at the first start, it would ask the first trials' parameters
                 # again: a resumed search draws new random numbers (and is not reproducible).
@@ -61,6 +61,12 @@ def finished_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
     """The trials that ran to an end: complete, pruned, or failed by their own error."""
     ended = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
     return [t for t in study.get_trials(states=ended) if not t.user_attrs.get(INTERRUPTED)]
+
+
+def next_trial_number(study: optuna.Study) -> int:
+    """The number of the trial the search asks for next: the first enqueued one, else a new one."""
+    waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+    return min((t.number for t in waiting), default=len(study.trials))
 
 
 def fail_interrupted_trials(study: optuna.Study) -> list[int]:

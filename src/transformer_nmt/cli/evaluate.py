@@ -21,7 +21,7 @@ from sacremoses import MosesTokenizer
 from tqdm import tqdm
 
 from transformer_nmt.atomic import write_atomically
-from transformer_nmt.cli.data_config import read_split
+from transformer_nmt.cli.compose import read_split
 from transformer_nmt.cli.search_args import (
     add_search_arguments,
     engine_options,

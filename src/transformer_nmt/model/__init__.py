@@ -1,10 +1,10 @@
 """The Transformer model: plain PyTorch, no Lightning or Hydra, read top to bottom like the paper.
 
-config (its settings) -> masks -> attention -> feed_forward -> embeddings -> layers -> transformer
-(the encoder-decoder and its cache) -> search (greedy and beam). `interface` writes down what
-training and search need from any model family; `rnn` (with `rnn_config`) is the other family,
-the RNN encoder-decoder with additive attention; `families` maps each family's name to its
-classes.
+config (its settings) -> masks -> attention -> feed_forward -> embeddings -> dropout -> layers ->
+transformer (the encoder-decoder and its cache) -> search (greedy and beam). `interface` writes
+down what training and search need from any model family; `rnn` (with `rnn_config`) is the other
+family, the RNN encoder-decoder with additive attention; `families` maps each family's name to
+its classes.
 """
 
 from transformer_nmt.model.config import TransformerConfig

@@ -4,6 +4,7 @@ import torch
 from torch import Tensor, nn
 
 from transformer_nmt.model.attention import MultiHeadAttention
+from transformer_nmt.model.dropout import Dropout
 from transformer_nmt.model.feed_forward import PositionwiseFeedForward
 
 
@@ -26,7 +27,7 @@ class SublayerConnection(nn.Module):
         self.norm_first = norm_first
         self.norm = None if rezero else nn.LayerNorm(d_model)
         self.alpha = nn.Parameter(torch.zeros(())) if rezero else None
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def sublayer_input(self, x: Tensor) -> Tensor:
         return self.norm(x) if self.norm_first else x

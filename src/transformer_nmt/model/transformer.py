@@ -9,6 +9,7 @@ from torch import Tensor, nn
 
 from transformer_nmt.model.attention import MultiHeadAttention
 from transformer_nmt.model.config import TransformerConfig
+from transformer_nmt.model.dropout import Dropout
 from transformer_nmt.model.embeddings import (
     Embeddings,
     LearnedPositionalEmbedding,
@@ -114,7 +115,7 @@ class Transformer(nn.Module):
         )
         self.src_positions = Positions(d_model, config.max_positions)
         self.tgt_positions = Positions(d_model, config.max_positions)
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = Dropout(config.dropout)
         layer_args = (
             d_model, config.h, config.d_k, config.d_v, config.d_ff, config.dropout,
             config.norm_first, config.activation, config.rezero, config.attention_kernel,

@@ -7,13 +7,19 @@ from transformer_nmt.training.callbacks.batch_telemetry import rss_gb
 from transformer_nmt.training.callbacks.malloc_trim import MallocTrim, load_malloc_trim
 
 
-def test_trims_after_every_validation_and_training_epoch(monkeypatch):
+def test_trims_after_every_validation_and_training_epoch_but_not_twice_in_a_row(monkeypatch):
     calls = []
     monkeypatch.setattr(malloc_trim, "load_malloc_trim", lambda: calls.append)
     callback = MallocTrim()
     callback.on_validation_end(None, None)
+    assert calls == [0]  # pad 0: nothing kept at the heap's top
+    callback.on_train_epoch_end(None, None)  # right after its validation: nothing to give back
+    assert calls == [0]
+    callback.on_train_batch_end(None, None, None, None, 0)
     callback.on_train_epoch_end(None, None)
-    assert calls == [0, 0]  # pad 0: nothing kept at the heap's top
+    callback.on_validation_batch_end(None, None, None, None, 0)
+    callback.on_validation_end(None, None)
+    assert calls == [0, 0, 0]
 
 
 def test_is_a_no_op_off_linux(monkeypatch):

@@ -27,10 +27,22 @@ class MallocTrim(L.Callback):
     malloc_trim releases the pages of free heap chunks (the heap itself stays mapped), so the
     resident size falls back to what is in use. Once a validation is rare enough that the steps
     keep their speed: the next ones fault back only the pages they need. A no-op off glibc.
+
+    A trim walks the whole heap (tens of milliseconds), so none follows another with no batch
+    between them, as an epoch's end does right after its validation.
     """
 
     def __init__(self) -> None:
         self._malloc_trim = load_malloc_trim()
+        self._batches_since_trim = True
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self._batches_since_trim = True
+
+    def on_validation_batch_end(
+        self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0
+    ) -> None:
+        self._batches_since_trim = True
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.trim()
@@ -39,5 +51,6 @@ class MallocTrim(L.Callback):
         self.trim()
 
     def trim(self) -> None:
-        if self._malloc_trim is not None:
+        if self._malloc_trim is not None and self._batches_since_trim:
             self._malloc_trim(0)  # 0: keep no free space at the heap's top either
+            self._batches_since_trim = False

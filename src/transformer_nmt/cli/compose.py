@@ -1,4 +1,4 @@
-"""A split of any `conf/data` config, read by the corpus class training uses."""
+"""Config groups composed as training composes them, and a split of any `conf/data` config."""
 
 import os
 from pathlib import Path
@@ -24,14 +24,19 @@ def project_root() -> Path:
     return root
 
 
-def compose_data(data: str, overrides: list[str] = ()) -> DictConfig:
-    """The `data` node of `conf/train.yaml` composed with `data=<data>` and `overrides`."""
+def compose_group(group: str, option: str, overrides: list[str] = ()) -> DictConfig:
+    """The `group` node of `conf/train.yaml` composed with `<group>=<option>` and `overrides`.
+
+    As training composes it: the option's defaults (e.g. model=narrow on small on base) included.
+    """
     root = project_root()
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(root / "conf"), version_base="1.3"):
-        cfg = compose("train", overrides=[f"paths.root_dir={root}", f"data={data}", *overrides])
+        cfg = compose(
+            "train", overrides=[f"paths.root_dir={root}", f"{group}={option}", *overrides]
+        )
     GlobalHydra.instance().clear()
-    return cfg.data
+    return cfg[group]
 
 
 def read_split(
@@ -42,6 +47,6 @@ def read_split(
     Returns the cleaned (source, target) pairs and the source and target languages. Only
     `cfg.data.corpus` is built, so no tokenizer is trained and no store is encoded.
     """
-    cfg = compose_data(data, overrides)
+    cfg = compose_group("data", data, overrides)
     corpus = instantiate(cfg.corpus)
     return corpus.read(split, cfg.src_lang, cfg.tgt_lang), cfg.src_lang, cfg.tgt_lang

@@ -1,8 +1,9 @@
-"""`nmt-evaluate --data`: a split of a data config, read by the corpus class training uses."""
+"""Config groups composed as training composes them, and `nmt-evaluate --data`: a split of a data
+config, read by the corpus class training uses."""
 
 import pytest
 
-from transformer_nmt.cli.data_config import read_split
+from transformer_nmt.cli.compose import compose_group, read_split
 from transformer_nmt.data.corpus import DataError
 from transformer_nmt.data.toy import ToyCorpus
 
@@ -18,3 +19,9 @@ def test_without_the_repos_configs_the_error_says_how_to_point_at_them(tmp_path,
     monkeypatch.setenv("PROJECT_ROOT", str(tmp_path))
     with pytest.raises(DataError, match="PROJECT_ROOT"):
         read_split("toy", "test")
+
+
+def test_a_group_option_is_composed_with_its_defaults_chain():
+    narrow = compose_group("model", "narrow")  # narrow on small on base
+    assert (narrow.d_model, narrow.N, narrow.d_ff, narrow.h) == (128, 3, 1024, 4)
+    assert narrow.positions == "sinusoidal"  # from base
