@@ -10,18 +10,23 @@ through transformers' `generate`; and CTranslate2 in float32 and int8 (`Translat
 what `nmt-translate --engine ct2` runs). All decode with beam 4, batches of 64 sentences in input
 order, and one length penalty: log P / |Y|^alpha, which is our `--penalty fairseq`, transformers'
 `length_penalty` and CTranslate2's `length_penalty` alike (transformers has no GNMT form).
-Loading and exporting are not timed; tokenizing and detokenizing are. Output tokens are the
-outputs' BPE tokens, EOS excluded, counted by re-encoding each engine's text with the model's
-tokenizer, so that every engine is counted alike.
+Loading and exporting are not timed; tokenizing and detokenizing are. With --repeats N each
+engine translates the sources N times in its process and the median pass is reported (the first
+pass pays one-off costs: thread pools, allocator growth). Output tokens are the outputs' BPE
+tokens, EOS excluded, counted by re-encoding each engine's text with the model's tokenizer, so
+that every engine is counted alike.
 """
 
 import argparse
+import functools
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root
@@ -32,9 +37,8 @@ from transformer_nmt.training.precision import cpu_has_native_bf16  # noqa: E402
 ENGINES = ("ours", "ours-int8", "ours-bf16", "hf", "ct2-float32", "ct2-int8")
 
 
-def translate_hf(
-    checkpoint: str, sources: list[str], args: argparse.Namespace
-) -> tuple[list, float]:
+def translate_hf(checkpoint: str, args: argparse.Namespace) -> Callable[[list[str]], list[str]]:
+    """The `nmt-export hf` folder, loaded by transformers: a function that translates."""
     import torch
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
@@ -45,25 +49,34 @@ def translate_hf(
     export_hf(*load_checkpoint(checkpoint), folder)
     model = AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    start, out = time.perf_counter(), []
-    for i in range(0, len(sources), args.batch_size):
-        batch = tokenizer(
-            sources[i : i + args.batch_size], return_tensors="pt", padding=True, truncation=True
-        )  # truncation: cut at max_positions, as ours cuts
-        longest = int(batch.attention_mask.sum(dim=1).max())  # a batch shares one limit
-        with torch.no_grad():
-            ids = model.generate(
-                **batch,
-                num_beams=args.beam_size,
-                length_penalty=args.alpha,
-                # No further than the positions there are, as ours.
-                max_new_tokens=min(longest + args.max_len_b, model.config.max_position_embeddings),
-            )
-        out += tokenizer.batch_decode(ids, skip_special_tokens=True)
-    return out, time.perf_counter() - start
+
+    def translate(sources: list[str]) -> list[str]:
+        out = []
+        for i in range(0, len(sources), args.batch_size):
+            batch = tokenizer(
+                sources[i : i + args.batch_size], return_tensors="pt", padding=True, truncation=True
+            )  # truncation: cut at max_positions, as ours cuts
+            longest = int(batch.attention_mask.sum(dim=1).max())  # a batch shares one limit
+            with torch.no_grad():
+                ids = model.generate(
+                    **batch,
+                    num_beams=args.beam_size,
+                    length_penalty=args.alpha,
+                    # No further than the positions there are, as ours.
+                    max_new_tokens=min(
+                        longest + args.max_len_b, model.config.max_position_embeddings
+                    ),
+                )
+            out += tokenizer.batch_decode(ids, skip_special_tokens=True)
+        return out
+
+    return translate
 
 
-def translate_ours(checkpoint: str, sources: list[str], args: argparse.Namespace, engine: str):
+def translate_ours(
+    checkpoint: str, args: argparse.Namespace, engine: str
+) -> Callable[[list[str]], list[str]]:
+    """Our `Translator` with the engine's options: a function that translates."""
     import torch
 
     from transformer_nmt import Translator
@@ -76,16 +89,14 @@ def translate_ours(checkpoint: str, sources: list[str], args: argparse.Namespace
         "ct2-int8": {"engine": "ct2", "quantization": "int8"},
     }[engine]
     translator = Translator.from_checkpoint(checkpoint, device="cpu", **options)
-    start = time.perf_counter()
-    out = translator.translate(
-        sources,
+    return functools.partial(
+        translator.translate,
         beam_size=args.beam_size,
         alpha=args.alpha,
         penalty="fairseq",
         max_len_b=args.max_len_b,
         batch_size=args.batch_size,
     )
-    return out, time.perf_counter() - start
 
 
 def run_one(args: argparse.Namespace) -> None:
@@ -100,9 +111,15 @@ def run_one(args: argparse.Namespace) -> None:
     sources = [line.strip() for line in read_lines(Path(args.src))]
     references = [line.strip() for line in read_lines(Path(args.ref))]
     if args.engine == "hf":
-        hypotheses, seconds = translate_hf(args.checkpoint, sources, args)
+        translate = translate_hf(args.checkpoint, args)
     else:
-        hypotheses, seconds = translate_ours(args.checkpoint, sources, args, args.engine)
+        translate = translate_ours(args.checkpoint, args, args.engine)
+    passes = []
+    for _ in range(args.repeats):
+        start = time.perf_counter()
+        hypotheses = translate(sources)  # the same every pass: decoding is deterministic
+        passes.append(time.perf_counter() - start)
+    seconds = statistics.median(passes)
     tokenizer = load_checkpoint(args.checkpoint)[1]
     output_tokens = sum(map(len, tokenizer.encode_batch(hypotheses)))
     bleu = BLEU()
@@ -112,6 +129,7 @@ def run_one(args: argparse.Namespace) -> None:
         "output_tokens_per_second": output_tokens / seconds,
         "output_tokens": output_tokens,
         "seconds": seconds,
+        "passes": passes,
         "BLEU": bleu.corpus_score(hypotheses, [references]).score,
         "signature": str(bleu.get_signature()),
     }
@@ -128,6 +146,10 @@ def main() -> None:
     parser.add_argument("--alpha", type=float, default=1.0)
     parser.add_argument("--max-len-b", type=int, default=50)
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument(
+        "--repeats", type=int, default=1,
+        help="passes over the sources per engine, in its one process; the median pass is reported",
+    )  # fmt: skip
     parser.add_argument(
         "--engines", nargs="+", choices=ENGINES, default=ENGINES, help="those to run (all)"
     )

@@ -27,7 +27,7 @@ def test_a_child_reports_speed_in_sentences_and_output_tokens(bench, tmp_path, c
     checkpoint = write_checkpoint(tmp_path / "last.ckpt", tokenizer)
     sources = ["one two three", "fünf sechs", "zwei"]
     (tmp_path / "src").write_text("".join(f"{s}\n" for s in sources))
-    options = dict(threads=1, beam_size=2, alpha=1.0, max_len_b=3, batch_size=2)
+    options = dict(threads=1, beam_size=2, alpha=1.0, max_len_b=3, batch_size=2, repeats=3)
     args = argparse.Namespace(
         checkpoint=str(checkpoint), src=tmp_path / "src", ref=tmp_path / "src", **options
     )
@@ -37,5 +37,6 @@ def test_a_child_reports_speed_in_sentences_and_output_tokens(bench, tmp_path, c
         assert result["engine"] == engine
         assert result["output_tokens"] > 0
         seconds, tokens = result["seconds"], result["output_tokens"]
+        assert len(result["passes"]) == 3 and seconds == sorted(result["passes"])[1]  # median
         assert result["sentences_per_second"] == pytest.approx(len(sources) / seconds)
         assert result["output_tokens_per_second"] == pytest.approx(tokens / seconds)

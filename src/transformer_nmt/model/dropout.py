@@ -36,7 +36,7 @@ class Dropout(nn.Module):
 def keep_mask(x: Tensor, threshold: int) -> Tensor:
     """x's shape and dtype: 0 where dropped, 1 / (keep rate) where kept."""
     n = x.numel()
-    words = torch.empty((n + 3) // 4, dtype=torch.int64).random_()  # uniform on [0, 2^63)
+    words = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device).random_()  # [0, 2^63)
     lanes = words.view(torch.int16)[:n] & (LANES - 1)  # 15 uniform bits an element
     scale = LANES / (LANES - threshold)
     return (lanes >= threshold).view(x.shape).to(x.dtype).mul_(scale)
