@@ -23,6 +23,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root
 from experiments.machine import cpu_name, load_average  # noqa: E402
 
+from transformer_nmt.cli.compose import compose_group  # noqa: E402
 from transformer_nmt.data.batching import collate  # noqa: E402
 from transformer_nmt.data.tokenizer import EOS_ID, PAD_ID
 from transformer_nmt.model import Transformer
@@ -32,7 +33,11 @@ from transformer_nmt.training.loss import label_smoothed_nll
 from transformer_nmt.training.precision import NATIVE_BF16_CPU_FLAGS, cpu_has_native_bf16
 
 KERNELS = ("fused", "math", "explicit")
-SIZES = {"small": dict(N=3, d_model=256, d_ff=1024, h=4), "base": dict(N=6, d_model=512, h=8)}
+# The model presets' shapes, as training composes them (conf/model/).
+SIZES = {
+    name: {key: compose_group("model", name)[key] for key in ("N", "d_model", "d_ff", "h")}
+    for name in ("small", "base")
+}
 VOCAB = 8000
 FLAGS = ("avx2", "avx512f", *NATIVE_BF16_CPU_FLAGS)
 

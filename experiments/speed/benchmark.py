@@ -77,10 +77,14 @@ class Size:
     vocab: int
 
 
-SIZES = {
-    "small": Size(N=3, d_model=256, d_ff=1024, h=4, vocab=8000),
-    "base": Size(N=6, d_model=512, d_ff=2048, h=8, vocab=32000),  # Table 3, first row
-}
+def model_size(name: str, vocab: int) -> Size:
+    """The `model=<name>` preset as training composes it (conf/model/)."""
+    model = compose_group("model", name)
+    return Size(N=model.N, d_model=model.d_model, d_ff=model.d_ff, h=model.h, vocab=vocab)
+
+
+# small with Multi30k's BPE; base (Table 3, first row) with the paper's 32k en-fr vocabulary.
+SIZES = {"small": model_size("small", DATA.vocab_size), "base": model_size("base", 32000)}
 
 
 # ---------------------------------------------------------------------------------------------
