@@ -33,13 +33,17 @@ from transformer_nmt.training.loss import label_smoothed_nll
 from transformer_nmt.training.precision import NATIVE_BF16_CPU_FLAGS, cpu_has_native_bf16
 
 KERNELS = ("fused", "math", "explicit")
-# The model presets' shapes, as training composes them (conf/model/).
-SIZES = {
-    name: {key: compose_group("model", name)[key] for key in ("N", "d_model", "d_ff", "h")}
-    for name in ("small", "base")
-}
 VOCAB = 8000
 FLAGS = ("avx2", "avx512f", *NATIVE_BF16_CPU_FLAGS)
+
+
+def preset_shape(name: str) -> dict[str, int]:
+    """The `model=<name>` preset's shape, as training composes it (conf/model/)."""
+    model = compose_group("model", name)
+    return {key: model[key] for key in ("N", "d_model", "d_ff", "h")}
+
+
+SIZES = {name: preset_shape(name) for name in ("small", "base")}
 
 
 def cpu_description() -> str:
