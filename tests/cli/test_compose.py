@@ -23,5 +23,5 @@ def test_without_the_repos_configs_the_error_says_how_to_point_at_them(tmp_path,
 
 def test_a_group_option_is_composed_with_its_defaults_chain():
     narrow = compose_group("model", "narrow")  # narrow on small on base
-    assert (narrow.d_model, narrow.N, narrow.d_ff, narrow.h) == (128, 3, 1024, 4)
+    assert (narrow.d_model, narrow.N, narrow.d_ff, narrow.h) == (192, 3, 1024, 4)
     assert narrow.positions == "sinusoidal"  # from base
