@@ -5,8 +5,9 @@
 set -euo pipefail
 data=${NMT_DATA_DIR:?point NMT_DATA_DIR at the folder holding multi30k/}/multi30k
 stages=${*:-train val test}
-# Chosen on val (README.md, "Choosing on val"): checkpoints to average and the beam's alpha.
-average=5
+# Chosen on val (experiments/multi30k_sweep/README.md): checkpoints to average, per direction,
+# and the beam's alpha.
+declare -A average=([de_en]=5 [en_de]=10)
 alpha=1.0
 
 evaluate() {  # <split> <name> <checkpoint arguments and search options...>, of $pair in $run
@@ -28,14 +29,15 @@ for pair in de_en en_de; do
       done
     done
     for a in 0.2 1.0; do
-      evaluate val avg${average}_beam4_alpha$a "$run/checkpoints" --average-last $average --alpha $a
+      evaluate val avg${average[$pair]}_beam4_alpha$a "$run/checkpoints" \
+        --average-last "${average[$pair]}" --alpha $a
     done
   fi
   if [[ $stages == *test* ]]; then
     for beam in 1 4; do
       evaluate test_2016_flickr best_beam$beam "$best" --beam-size $beam --alpha $alpha
-      evaluate test_2016_flickr avg${average}_beam$beam "$run/checkpoints" \
-        --average-last $average --beam-size $beam --alpha $alpha
+      evaluate test_2016_flickr avg${average[$pair]}_beam$beam "$run/checkpoints" \
+        --average-last "${average[$pair]}" --beam-size $beam --alpha $alpha
     done
   fi
 done
