@@ -5,10 +5,10 @@
 set -euo pipefail
 data=${NMT_DATA_DIR:?point NMT_DATA_DIR at the folder holding multi30k/}/multi30k
 stages=${*:-train val test}
-# Chosen on val (experiments/multi30k_sweep/README.md): checkpoints to average, per direction,
-# and the beam's alpha.
-declare -A average=([de_en]=5 [en_de]=10)
-alpha=1.0
+# Chosen on val (experiments/multi30k_sweep/README.md): the checkpoints to average and, per
+# direction, the beam's alpha (GNMT form; beam output is short, and a large alpha lengthens it).
+average=10
+declare -A alpha=([de_en]=2.0 [en_de]=2.5)
 
 evaluate() {  # <split> <name> <checkpoint arguments and search options...>, of $pair in $run
   local split=$1 name=$2
@@ -28,16 +28,17 @@ for pair in de_en en_de; do
         evaluate val avg${n}_beam$beam "$run/checkpoints" --average-last $n --beam-size $beam
       done
     done
-    for a in 0.2 1.0; do
-      evaluate val avg${average[$pair]}_beam4_alpha$a "$run/checkpoints" \
-        --average-last "${average[$pair]}" --alpha $a
+    for beam_alpha in 4:0.2 4:1.0 4:1.3 4:1.6 4:2.0 4:2.5 4:3.0 6:1.3 6:2.0; do
+      beam=${beam_alpha%:*} a=${beam_alpha#*:}
+      evaluate val avg${average}_beam${beam}_alpha$a "$run/checkpoints" \
+        --average-last $average --beam-size $beam --alpha $a
     done
   fi
   if [[ $stages == *test* ]]; then
     for beam in 1 4; do
-      evaluate test_2016_flickr best_beam$beam "$best" --beam-size $beam --alpha $alpha
-      evaluate test_2016_flickr avg${average[$pair]}_beam$beam "$run/checkpoints" \
-        --average-last "${average[$pair]}" --beam-size $beam --alpha $alpha
+      evaluate test_2016_flickr best_beam$beam "$best" --beam-size $beam --alpha "${alpha[$pair]}"
+      evaluate test_2016_flickr avg${average}_beam$beam "$run/checkpoints" \
+        --average-last $average --beam-size $beam --alpha "${alpha[$pair]}"
     done
   fi
 done

@@ -137,6 +137,21 @@ def test_trained_model_generate_equals_ours_sentence_for_sentence(toy, tmp_path)
 
 
 @pytest.mark.slow
+def test_trained_model_beam_generate_equals_ours_with_the_exported_defaults(toy, tmp_path):
+    """generation_config.json alone (beam 4, |Y|^1 penalty, early stop) gives our beam output."""
+    model, tokenizer, test, _ = toy
+    export_hf(model, tokenizer, tmp_path)
+    exported, hf_tokenizer = load(tmp_path)
+    sources = [src for src, _ in test]
+    ours = Translator(model, tokenizer, device="cpu").translate(
+        sources, beam_size=4, alpha=1.0, penalty="fairseq"
+    )
+    assert ours != Translator(model, tokenizer, device="cpu").translate(sources, beam_size=1)
+    out = exported.generate(**hf_tokenizer(sources, return_tensors="pt", padding=True))
+    assert hf_tokenizer.batch_decode(out, skip_special_tokens=True) == ours
+
+
+@pytest.mark.slow
 def test_nmt_export_hf_loads_offline_with_the_auto_classes(toy, tmp_path):
     model, tokenizer, test, checkpoint = toy
     out = tmp_path / "hf"

@@ -92,8 +92,10 @@ def generation_config(config: TransformerConfig) -> GenerationConfig:
     """`generate`'s defaults: beam 4 like ours, outputs within the position table.
 
     `length_penalty` divides by |Y|^alpha: our `penalty="fairseq"` with `alpha=1`, not the
-    paper's GNMT form, which `generate` lacks. `max_length` is per batch (ours: per sentence, the
-    source length + max_len_b); at it, `forced_eos_token_id` makes the last token EOS.
+    paper's GNMT form, which `generate` lacks. `early_stopping` ends a sentence's search once it
+    has `num_beams` finished hypotheses, as ours does (transformers' default searches on, and
+    changed 46 of Multi30k val's 1014 beam-4 outputs). `max_length` is per batch (ours: per
+    sentence, the source length + max_len_b); at it, `forced_eos_token_id` makes the last token EOS.
     """
     return GenerationConfig(
         decoder_start_token_id=BOS,
@@ -105,6 +107,7 @@ def generation_config(config: TransformerConfig) -> GenerationConfig:
         max_length=config.max_positions + 1,
         num_beams=4,
         length_penalty=1.0,
+        early_stopping=True,
         suppress_tokens=[PAD_ID, BOS],  # never targets in training: our search skips them
     )
 
