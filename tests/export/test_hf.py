@@ -119,13 +119,18 @@ def test_what_marian_cannot_express_is_refused(tokenizer, settings, message, tmp
     assert not any(tmp_path.iterdir())
 
 
+def export_toy(toy, folder: Path):
+    """The trained toy model, its test sources, and its export loaded by transformers."""
+    model, tokenizer, test, _ = toy
+    export_hf(model, tokenizer, folder)
+    return Translator(model, tokenizer, device="cpu"), [src for src, _ in test], *load(folder)
+
+
 @pytest.mark.slow
 def test_trained_model_generate_equals_ours_sentence_for_sentence(toy, tmp_path):
-    model, tokenizer, test, _ = toy
-    export_hf(model, tokenizer, tmp_path)
-    exported, hf_tokenizer = load(tmp_path)
-    sources = [src for src, _ in test]
-    ours = Translator(model, tokenizer, device="cpu").translate(sources, beam_size=1)
+    translator, sources, exported, hf_tokenizer = export_toy(toy, tmp_path)
+    model, tokenizer = translator.model, translator.tokenizer
+    ours = translator.translate(sources, beam_size=1)
     batch = hf_tokenizer(sources, return_tensors="pt", padding=True)
     out = exported.generate(**batch, num_beams=1, do_sample=False)
     assert hf_tokenizer.batch_decode(out, skip_special_tokens=True) == ours
@@ -139,14 +144,9 @@ def test_trained_model_generate_equals_ours_sentence_for_sentence(toy, tmp_path)
 @pytest.mark.slow
 def test_trained_model_beam_generate_equals_ours_with_the_exported_defaults(toy, tmp_path):
     """generation_config.json alone (beam 4, |Y|^1 penalty, early stop) gives our beam output."""
-    model, tokenizer, test, _ = toy
-    export_hf(model, tokenizer, tmp_path)
-    exported, hf_tokenizer = load(tmp_path)
-    sources = [src for src, _ in test]
-    ours = Translator(model, tokenizer, device="cpu").translate(
-        sources, beam_size=4, alpha=1.0, penalty="fairseq"
-    )
-    assert ours != Translator(model, tokenizer, device="cpu").translate(sources, beam_size=1)
+    translator, sources, exported, hf_tokenizer = export_toy(toy, tmp_path)
+    ours = translator.translate(sources, beam_size=4, alpha=1.0, penalty="fairseq")
+    assert ours != translator.translate(sources, beam_size=1)  # the beam matters here
     out = exported.generate(**hf_tokenizer(sources, return_tensors="pt", padding=True))
     assert hf_tokenizer.batch_decode(out, skip_special_tokens=True) == ours
 
