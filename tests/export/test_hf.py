@@ -128,8 +128,8 @@ def export_toy(toy, folder: Path):
 
 @pytest.mark.slow
 def test_trained_model_generate_equals_ours_sentence_for_sentence(toy, tmp_path):
+    model, tokenizer, _, _ = toy
     translator, sources, exported, hf_tokenizer = export_toy(toy, tmp_path)
-    model, tokenizer = translator.model, translator.tokenizer
     ours = translator.translate(sources, beam_size=1)
     batch = hf_tokenizer(sources, return_tensors="pt", padding=True)
     out = exported.generate(**batch, num_beams=1, do_sample=False)
