@@ -5,10 +5,10 @@
 set -euo pipefail
 data=${NMT_DATA_DIR:?point NMT_DATA_DIR at the folder holding multi30k/}/multi30k
 stages=${*:-train val test}
-# Chosen on val (experiments/multi30k_sweep/README.md): the checkpoints to average and, per
-# direction, the beam's alpha (GNMT form; beam output is short, and a large alpha lengthens it).
+# Chosen on val in both directions (experiments/multi30k_sweep/README.md): the checkpoints to
+# average and the beam's alpha (GNMT form; beam output is short, and a large alpha lengthens it).
 average=10
-declare -A alpha=([de_en]=2.0 [en_de]=2.5)
+alpha=2.0
 
 evaluate() {  # <split> <name> <checkpoint arguments and search options...>, of $pair in $run
   local split=$1 name=$2
@@ -36,9 +36,9 @@ for pair in de_en en_de; do
   fi
   if [[ $stages == *test* ]]; then
     for beam in 1 4; do
-      evaluate test_2016_flickr best_beam$beam "$best" --beam-size $beam --alpha "${alpha[$pair]}"
+      evaluate test_2016_flickr best_beam$beam "$best" --beam-size $beam --alpha $alpha
       evaluate test_2016_flickr avg${average}_beam$beam "$run/checkpoints" \
-        --average-last $average --beam-size $beam --alpha "${alpha[$pair]}"
+        --average-last $average --beam-size $beam --alpha $alpha
     done
   fi
 done
