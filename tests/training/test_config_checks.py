@@ -60,6 +60,14 @@ def test_rezero_with_norm_first_is_refused_before_any_data_is_read(tmp_path):
         check_config(compose_train(tmp_path, [*TOY, "model.rezero=true", "model.norm_first=true"]))
 
 
+def test_a_cooldown_without_a_step_budget_is_refused_before_any_data_is_read(tmp_path):
+    with pytest.raises(ConfigError, match=r"module.cooldown_steps=50 needs trainer.max_steps"):
+        check_config(compose_train(tmp_path, [*TOY, "module.cooldown_steps=50"]))
+    check_config(
+        compose_train(tmp_path, [*TOY, "module.cooldown_steps=50", "trainer.max_steps=200"])
+    )
+
+
 def test_max_len_beyond_the_position_table_is_a_warning(tmp_path, caplog):
     with caplog.at_level(logging.WARNING):
         overrides = ["data.max_len=200", "data.max_tokens=4096", "data.pad_to_multiple_of=8"]

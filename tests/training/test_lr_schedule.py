@@ -1,6 +1,16 @@
-import pytest
+import csv
+import itertools
 
-from transformer_nmt.training.lr_schedule import inverse_sqrt_warmup
+import pytest
+from omegaconf import open_dict
+
+from hydra_compose import compose_train
+from transformer_nmt.train import train
+from transformer_nmt.training.lr_schedule import (
+    cooldown_problem,
+    inverse_sqrt_warmup,
+    linear_cooldown,
+)
 
 
 @pytest.mark.parametrize("step", [1, 10, 3999, 4000, 4001, 100_000])
@@ -20,3 +30,54 @@ def test_factor_scales_linearly():
     assert inverse_sqrt_warmup(123, 256, 1000, factor=2.0) == pytest.approx(
         2 * inverse_sqrt_warmup(123, 256, 1000)
     )
+
+
+def test_cooldown_takes_the_last_updates_linearly_to_zero():
+    factors = [linear_cooldown(step, 100, 20) for step in range(1, 102)]
+    assert factors[:81] == [1.0] * 81  # updates 1..81: untouched; update 81 starts the descent
+    assert factors[99] == pytest.approx(1 / 20)  # the last update still moves the weights
+    assert factors[100] == 0.0  # past trainer.max_steps
+    descent = factors[80:100]
+    assert all(a - b == pytest.approx(1 / 20) for a, b in itertools.pairwise(descent))
+
+
+def test_no_cooldown_leaves_the_papers_schedule():
+    assert {linear_cooldown(step, -1, 0) for step in (1, 4000, 10**6)} == {1.0}
+
+
+@pytest.mark.parametrize("cooldown, max_steps", [(10, -1), (10, 5), (-1, 100)])
+def test_a_cooldown_the_step_budget_cannot_hold_is_named(cooldown, max_steps):
+    problem = cooldown_problem(cooldown, max_steps)
+    assert f"module.cooldown_steps={cooldown}" in problem
+    assert f"trainer.max_steps={max_steps}" in problem
+
+
+def test_a_cooldown_within_the_budget_is_fine():
+    assert cooldown_problem(0, -1) is None
+    assert cooldown_problem(100, 100) is None
+
+
+def test_training_follows_the_cooldown_to_its_last_update(tmp_path):
+    cfg = compose_train(
+        tmp_path,
+        [
+            "experiment=toy", "logger=csv", "trainer.log_every_n_steps=1",
+            "trainer.max_epochs=-1", "trainer.max_steps=12", "module.cooldown_steps=4",
+            "+trainer.limit_val_batches=0", "+trainer.num_sanity_val_steps=0",
+        ],
+    )  # fmt: skip
+    with open_dict(cfg):
+        del cfg.hydra  # the CSV logger records the resolved config, but no sweep runs here
+    train(cfg)
+
+    (metrics,) = (tmp_path / "run").glob("csv/version_*/metrics.csv")
+    logged = {
+        int(r["step"]): float(r["train/lr"])
+        for r in csv.DictReader(metrics.open())
+        if r["train/lr"]
+    }
+    assert sorted(logged) == list(range(12))
+    for step, lr in logged.items():  # `step` updates done: this is update step + 1's rate
+        paper = inverse_sqrt_warmup(step + 1, 64, 50, factor=0.2)  # the toy's model and module
+        expected = paper if step < 8 else paper * (12 - step) / 4
+        assert lr == pytest.approx(expected, rel=1e-6), step

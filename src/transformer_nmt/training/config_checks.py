@@ -12,6 +12,7 @@ from transformer_nmt.data.framing import ADDED_TOKENS, round_up
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.model.families import DEFAULT_FAMILY, Family, family_of_model
 from transformer_nmt.training.checkpoint import read_checkpoint
+from transformer_nmt.training.lr_schedule import cooldown_problem
 from transformer_nmt.training.sweeps import is_multirun
 
 log = logging.getLogger(__name__)
@@ -28,6 +29,7 @@ def check_config(cfg: DictConfig) -> None:
         *_device_problems(cfg),
         *_model_problems(cfg),
         *_compile_problems(cfg),
+        *_schedule_problems(cfg),
         *_batch_problems(cfg),
         *_resume_problems(cfg),
     ]
@@ -121,6 +123,14 @@ def _compile_problems(cfg: DictConfig) -> list[str]:
         f"{trainer.get('strategy', 'auto')}): set module.compile=false, or train on one device "
         "with trainer.devices=1 and trainer.num_nodes=1"
     ]
+
+
+def _schedule_problems(cfg: DictConfig) -> list[str]:
+    """A cool-down that `trainer.max_steps` cannot hold."""
+    problem = cooldown_problem(
+        cfg.module.get("cooldown_steps", 0), cfg.trainer.get("max_steps", -1)
+    )
+    return [problem] if problem else []
 
 
 def _batch_problems(cfg: DictConfig) -> list[str]:

@@ -13,7 +13,11 @@ from transformer_nmt.model import EncoderDecoder, greedy_search
 from transformer_nmt.training.bleu import SacreBLEU
 from transformer_nmt.training.hot_path import all_reduce_, is_logging_step
 from transformer_nmt.training.loss import label_smoothed_nll, perplexity
-from transformer_nmt.training.lr_schedule import inverse_sqrt_warmup
+from transformer_nmt.training.lr_schedule import (
+    cooldown_problem,
+    inverse_sqrt_warmup,
+    linear_cooldown,
+)
 
 
 class TranslationModule(L.LightningModule):
@@ -26,6 +30,8 @@ class TranslationModule(L.LightningModule):
         label_smoothing: eps_ls (paper: 0.1).
         lr_factor: multiplies the paper's learning rate (paper: 1).
         warmup_steps: warm-up of the inverse-square-root schedule (paper: 4000).
+        cooldown_steps: take the rate linearly to zero over this many last updates of
+            `trainer.max_steps` (paper: 0, no cool-down).
         betas, eps: Adam's (paper: 0.9, 0.98 and 1e-9).
         max_len_b: validation translations stop at source length + max_len_b (paper: 50).
         compile: `torch.compile` the model's forward (the training and validation loss) with
@@ -40,6 +46,7 @@ class TranslationModule(L.LightningModule):
         label_smoothing: float = 0.1,
         lr_factor: float = 1.0,
         warmup_steps: int = 4000,
+        cooldown_steps: int = 0,
         betas: tuple[float, float] = (0.9, 0.98),
         eps: float = 1e-9,
         max_len_b: int = 50,
@@ -165,11 +172,16 @@ class TranslationModule(L.LightningModule):
             self.model.parameters(), lr=1.0, betas=self.hparams.betas, eps=self.hparams.eps
         )
         d_model = self.model.config.d_model
+        hp = self.hparams
+        total_steps = self.trainer.max_steps
+        if problem := cooldown_problem(hp.cooldown_steps, total_steps):
+            raise ValueError(problem)
         scheduler = torch.optim.lr_scheduler.LambdaLR(
             optimizer,
             # LambdaLR counts from 0; the paper's step number counts from 1.
-            lambda step: inverse_sqrt_warmup(
-                step + 1, d_model, self.hparams.warmup_steps, self.hparams.lr_factor
+            lambda step: (
+                inverse_sqrt_warmup(step + 1, d_model, hp.warmup_steps, hp.lr_factor)
+                * linear_cooldown(step + 1, total_steps, hp.cooldown_steps)
             ),
         )
         return {
