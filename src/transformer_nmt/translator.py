@@ -90,6 +90,10 @@ class Translator:
             dynamic int8 (`quantize_int8`), on the CPU only and without dtype. With engine="ct2",
             CTranslate2's weight type: "float32" (the default), "int8" (fastest) or
             "int8_float32"; ct2 ignores dtype.
+        vmap_from: with engine="ct2", a text file of the target language, best the target side
+            of the training data (.gz allowed): CTranslate2 then scores only its tokens
+            (`export.vmap`), which is faster and changes a translation only where the full
+            vocabulary would have picked a token the file lacks.
     """
 
     def __init__(
@@ -100,7 +104,10 @@ class Translator:
         dtype: torch.dtype | None = None,
         engine: str = "torch",
         quantization: str | None = None,
+        vmap_from: str | os.PathLike | None = None,
     ):
+        if vmap_from is not None and engine != "ct2":
+            raise ValueError("vmap_from restricts CTranslate2's search: it needs engine='ct2'")
         if device is None:
             device = "cuda" if torch.cuda.is_available() else "cpu"
         self.device = torch.device(device)
@@ -111,9 +118,11 @@ class Translator:
         elif engine == "ct2":
             # Imported here: ctranslate2 is needed only by this engine.
             from transformer_nmt.export.ct2 import CT2Search
+            from transformer_nmt.export.vmap import target_vocabulary_map
 
             self.model = model.eval()
-            self.search = CT2Search(model, tokenizer, self.device, quantization or "float32")
+            vmap = None if vmap_from is None else target_vocabulary_map(tokenizer, vmap_from)
+            self.search = CT2Search(model, tokenizer, self.device, quantization or "float32", vmap)
         else:
             raise ValueError(f"engine must be 'torch' or 'ct2', got {engine!r}")
 
@@ -126,6 +135,7 @@ class Translator:
         average_last: int | None = None,
         engine: str = "torch",
         quantization: str | None = None,
+        vmap_from: str | os.PathLike | None = None,
     ) -> "Translator":
         """Load a checkpoint, the average of several, or the average of a folder's last N.
 
@@ -133,7 +143,7 @@ class Translator:
             path_or_paths: a .ckpt from training or `nmt-average`; several .ckpt files, whose
                 weights are averaged; or, with `average_last`, a folder of checkpoints.
             average_last: average the folder's last N checkpoints (the paper averages 5).
-            device, dtype, engine, quantization: as for `Translator`.
+            device, dtype, engine, quantization, vmap_from: as for `Translator`.
 
         Raises:
             CheckpointError: a file that is missing, damaged, or not a translator.
@@ -141,7 +151,7 @@ class Translator:
         many = isinstance(path_or_paths, Sequence) and not isinstance(path_or_paths, str)
         paths = [str(p) for p in path_or_paths] if many else [str(path_or_paths)]
         model, tokenizer = load_translator(resolve_checkpoints(paths, average_last))
-        return cls(model, tokenizer, device, dtype, engine, quantization)
+        return cls(model, tokenizer, device, dtype, engine, quantization, vmap_from)
 
     @classmethod
     def from_folder(
@@ -151,6 +161,7 @@ class Translator:
         dtype: torch.dtype | None = None,
         engine: str = "torch",
         quantization: str | None = None,
+        vmap_from: str | os.PathLike | None = None,
     ) -> "Translator":
         """Load a folder written by `nmt-export safetensors`; arguments as for `Translator`.
 
@@ -160,7 +171,7 @@ class Translator:
         from transformer_nmt.export.native import load_safetensors
 
         model, tokenizer = load_safetensors(folder)
-        return cls(model, tokenizer, device, dtype, engine, quantization)
+        return cls(model, tokenizer, device, dtype, engine, quantization, vmap_from)
 
     def translate(
         self,

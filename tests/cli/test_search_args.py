@@ -1,6 +1,7 @@
 """`--device`, `--dtype` and `--quantization` of nmt-translate and nmt-evaluate."""
 
 import argparse
+from pathlib import Path
 
 import pytest
 import torch
@@ -37,7 +38,12 @@ def test_dtype_is_refused_with_ctranslate2():
 
 def test_int8_quantization_reaches_the_torch_engine():
     options = engine_options(parse("--quantization", "int8"))
-    assert options == {"engine": "torch", "quantization": "int8", "dtype": None}
+    assert options == {"engine": "torch", "quantization": "int8", "dtype": None, "vmap_from": None}
+
+
+def test_a_vmap_reaches_the_ct2_engine():
+    options = engine_options(parse("--engine", "ct2", "--vmap-from", "train.en.gz"))
+    assert options["engine"] == "ct2" and options["vmap_from"] == Path("train.en.gz")
 
 
 @pytest.mark.parametrize(

@@ -106,6 +106,10 @@ def read_test_set(
     return sources, references, {"src": str(args.src), "ref": str(args.ref)}
 
 
+def _text(path: Path | None) -> str | None:
+    return None if path is None else str(path)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
@@ -160,8 +164,9 @@ def main(argv: list[str] | None = None) -> None:
         **test_set,
         "sentences": len(sources),
         "search": search_options(args),
-        # The dtype by its --dtype name: a torch.dtype is not JSON.
-        **engine_options(args) | {"dtype": args.dtype, "device": args.device},
+        # The dtype by its --dtype name and the paths as text: JSON has neither type.
+        **engine_options(args)
+        | {"dtype": args.dtype, "device": args.device, "vmap_from": _text(args.vmap_from)},
         **scores,
     }
     output_dir = args.output_dir or Path(paths[-1]).parent / "evaluation"

@@ -3,6 +3,7 @@ folder, each with a model card (README.md).
 
     nmt-export hf run/checkpoints/last.ckpt exported/hf
     nmt-export ct2 run/checkpoints --average-last 5 exported/ct2 --quantization int8
+    nmt-export ct2 run/checkpoints/last.ckpt exported/ct2 --vmap-from data/train.en.gz
     nmt-export safetensors run/checkpoints/last.ckpt exported/native
     nmt-export hf run/checkpoints/last.ckpt exported/hf --push-to-hub someone/transformer-de-en
 """
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from transformer_nmt.atomic import write_atomically
 from transformer_nmt.cli.search_args import positive_int
+from transformer_nmt.data.corpus import DataError
 from transformer_nmt.export import ExportError
 from transformer_nmt.training.checkpoint import (
     CheckpointError,
@@ -64,6 +66,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                 default="float32",
                 help="weight type: int8 is about 4x smaller and faster on CPUs (default float32)",
             )
+            sub.add_argument(
+                "--vmap-from",
+                type=Path,
+                metavar="FILE",
+                help="also write vmap.txt, CTranslate2's vocabulary map, listing the tokens of "
+                "FILE, the target side of the training data (.gz allowed): translate_batch(..., "
+                "use_vmap=True) then scores only those, which is faster",
+            )
     args = parser.parse_args(argv)
     if args.private and not args.push_to_hub:
         parser.error("--private applies to --push-to-hub REPO only")
@@ -95,7 +105,12 @@ def main(argv: list[str] | None = None) -> None:
         elif args.format == "ct2":
             from transformer_nmt.export import ct2
 
-            ct2.export_ct2(model, tokenizer, args.out, args.quantization)
+            vmap = None
+            if args.vmap_from is not None:
+                from transformer_nmt.export.vmap import target_vocabulary_map
+
+                vmap = target_vocabulary_map(tokenizer, args.vmap_from)
+            ct2.export_ct2(model, tokenizer, args.out, args.quantization, vmap)
             what = f"a CTranslate2 model ({args.quantization} weights)"
             usage = ct2.usage()
         else:
@@ -110,7 +125,7 @@ def main(argv: list[str] | None = None) -> None:
             from transformer_nmt.export.hub import push_to_hub
 
             print(f"pushed to {push_to_hub(args.out, args.push_to_hub, args.private, what)}")
-    except (CheckpointError, ExportError, OSError) as e:
+    except (CheckpointError, DataError, ExportError, OSError) as e:
         sys.exit(f"error: {e}")
 
 

@@ -20,12 +20,14 @@ from ctranslate2.specs import common_spec, transformer_spec
 from tokenizers import Tokenizer
 from torch import Tensor
 
+from transformer_nmt.atomic import write_atomically
 from transformer_nmt.data.framing import ADDED_TOKENS, TARGET_FRAME, source_ids
 from transformer_nmt.data.tokenizer import PAD_ID, UNK_ID, BPETokenizer
 from transformer_nmt.export import ExportError
 from transformer_nmt.model import Hypothesis, Transformer, length_penalty
 
 ACTIVATIONS = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU}
+VMAP = "vmap.txt"  # the name CTranslate2 loads a vocabulary map from
 LAYER_NORM_EPS = 1e-5  # torch.nn.LayerNorm's default, which our layers use
 
 # The special ids as data/framing.py frames targets (and, for EOS, sources).
@@ -117,6 +119,7 @@ def export_ct2(
     tokenizer: BPETokenizer,
     out: str | os.PathLike,
     quantization: str = "float32",
+    vocabulary_map: str | None = None,
 ) -> Path:
     """Write `out/`: CTranslate2's model.bin, config.json and vocabulary, and our tokenizer.json.
 
@@ -125,6 +128,8 @@ def export_ct2(
         tokenizer: its tokenizer; saved as tokenizer.json for callers to make the tokens.
         out: the folder, created if missing; files of the same names are replaced.
         quantization: weight type, e.g. "int8", "int8_float32" or "float32".
+        vocabulary_map: the text of a vmap.txt (`vmap.target_vocabulary_map`) to write beside
+            the model, for `translate_batch(..., use_vmap=True)`.
 
     Raises:
         ExportError: d_k != d_v, which CTranslate2 cannot express.
@@ -147,6 +152,8 @@ def export_ct2(
     out.mkdir(parents=True, exist_ok=True)
     spec.save(str(out))
     tokenizer.save(out / "tokenizer.json")
+    if vocabulary_map is not None:
+        write_atomically(out / VMAP, vocabulary_map)
     return out
 
 
@@ -164,6 +171,7 @@ class CT2Search:
         tokenizer: its tokenizer.
         device: "cpu" or a CUDA device.
         quantization: the weights' type, e.g. "float32" or "int8".
+        vocabulary_map: a vmap.txt's text; if given, the search scores only its candidates.
     """
 
     def __init__(
@@ -172,18 +180,20 @@ class CT2Search:
         tokenizer: BPETokenizer,
         device: torch.device,
         quantization: str = "float32",
+        vocabulary_map: str | None = None,
     ):
         self.max_positions = model.config.max_positions
         self.vocab = vocabulary(tokenizer)
         self.ids = {token: i for i, token in enumerate(self.vocab)}
         self.never = [[self.vocab[PAD_ID]], [self.vocab[BOS]]]
+        self.use_vmap = vocabulary_map is not None
         threads = torch.get_num_threads()  # what --threads set
         # On a CPU, a worker per thread, each decoding whole batches on one core, outruns one
         # worker splitting each batch over the cores (experiments/export/README.md); a lone
         # batch then runs on one core.
         inter, intra = (threads, 1) if device.type == "cpu" else (1, threads)
         with tempfile.TemporaryDirectory() as folder:  # CTranslate2 reads it whole on loading
-            export_ct2(model, tokenizer, folder, quantization)
+            export_ct2(model, tokenizer, folder, quantization, vocabulary_map)
             self.translator = ctranslate2.Translator(
                 folder,
                 device=device.type,
@@ -227,6 +237,7 @@ class CT2Search:
             return_end_token=True,  # |Y| counts EOS, as ours
             suppress_sequences=self.never,
             min_decoding_length=0,  # ours may end at once, with EOS first
+            use_vmap=self.use_vmap,
             asynchronous=True,
         )
 
@@ -259,6 +270,9 @@ result = translator.translate_batch([tokens], beam_size=4, max_decoding_length=2
 ids = [tokenizer.token_to_id(t) for t in result[0].hypotheses[0]]
 print(tokenizer.decode(ids))
 ```
+
+If the folder holds `vmap.txt` (`nmt-export ct2 --vmap-from`), `translate_batch(...,
+use_vmap=True)` scores only the target language's tokens, which is faster.
 
 The model appends `</s>` to each source itself (`add_source_eos`) and starts decoding from `<s>`,
 as in training. Its `length_penalty` divides by |Y|^alpha, what `nmt-translate --penalty
