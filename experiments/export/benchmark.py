@@ -6,10 +6,12 @@ fresh process.
 Engines: ours (`Translator`, what nmt-translate runs); ours with int8 linear layers
 (`--quantization int8`) and in bf16 (`--dtype bfloat16`, only on CPUs with native bf16: elsewhere
 it is emulated, far slower than float32, and skipped with a message); the `nmt-export hf` folder
-through transformers' `generate`; and CTranslate2 in float32 and int8 (`Translator(engine="ct2")`,
-what `nmt-translate --engine ct2` runs). All decode with beam 4, batches of 64 sentences in input
-order, and one length penalty: log P / |Y|^alpha, which is our `--penalty fairseq`, transformers'
-`length_penalty` and CTranslate2's `length_penalty` alike (transformers has no GNMT form).
+through transformers' `generate`; CTranslate2 in float32 and int8 (`Translator(engine="ct2")`,
+what `nmt-translate --engine ct2` runs), and in int8 scoring only the tokens of `--vmap-from FILE`
+(the target side of the training data: `nmt-translate --engine ct2 --vmap-from`). All decode
+with beam 4, batches of 64 sentences in input order, and one length penalty: log P / |Y|^alpha,
+which is our `--penalty fairseq`, transformers' `length_penalty` and CTranslate2's
+`length_penalty` alike (transformers has no GNMT form).
 Loading and exporting are not timed; tokenizing and detokenizing are. With --repeats N each
 engine translates the sources N times in its process and the median pass is reported (the first
 pass pays one-off costs: thread pools, allocator growth). Output tokens are the outputs' BPE
@@ -34,7 +36,7 @@ from experiments.machine import cpu_name, load_average  # noqa: E402
 
 from transformer_nmt.training.precision import cpu_has_native_bf16  # noqa: E402
 
-ENGINES = ("ours", "ours-int8", "ours-bf16", "hf", "ct2-float32", "ct2-int8")
+ENGINES = ("ours", "ours-int8", "ours-bf16", "hf", "ct2-float32", "ct2-int8", "ct2-int8-vmap")
 
 
 def translate_hf(checkpoint: str, args: argparse.Namespace) -> Callable[[list[str]], list[str]]:
@@ -87,6 +89,7 @@ def translate_ours(
         "ours-bf16": {"dtype": torch.bfloat16},
         "ct2-float32": {"engine": "ct2", "quantization": "float32"},
         "ct2-int8": {"engine": "ct2", "quantization": "int8"},
+        "ct2-int8-vmap": {"engine": "ct2", "quantization": "int8", "vmap_from": args.vmap_from},
     }[engine]
     translator = Translator.from_checkpoint(checkpoint, device="cpu", **options)
     return functools.partial(
@@ -154,6 +157,10 @@ def main() -> None:
         "--engines", nargs="+", choices=ENGINES, default=ENGINES, help="those to run (all)"
     )
     parser.add_argument("--engine", choices=ENGINES, help="run one engine here (child mode)")
+    parser.add_argument(
+        "--vmap-from", type=Path,
+        help="the target side of the training data, for ct2-int8-vmap's vocabulary map",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     args = parser.parse_args()
     if args.engine:
@@ -168,7 +175,7 @@ def main() -> None:
     env = os.environ | {"OMP_NUM_THREADS": str(args.threads)}
     results, skipped = [], {}
     for engine in args.engines:
-        if reason := skip_reason(engine, native_bf16):
+        if reason := skip_reason(engine, native_bf16, args.vmap_from):
             skipped[engine] = reason
             print(f"{engine}: skipped, {reason}", flush=True)
             continue
@@ -181,10 +188,12 @@ def main() -> None:
         args.out.write_text(json.dumps(results, indent=2) + "\n")
 
 
-def skip_reason(engine: str, native_bf16: bool) -> str | None:
-    """Why this machine does not run `engine`, or None."""
+def skip_reason(engine: str, native_bf16: bool, vmap_from: Path | None) -> str | None:
+    """Why this machine or command does not run `engine`, or None."""
     if engine == "ours-bf16" and not native_bf16:
         return "this CPU has no native bf16: emulated bf16 is far slower than float32"
+    if engine == "ct2-int8-vmap" and vmap_from is None:
+        return "its vocabulary map needs --vmap-from, the target side of the training data"
     return None
 
 

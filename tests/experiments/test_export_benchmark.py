@@ -2,6 +2,7 @@
 
 import argparse
 import json
+from pathlib import Path
 
 import pytest
 
@@ -16,10 +17,15 @@ def bench():
 
 
 def test_bf16_is_skipped_with_a_reason_where_it_is_emulated(bench):
-    assert "no native bf16" in bench.skip_reason("ours-bf16", native_bf16=False)
-    assert bench.skip_reason("ours-bf16", native_bf16=True) is None
+    assert "no native bf16" in bench.skip_reason("ours-bf16", False, Path("train.en"))
+    assert bench.skip_reason("ours-bf16", True, Path("train.en")) is None
     others = [engine for engine in bench.ENGINES if engine != "ours-bf16"]
-    assert all(bench.skip_reason(engine, native_bf16=False) is None for engine in others)
+    assert all(bench.skip_reason(engine, False, Path("train.en")) is None for engine in others)
+
+
+def test_the_vmap_row_is_skipped_with_a_reason_without_its_text(bench):
+    assert "needs --vmap-from" in bench.skip_reason("ct2-int8-vmap", True, None)
+    assert bench.skip_reason("ct2-int8", True, None) is None
 
 
 def test_a_child_reports_speed_in_sentences_and_output_tokens(bench, tmp_path, capsys):
