@@ -35,7 +35,11 @@ def test_a_child_reports_speed_in_sentences_and_output_tokens(bench, tmp_path, c
     (tmp_path / "src").write_text("".join(f"{s}\n" for s in sources))
     options = dict(threads=1, beam_size=2, alpha=1.0, max_len_b=3, batch_size=2, repeats=3)
     args = argparse.Namespace(
-        checkpoint=str(checkpoint), src=tmp_path / "src", ref=tmp_path / "src", **options
+        checkpoint=str(checkpoint),
+        src=tmp_path / "src",
+        ref=tmp_path / "src",
+        vmap_from=None,
+        **options,
     )
     for engine in ("ours", "ours-int8"):
         bench.run_one(argparse.Namespace(**vars(args), engine=engine))
