@@ -92,8 +92,8 @@ class Translator:
             "int8_float32"; ct2 ignores dtype.
         vmap_from: with engine="ct2", a text file of the target language, best the target side
             of the training data (.gz allowed): CTranslate2 then scores only its tokens
-            (`export.vmap`), which is faster and changes a translation only where the full
-            vocabulary would have picked a token the file lacks.
+            (`export.vmap`), which is faster; its softmax runs over those tokens alone, so
+            scores and some translations change a little.
     """
 
     def __init__(

@@ -105,8 +105,8 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         metavar="FILE",
         help="with --engine ct2: score only the tokens of FILE, the target side of the training "
-        "data (.gz allowed), through CTranslate2's vocabulary map; faster, and a translation "
-        "changes only where it would have used a token FILE lacks",
+        "data (.gz allowed), through CTranslate2's vocabulary map: faster; the softmax then "
+        "runs over those tokens alone, so scores and some translations change a little",
     )
 
 

@@ -15,9 +15,8 @@ def linear_cooldown(step: int, total_steps: int, cooldown_steps: int) -> float:
 
     1 until then; update `total_steps - cooldown_steps + 1` gets 1 and the last update
     (`total_steps`, counted from 1 like `step`) gets 1 / cooldown_steps, so no update of the
-    budget is wasted at a zero rate. Not in the paper: a short budget ends far above the
-    inverse square root's small late rates, and annealing to zero is what such runs gain from
-    (the warm-up-stable-decay schedules).
+    budget is wasted at a zero rate. Not in the paper: the cool-down of warm-up-stable-decay
+    schedules, for runs whose budget is known in advance.
     """
     if cooldown_steps <= 0:
         return 1.0
