@@ -19,3 +19,12 @@ class SignalAtStep(L.Callback):
     def on_train_batch_start(self, trainer: L.Trainer, *args: object) -> None:
         if trainer.global_step == self.step:
             os.kill(os.getpid(), self.signum)
+
+
+def signal_at(step: int, signum: int) -> list[str]:
+    """Overrides that make a run send itself `signum` as step `step` starts."""
+    return [
+        "+callbacks.signal_at._target_=signal_at_step.SignalAtStep",
+        f"+callbacks.signal_at.step={step}",
+        f"+callbacks.signal_at.signum={int(signum)}",
+    ]

@@ -13,6 +13,7 @@ import torch
 from hydra.utils import instantiate
 
 from hydra_compose import ROOT, compose_train
+from signal_at_step import signal_at
 from transformer_nmt.train import SIGTERM_EXIT, train
 from transformer_nmt.training.checkpoint import AtomicCheckpointIO, load_checkpoint, save_atomically
 from transformer_nmt.training.module import TranslationModule
@@ -95,15 +96,6 @@ def start(tmp_path: Path, name: str, *overrides: str) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
     )
-
-
-def signal_at(step: int, signum: int) -> list[str]:
-    """Overrides that make a run send itself `signum` as step `step` starts."""
-    return [
-        "+callbacks.signal_at._target_=signal_at_step.SignalAtStep",
-        f"+callbacks.signal_at.step={step}",
-        f"+callbacks.signal_at.signum={int(signum)}",
-    ]
 
 
 def last_step(run_dir: Path) -> int:

@@ -167,7 +167,7 @@ def _single_process(trainer: DictConfig) -> bool:
 
 
 def _resume_problems(cfg: DictConfig) -> list[str]:
-    """A `ckpt_path` that is no file, or whose model settings differ from the config's."""
+    """A `ckpt_path` that is no file, or whose training the config does not continue."""
     path = cfg.get("ckpt_path")
     if path is None:
         return []
@@ -177,11 +177,33 @@ def _resume_problems(cfg: DictConfig) -> list[str]:
             f"ckpt_path={path} {state}: give a checkpoint file such as "
             "<run dir>/checkpoints/last.ckpt, or drop ckpt_path to start afresh"
         ]
+    # mmap: the settings without reading the tensors, which Lightning loads next anyway.
+    checkpoint = read_checkpoint(path, mmap=True)
+    return [
+        *_resumed_average_problems(cfg, path, checkpoint),
+        *_resumed_model_problems(cfg, path, checkpoint),
+    ]
+
+
+def _resumed_average_problems(cfg: DictConfig, path: str, checkpoint: dict[str, Any]) -> list[str]:
+    """A run trained with `callbacks=ema` keeps its trained weights beside the average (its
+    `state_dict`), which only the callback puts back: without it, training would go on from
+    the average."""
+    if "current_model_state" in checkpoint and "ema" not in (cfg.callbacks or {}):
+        return [
+            f"ckpt_path={path} was trained with callbacks=ema: its weights are the moving "
+            "average, and the trained ones come back only through that callback; resume with "
+            "callbacks=ema (and the run's callbacks.ema settings)"
+        ]
+    return []
+
+
+def _resumed_model_problems(cfg: DictConfig, path: str, checkpoint: dict[str, Any]) -> list[str]:
+    """Model settings of the config that differ from those the checkpoint was trained with."""
     if _model_problems(cfg):
         return []  # reported on their own
     family, settings = model_family(cfg), model_settings(cfg)
-    # mmap: the settings without reading the tensors, which Lightning loads next anyway.
-    saved = read_checkpoint(path, mmap=True).get("model_config")
+    saved = checkpoint.get("model_config")
     if saved is None:
         return []
     saved_family = saved.get("family", DEFAULT_FAMILY)

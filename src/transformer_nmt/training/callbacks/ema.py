@@ -1,5 +1,7 @@
 """An exponential moving average (EMA) of the weights, validated and saved in their place."""
 
+from typing import Any
+
 import lightning as L
 from lightning.pytorch.callbacks import WeightAveraging
 from torch.optim.swa_utils import get_ema_multi_avg_fn
@@ -32,10 +34,36 @@ class WeightEMA(WeightAveraging):
     def should_update(self, step_idx: int | None = None, epoch_idx: int | None = None) -> bool:
         return step_idx is not None and step_idx >= self.start_step
 
+    def started(self) -> bool:
+        """Whether the average exists yet: until `start_step`, the model's own weights stand in
+        for it (Lightning's callback would validate and save the untrained start)."""
+        return self._average_model is not None and self._average_model.n_averaged > 0
+
+    def on_validation_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.started():
+            super().on_validation_epoch_start(trainer, pl_module)
+
+    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.started():
+            super().on_validation_epoch_end(trainer, pl_module)
+
+    def on_save_checkpoint(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
+        if self.started():
+            super().on_save_checkpoint(trainer, pl_module, checkpoint)
+
+    def on_load_checkpoint(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
+        if "current_model_state" in checkpoint:  # saved once the average had started
+            super().on_load_checkpoint(trainer, pl_module, checkpoint)
+
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         """Lightning puts the average into the model here, but `ModelCheckpoint`'s `on_train_end`
         runs after it and can write `last.ckpt`, whose trained weights would then be the average:
         a run resumed from it would go on from the average. So that waits for `on_fit_end`."""
 
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        super().on_train_end(trainer, pl_module)  # from here on, the model holds the average
+        if self.started():
+            super().on_train_end(trainer, pl_module)  # from here on, the model holds the average
