@@ -8,14 +8,15 @@ from torch.optim.swa_utils import get_ema_multi_avg_fn
 
 
 class WeightEMA(WeightAveraging):
-    """After every update from `start_step` on: ema = decay * ema + (1 - decay) * weights.
+    """After every update past `start_step`: ema = decay * ema + (1 - decay) * weights.
 
     Lightning's callback does the bookkeeping: validation runs on the average, a checkpoint's
     `state_dict` holds the average (what `nmt-translate`, `nmt-evaluate`, `nmt-average` and the
     exporters read) and `current_model_state` the trained weights, from which a resumed run goes
     on. This adds the update as one `torch._foreach_lerp_` over all weights (Lightning's
     `EMAWeightAveraging` loops over the tensors in Python) and a start step: the average begins
-    as a copy of the weights at update `start_step`, so it never mixes in the untrained start.
+    as a copy of the weights after the first update past `start_step`, so it never mixes in the
+    untrained start.
 
     An update `age` updates back weighs decay ** age: half the average lies on the last
     ln(2) / (1 - decay) updates, 1,386 at 0.9995 (7 minutes of the Multi30k hour). Averaging
