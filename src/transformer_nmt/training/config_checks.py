@@ -6,6 +6,7 @@ from typing import Any
 
 from hydra.utils import get_class
 from lightning.fabric.accelerators.cuda import num_cuda_devices
+from lightning.pytorch.callbacks import WeightAveraging
 from omegaconf import DictConfig, OmegaConf
 
 from transformer_nmt.data.framing import ADDED_TOKENS, round_up
@@ -189,13 +190,25 @@ def _resumed_average_problems(cfg: DictConfig, path: str, checkpoint: dict[str, 
     """A run trained with `callbacks=ema` keeps its trained weights beside the average (its
     `state_dict`), which only the callback puts back: without it, training would go on from
     the average."""
-    if "current_model_state" in checkpoint and "ema" not in (cfg.callbacks or {}):
+    if "current_model_state" in checkpoint and not _averages_weights(cfg):
         return [
             f"ckpt_path={path} was trained with callbacks=ema: its weights are the moving "
             "average, and the trained ones come back only through that callback; resume with "
             "callbacks=ema (and the run's callbacks.ema settings)"
         ]
     return []
+
+
+def _averages_weights(cfg: DictConfig) -> bool:
+    """Whether a configured callback is a Lightning `WeightAveraging` (`callbacks=ema`'s is,
+    under whatever key): those write, and read back, `current_model_state`."""
+    for callback in (cfg.callbacks or {}).values():
+        try:
+            if issubclass(get_class(callback._target_), WeightAveraging):
+                return True
+        except Exception:  # no class: instantiating it fails later, naming it
+            continue
+    return False
 
 
 def _resumed_model_problems(cfg: DictConfig, path: str, checkpoint: dict[str, Any]) -> list[str]:

@@ -12,7 +12,7 @@ from hydra_compose import compose_train
 from signal_at_step import signal_at
 from transformer_nmt.train import build_data_and_module, build_trainer, fit, train
 from transformer_nmt.training.callbacks.ema import WeightEMA
-from transformer_nmt.training.config_checks import ConfigError
+from transformer_nmt.training.config_checks import ConfigError, check_config
 
 DECAY, START = 0.8, 4
 # 15 toy batches an epoch: 20 updates validate once, at update 15, between start and end.
@@ -115,6 +115,21 @@ def test_resuming_an_averaged_run_without_the_callback_is_refused(twenty_updates
     last = checkpoints / "last.ckpt"
     with pytest.raises(ConfigError, match=f"ckpt_path={last} was trained with callbacks=ema"):
         train(compose_train(tmp_path, [*PLAIN, f"ckpt_path={last}"]))
+
+
+def test_the_averaging_callback_is_found_under_any_key(twenty_updates, tmp_path):
+    checkpoints, _, _ = twenty_updates
+    target = "transformer_nmt.training.callbacks.ema.WeightEMA"
+    cfg = compose_train(
+        tmp_path,
+        [
+            *PLAIN,
+            f"+callbacks.average._target_={target}",
+            f"+callbacks.average.decay={DECAY}",
+            f"ckpt_path={checkpoints / 'last.ckpt'}",
+        ],
+    )
+    check_config(cfg)  # not refused
 
 
 @pytest.mark.parametrize(("decay", "start_step"), [(1.0, 0), (-0.1, 0), (0.9, -1)])
