@@ -54,7 +54,8 @@ def run(tmp_path) -> Path:
     return path
 
 
-def test_the_card_holds_data_command_time_hardware_and_scores(run):
+def test_the_card_holds_data_command_time_hardware_and_scores(run, monkeypatch):
+    monkeypatch.delenv("NMT_DATA_DIR", raising=False)  # set, the card would show its value
     model, _ = load_checkpoint(run)
     card = model_card(model, run_record([run]), "a test format", "## Usage\n\nrun it")
     expected = [

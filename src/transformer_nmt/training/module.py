@@ -169,7 +169,11 @@ class TranslationModule(L.LightningModule):
     def configure_optimizers(self) -> dict[str, Any]:
         # lr=1 so that LambdaLR's factor *is* the paper's learning rate.
         optimizer = torch.optim.Adam(
-            self.model.parameters(), lr=1.0, betas=self.hparams.betas, eps=self.hparams.eps
+            self.model.parameters(),
+            lr=1.0,
+            betas=self.hparams.betas,
+            eps=self.hparams.eps,
+            fused=can_fuse_adam(self.trainer),
         )
         d_model = self.model.config.d_model
         hp = self.hparams
@@ -193,3 +197,14 @@ class TranslationModule(L.LightningModule):
         # Plain strings and numbers: rebuild model and tokenizer with weights_only loading.
         checkpoint["model_config"] = self.model.config.to_dict()
         checkpoint["tokenizer"] = self.tokenizer.to_str()
+
+
+def can_fuse_adam(trainer: L.Trainer) -> bool:
+    """Whether Adam can update every weight in one fused kernel instead of a loop over tensors.
+
+    On a CPU torch otherwise loops in Python: 12-17 ms against 4 ms a step for 5.2M weights in 97
+    tensors (experiments/speed/). Not with a loss scaler (fp16) and gradient clipping: the fused
+    step unscales the gradients itself, after Lightning would have clipped them.
+    """
+    scaler = getattr(trainer.precision_plugin, "scaler", None)
+    return scaler is None or not trainer.gradient_clip_val

@@ -1,0 +1,70 @@
+import copy
+
+import lightning as L
+import pytest
+import torch
+from lightning.pytorch.plugins.precision import MixedPrecision
+
+from ddp_helpers import BatchesPerRank
+from transformer_nmt.data.batching import collate
+from transformer_nmt.data.tokenizer import EOS_ID, PAD_ID, BPETokenizer
+from transformer_nmt.model import Transformer
+from transformer_nmt.training.module import TranslationModule
+
+
+def tiny_module() -> TranslationModule:
+    torch.manual_seed(0)
+    model = Transformer(vocab_size=48, pad_id=PAD_ID, N=1, d_model=16, d_ff=32, h=2, dropout=0.0)
+    tokenizer = BPETokenizer.train(["ein zwei drei"], vocab_size=280, min_frequency=1)
+    return TranslationModule(model, tokenizer, warmup_steps=4)
+
+
+def configured_adam(**trainer_args) -> tuple[TranslationModule, torch.optim.Optimizer, object]:
+    module = tiny_module()
+    module.trainer = L.Trainer(accelerator="cpu", max_steps=10, logger=False, **trainer_args)
+    configured = module.configure_optimizers()
+    return module, configured["optimizer"], configured["lr_scheduler"]["scheduler"]
+
+
+def test_the_papers_adam_runs_fused_and_updates_as_the_tensor_loop_does():
+    module, fused, scheduler = configured_adam()
+    assert fused.defaults["fused"] is True
+    assert fused.defaults["betas"] == (0.9, 0.98) and fused.defaults["eps"] == 1e-9
+
+    reference_model = copy.deepcopy(module.model)
+    reference = torch.optim.Adam(
+        reference_model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9, foreach=False
+    )
+    g = torch.Generator().manual_seed(0)
+    for _ in range(5):
+        lr = fused.param_groups[0]["lr"]
+        reference.param_groups[0]["lr"] = lr
+        for p, q in zip(module.model.parameters(), reference_model.parameters(), strict=True):
+            p.grad = torch.randn(p.shape, generator=g)
+            q.grad = p.grad.clone()
+        fused.step()
+        reference.step()
+        scheduler.step()
+    for p, q in zip(module.model.parameters(), reference_model.parameters(), strict=True):
+        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-7)
+    assert any(
+        not torch.equal(p, q)
+        for p, q in zip(module.model.parameters(), tiny_module().model.parameters(), strict=True)
+    ), "the steps must have moved the weights"
+
+
+@pytest.mark.parametrize("clip, fused", [(None, True), (1.0, False)])
+def test_fp16_loss_scaling_with_clipping_trains_with_the_tensor_loop(clip, fused):
+    # The fused step unscales fp16 gradients itself, and Lightning then refuses to clip them.
+    scaled = MixedPrecision("16-mixed", "cpu", scaler=torch.amp.GradScaler("cpu"))
+    trainer = L.Trainer(
+        accelerator="cpu", max_steps=2, plugins=[scaled], gradient_clip_val=clip, logger=False,
+        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+        use_distributed_sampler=False,
+    )  # fmt: skip
+    g = torch.Generator().manual_seed(0)
+    words = lambda n: torch.randint(4, 48, (n,), generator=g).tolist()  # noqa: E731
+    batch = collate([{"src": [*words(n), EOS_ID], "tgt": words(n)} for n in (3, 5, 6)], PAD_ID)
+    trainer.fit(tiny_module(), train_dataloaders=BatchesPerRank([[batch, batch]]))
+    assert trainer.global_step == 2
+    assert bool(trainer.optimizers[0].defaults["fused"]) is fused
