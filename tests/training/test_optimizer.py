@@ -1,4 +1,5 @@
 import copy
+from pathlib import Path
 
 import lightning as L
 import pytest
@@ -68,3 +69,31 @@ def test_fp16_loss_scaling_with_clipping_trains_with_the_tensor_loop(clip, fused
     trainer.fit(tiny_module(), train_dataloaders=BatchesPerRank([[batch, batch]]))
     assert trainer.global_step == 2
     assert bool(trainer.optimizers[0].defaults["fused"]) is fused
+
+
+def fit(steps: int, ckpt_path: Path | None = None, fp16_clipping: bool = False) -> L.Trainer:
+    """`tiny_module()` trained to `steps` updates, on a CPU, fp16 with clipping if asked."""
+    extra = {}
+    if fp16_clipping:
+        scaler = torch.amp.GradScaler("cpu")
+        extra = {"plugins": [MixedPrecision("16-mixed", "cpu", scaler)], "gradient_clip_val": 1.0}
+    trainer = L.Trainer(
+        accelerator="cpu", max_steps=steps, logger=False, enable_checkpointing=False,
+        enable_progress_bar=False, enable_model_summary=False, use_distributed_sampler=False,
+        **extra,
+    )  # fmt: skip
+    g = torch.Generator().manual_seed(0)
+    words = lambda n: torch.randint(4, 48, (n,), generator=g).tolist()  # noqa: E731
+    batch = collate([{"src": [*words(n), EOS_ID], "tgt": words(n)} for n in (3, 5, 6)], PAD_ID)
+    batches = BatchesPerRank([[batch] * 4])
+    trainer.fit(tiny_module(), train_dataloaders=batches, ckpt_path=ckpt_path)
+    return trainer
+
+
+@pytest.mark.parametrize("saved_with_fp16_clipping", [False, True])
+def test_a_resumed_run_makes_its_own_fusing_choice(tmp_path, saved_with_fp16_clipping):
+    path = tmp_path / "last.ckpt"
+    fit(2, fp16_clipping=saved_with_fp16_clipping).save_checkpoint(path)
+    resumed = fit(3, path, fp16_clipping=not saved_with_fp16_clipping)
+    assert resumed.global_step == 3
+    assert bool(resumed.optimizers[0].param_groups[0]["fused"]) is saved_with_fp16_clipping

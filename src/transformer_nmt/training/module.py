@@ -198,6 +198,16 @@ class TranslationModule(L.LightningModule):
         checkpoint["model_config"] = self.model.config.to_dict()
         checkpoint["tokenizer"] = self.tokenizer.to_str()
 
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        # Whether Adam runs fused is this run's choice: the saved param groups would impose the
+        # saving run's (unfused from before fused Adam; fused where fp16 clipping now forbids it).
+        if self._trainer is None:  # loaded for inference: no optimizer to restore
+            return
+        fused = can_fuse_adam(self.trainer)
+        for state in checkpoint.get("optimizer_states", []):
+            for group in state["param_groups"]:
+                group.update(fused=fused, foreach=None)
+
 
 def can_fuse_adam(trainer: L.Trainer) -> bool:
     """Whether Adam can update every weight in one fused kernel instead of a loop over tensors.
