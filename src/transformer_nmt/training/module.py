@@ -212,7 +212,7 @@ class TranslationModule(L.LightningModule):
 def can_fuse_adam(trainer: L.Trainer) -> bool:
     """Whether Adam can update every weight in one fused kernel instead of a loop over tensors.
 
-    On a CPU torch otherwise loops in Python: 12-17 ms against 4 ms a step for 5.2M weights in 97
+    On a CPU torch otherwise loops in Python: 11-17 ms against 3-4 ms a step for 5.2M weights in 97
     tensors (experiments/speed/). Not with a loss scaler (fp16) and gradient clipping: the fused
     step unscales the gradients itself, after Lightning would have clipped them.
     """
