@@ -54,46 +54,36 @@ def test_the_papers_adam_runs_fused_and_updates_as_the_tensor_loop_does():
     ), "the steps must have moved the weights"
 
 
-@pytest.mark.parametrize("clip, fused", [(None, True), (1.0, False)])
-def test_fp16_loss_scaling_with_clipping_trains_with_the_tensor_loop(clip, fused):
-    # The fused step unscales fp16 gradients itself, and Lightning then refuses to clip them.
-    scaled = MixedPrecision("16-mixed", "cpu", scaler=torch.amp.GradScaler("cpu"))
+def fit(
+    steps: int, ckpt_path: Path | None = None, fp16: bool = False, clip: float | None = None
+) -> L.Trainer:
+    """`tiny_module()` trained to `steps` updates on a CPU; fp16 with a loss scaler if asked."""
+    plugins = [MixedPrecision("16-mixed", "cpu", torch.amp.GradScaler("cpu"))] if fp16 else []
     trainer = L.Trainer(
-        accelerator="cpu", max_steps=2, plugins=[scaled], gradient_clip_val=clip, logger=False,
+        accelerator="cpu", max_steps=steps, plugins=plugins, gradient_clip_val=clip, logger=False,
         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
         use_distributed_sampler=False,
     )  # fmt: skip
     g = torch.Generator().manual_seed(0)
     words = lambda n: torch.randint(4, 48, (n,), generator=g).tolist()  # noqa: E731
     batch = collate([{"src": [*words(n), EOS_ID], "tgt": words(n)} for n in (3, 5, 6)], PAD_ID)
-    trainer.fit(tiny_module(), train_dataloaders=BatchesPerRank([[batch, batch]]))
+    trainer.fit(tiny_module(), BatchesPerRank([[batch] * 4]), ckpt_path=ckpt_path)
+    return trainer
+
+
+@pytest.mark.parametrize("clip, fused", [(None, True), (1.0, False)])
+def test_fp16_loss_scaling_with_clipping_trains_with_the_tensor_loop(clip, fused):
+    # The fused step unscales fp16 gradients itself, and Lightning then refuses to clip them.
+    trainer = fit(2, fp16=True, clip=clip)
     assert trainer.global_step == 2
     assert bool(trainer.optimizers[0].defaults["fused"]) is fused
 
 
-def fit(steps: int, ckpt_path: Path | None = None, fp16_clipping: bool = False) -> L.Trainer:
-    """`tiny_module()` trained to `steps` updates, on a CPU, fp16 with clipping if asked."""
-    extra = {}
-    if fp16_clipping:
-        scaler = torch.amp.GradScaler("cpu")
-        extra = {"plugins": [MixedPrecision("16-mixed", "cpu", scaler)], "gradient_clip_val": 1.0}
-    trainer = L.Trainer(
-        accelerator="cpu", max_steps=steps, logger=False, enable_checkpointing=False,
-        enable_progress_bar=False, enable_model_summary=False, use_distributed_sampler=False,
-        **extra,
-    )  # fmt: skip
-    g = torch.Generator().manual_seed(0)
-    words = lambda n: torch.randint(4, 48, (n,), generator=g).tolist()  # noqa: E731
-    batch = collate([{"src": [*words(n), EOS_ID], "tgt": words(n)} for n in (3, 5, 6)], PAD_ID)
-    batches = BatchesPerRank([[batch] * 4])
-    trainer.fit(tiny_module(), train_dataloaders=batches, ckpt_path=ckpt_path)
-    return trainer
-
-
-@pytest.mark.parametrize("saved_with_fp16_clipping", [False, True])
-def test_a_resumed_run_makes_its_own_fusing_choice(tmp_path, saved_with_fp16_clipping):
+@pytest.mark.parametrize("saved_fused", [False, True])
+def test_a_resumed_run_makes_its_own_fusing_choice(tmp_path, saved_fused):
     path = tmp_path / "last.ckpt"
-    fit(2, fp16_clipping=saved_with_fp16_clipping).save_checkpoint(path)
-    resumed = fit(3, path, fp16_clipping=not saved_with_fp16_clipping)
+    fp16_clipping = {"fp16": True, "clip": 1.0}  # the one setting that keeps the tensor loop
+    fit(2, **({} if saved_fused else fp16_clipping)).save_checkpoint(path)
+    resumed = fit(3, path, **(fp16_clipping if saved_fused else {}))
     assert resumed.global_step == 3
-    assert bool(resumed.optimizers[0].param_groups[0]["fused"]) is saved_with_fp16_clipping
+    assert bool(resumed.optimizers[0].param_groups[0]["fused"]) is not saved_fused
