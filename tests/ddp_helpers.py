@@ -1,9 +1,15 @@
-"""Test-only callback, loaded into `python train.py` subprocesses through PYTHONPATH=tests."""
+"""Test-only callbacks, loaded into `python train.py` subprocesses through PYTHONPATH=tests, and
+a tiny module with the batches to train it in-process on one or several ranks."""
 
 from pathlib import Path
 
 import lightning as L
 import torch
+
+from transformer_nmt.data.batching import collate
+from transformer_nmt.data.tokenizer import EOS_ID, PAD_ID, BPETokenizer
+from transformer_nmt.model import Transformer
+from transformer_nmt.training.module import TranslationModule
 
 
 class SaveWeightsPerRank(L.Callback):
@@ -46,3 +52,24 @@ class BatchesPerRank:
     def __iter__(self):
         rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
         yield from self.batches[rank]
+
+
+def tiny_module(**module_args) -> TranslationModule:
+    torch.manual_seed(0)
+    model = Transformer(vocab_size=48, pad_id=PAD_ID, N=1, d_model=16, d_ff=32, h=2, dropout=0.0)
+    tokenizer = BPETokenizer.train(["ein zwei drei"], vocab_size=280, min_frequency=1)
+    return TranslationModule(model, tokenizer, **module_args)
+
+
+def sentences(*target_lengths: list[int]) -> list[list[dict]]:
+    """Random sentence pairs, one list per list of target lengths (sources 2 tokens shorter)."""
+    g = torch.Generator().manual_seed(0)
+    words = lambda n: torch.randint(4, 48, (n,), generator=g).tolist()  # noqa: E731
+    return [
+        [{"src": words(n - 2) + [EOS_ID], "tgt": words(n)} for n in ns] for ns in target_lengths
+    ]
+
+
+def batch(*groups: list[dict]) -> dict:
+    """One padded batch of every sentence pair in `groups`."""
+    return collate([pair for group in groups for pair in group], PAD_ID)

@@ -19,13 +19,11 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import open_dict, read_write
 
-from ddp_helpers import BatchesPerRank, SaveGradients
+from ddp_helpers import BatchesPerRank, SaveGradients, batch, sentences, tiny_module
 from hydra_compose import ROOT, compose_train
-from transformer_nmt.data.batching import collate
-from transformer_nmt.data.tokenizer import EOS_ID, PAD_ID, BPETokenizer
+from transformer_nmt.data.tokenizer import PAD_ID
 from transformer_nmt.model import Transformer
 from transformer_nmt.training.config_checks import check_config
-from transformer_nmt.training.module import TranslationModule
 
 TIMEOUT = 300
 # A few hundred steps of the toy task: enough for a BLEU above zero to compare.
@@ -205,13 +203,6 @@ def test_multirun_with_relaunching_ddp_is_refused(tmp_path, trainer, refused):
         check_config(cfg)
 
 
-def tiny_module() -> TranslationModule:
-    torch.manual_seed(0)
-    model = Transformer(vocab_size=48, pad_id=PAD_ID, N=1, d_model=16, d_ff=32, h=2, dropout=0.0)
-    tokenizer = BPETokenizer.train(["ein zwei drei"], vocab_size=280, min_frequency=1)
-    return TranslationModule(model, tokenizer)
-
-
 def gradients_of_one_step(
     tmp_path: Path, batches: list[list[dict]], strategy: str = "auto"
 ) -> list[dict[str, torch.Tensor]]:
@@ -227,20 +218,6 @@ def gradients_of_one_step(
     )  # fmt: skip
     trainer.fit(tiny_module(), train_dataloaders=BatchesPerRank(batches))
     return [torch.load(tmp_path / f"rank{r}.pt") for r in range(len(batches))]
-
-
-def sentences(*target_lengths: list[int]) -> list[list[dict]]:
-    """Random sentence pairs, one list per list of target lengths (sources 2 tokens shorter)."""
-    g = torch.Generator().manual_seed(0)
-    words = lambda n: torch.randint(4, 48, (n,), generator=g).tolist()  # noqa: E731
-    return [
-        [{"src": words(n - 2) + [EOS_ID], "tgt": words(n)} for n in ns] for ns in target_lengths
-    ]
-
-
-def batch(*groups: list[dict]) -> dict:
-    """One padded batch of every sentence pair in `groups`."""
-    return collate([pair for group in groups for pair in group], PAD_ID)
 
 
 def assert_mean_over_all_tokens(grads: dict, single: dict, naive: dict) -> None:

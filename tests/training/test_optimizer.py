@@ -6,22 +6,12 @@ import pytest
 import torch
 from lightning.pytorch.plugins.precision import MixedPrecision
 
-from ddp_helpers import BatchesPerRank
-from transformer_nmt.data.batching import collate
-from transformer_nmt.data.tokenizer import EOS_ID, PAD_ID, BPETokenizer
-from transformer_nmt.model import Transformer
+from ddp_helpers import BatchesPerRank, batch, sentences, tiny_module
 from transformer_nmt.training.module import TranslationModule
 
 
-def tiny_module() -> TranslationModule:
-    torch.manual_seed(0)
-    model = Transformer(vocab_size=48, pad_id=PAD_ID, N=1, d_model=16, d_ff=32, h=2, dropout=0.0)
-    tokenizer = BPETokenizer.train(["ein zwei drei"], vocab_size=280, min_frequency=1)
-    return TranslationModule(model, tokenizer, warmup_steps=4)
-
-
 def configured_adam(**trainer_args) -> tuple[TranslationModule, torch.optim.Optimizer, object]:
-    module = tiny_module()
+    module = tiny_module(warmup_steps=4)  # rates large enough to move the weights
     module.trainer = L.Trainer(accelerator="cpu", max_steps=10, logger=False, **trainer_args)
     configured = module.configure_optimizers()
     return module, configured["optimizer"], configured["lr_scheduler"]["scheduler"]
@@ -64,10 +54,8 @@ def fit(
         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
         use_distributed_sampler=False,
     )  # fmt: skip
-    g = torch.Generator().manual_seed(0)
-    words = lambda n: torch.randint(4, 48, (n,), generator=g).tolist()  # noqa: E731
-    batch = collate([{"src": [*words(n), EOS_ID], "tgt": words(n)} for n in (3, 5, 6)], PAD_ID)
-    trainer.fit(tiny_module(), BatchesPerRank([[batch] * 4]), ckpt_path=ckpt_path)
+    pairs = batch(*sentences([3, 5, 6]))
+    trainer.fit(tiny_module(warmup_steps=4), BatchesPerRank([[pairs] * 4]), ckpt_path=ckpt_path)
     return trainer
 
 
