@@ -32,6 +32,7 @@ if __name__ == "__main__" and sys.platform == "linux" and "GLIBC_TUNABLES" not i
 import benchmark  # noqa: E402
 from experiments.machine import cpu_name, load_average  # noqa: E402
 
+from transformer_nmt.cli.compose import compose_group  # noqa: E402
 from transformer_nmt.data.tokenizer import PAD_ID  # noqa: E402
 from transformer_nmt.model import Transformer  # noqa: E402
 from transformer_nmt.training.loss import label_smoothed_nll  # noqa: E402
@@ -40,9 +41,18 @@ PARTS = ["forward without the output projection", "output projection", "label-sm
 PARTS += ["backward", "Adam, fused"]
 
 
+# The recipe as training composes it (model=narrow, data=multi30k with the experiment's values).
+RECIPE = ["experiment=multi30k_de_en"]
+MODEL = compose_group("model", "narrow", RECIPE)
+DATA = compose_group("data", "multi30k", RECIPE)
+
+
 def recipe_model() -> Transformer:
     torch.manual_seed(0)
-    return Transformer(8000, PAD_ID, N=3, d_model=192, d_ff=1024, h=4, dropout=0.15)
+    m = MODEL
+    return Transformer(
+        DATA.vocab_size, PAD_ID, N=m.N, d_model=m.d_model, d_ff=m.d_ff, h=m.h, dropout=m.dropout
+    )
 
 
 class Timed(nn.Module):
@@ -132,9 +142,9 @@ def main() -> None:
     print(f"CPU: {cpu_name()}, {args.threads} thread(s); torch {torch.__version__}; "
           f"{load_average()}")  # fmt: skip
 
-    benchmark.DATA.max_tokens = 1024  # the recipe's batches (conf/experiment/multi30k_de_en.yaml)
+    benchmark.DATA.max_tokens = DATA.max_tokens  # the recipe's batches, not data=multi30k's
     src, tgt, _ = benchmark.multi30k_lengths()
-    batches = benchmark.training_batches(src, tgt, 8000, args.warmup + args.steps)
+    batches = benchmark.training_batches(src, tgt, DATA.vocab_size, args.warmup + args.steps)
     tokens = statistics.mean(b["tgt_index"].numel() for b in batches[args.warmup :])
     print(f"\n{args.steps} steps after {args.warmup}, {tokens:.0f} target tokens a batch\n")
     print("| part of the step | ms | share |\n|---|---|---|")
@@ -153,13 +163,14 @@ def main() -> None:
     ]:
         print(f"| {name} | {adam_ms(implementation, args.adam_steps):.1f} |")
 
-    print("\nGEMM GFLOP/s at the step's shapes (1024 tokens)\n")
-    shapes = {"QKV": (1024, 192, 576), "FFN in": (1024, 192, 1024), "FFN out": (1024, 1024, 192)}
-    shapes["output projection"] = (1024, 192, 8000)
-    rows = {name: gemm_gflops(*shape) for name, shape in shapes.items()}
-    layouts = list(next(iter(rows.values())))
+    budget, d, ff = DATA.max_tokens, MODEL.d_model, MODEL.d_ff
+    print(f"\nGEMM GFLOP/s at the step's shapes ({budget} tokens)\n")
+    shapes = {"QKV": (budget, d, 3 * d), "FFN in": (budget, d, ff), "FFN out": (budget, ff, d)}
+    shapes["output projection"] = (budget, d, DATA.vocab_size)
+    speeds_by_shape = {name: gemm_gflops(*shape) for name, shape in shapes.items()}
+    layouts = list(next(iter(speeds_by_shape.values())))
     print("| shape | " + " | ".join(layouts) + " |\n|---|" + "---|" * len(layouts))
-    for name, speeds in rows.items():
+    for name, speeds in speeds_by_shape.items():
         print(
             f"| {name} {shapes[name]} | " + " | ".join(f"{v:.0f}" for v in speeds.values()) + " |"
         )
