@@ -6,8 +6,10 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+from ddp_helpers import BatchesPerRank, SaveWeightsPerRank, batch, sentences, tiny_module
 from hydra_compose import compose_train
 from signal_at_step import signal_at
 from transformer_nmt.train import build_data_and_module, build_trainer, fit, train
@@ -147,3 +149,51 @@ def test_before_its_start_the_trained_weights_stand_in_for_the_average(tmp_path)
     assert_weights_equal(saved["state_dict"], trained.after[15])
     last = torch.load(checkpoints / "last.ckpt", weights_only=True)
     assert last["averaging_state"]["n_averaged"] == 4  # after updates 17 to 20
+
+
+class TrainedWeightsPerRank(TrainedWeights):
+    """`TrainedWeights` written to `<dirpath>/trained<global rank>.pt` as training ends: under
+    ddp_spawn each rank's callbacks live in another process."""
+
+    def __init__(self, dirpath: Path) -> None:
+        super().__init__()
+        self.dirpath = dirpath
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.dirpath.mkdir(parents=True, exist_ok=True)
+        torch.save(self.after, self.dirpath / f"trained{trainer.global_rank}.pt")
+
+
+@pytest.mark.slow
+def test_under_ddp_the_ranks_average_alike_and_rank_zero_saves_the_average(tmp_path):
+    # ddp_spawn pickles the callbacks into its processes, as it does in a sweep's trials.
+    updates = 7
+    groups = sentences(*([3 + i % 5, 4 + i % 7] for i in range(2 * updates)))
+    ranks = [[batch(g) for g in groups[0::2]], [batch(g) for g in groups[1::2]]]
+    trainer = L.Trainer(
+        accelerator="cpu", devices=2, strategy="ddp_spawn", max_steps=updates,
+        precision="32-true", logger=False, enable_progress_bar=False, enable_model_summary=False,
+        use_distributed_sampler=False,
+        callbacks=[
+            WeightEMA(decay=DECAY, start_step=START),
+            TrainedWeightsPerRank(tmp_path),
+            SaveWeightsPerRank(str(tmp_path)),  # after WeightEMA: the average it swaps in
+            ModelCheckpoint(dirpath=tmp_path / "checkpoints"),  # at the end of the one epoch
+        ],
+    )  # fmt: skip
+    trainer.fit(tiny_module(warmup_steps=4), train_dataloaders=BatchesPerRank(ranks))
+
+    (checkpoint,) = (tmp_path / "checkpoints").glob("*.ckpt")
+    saved = torch.load(checkpoint, weights_only=True)
+    trained = TrainedWeights()
+    trained.after = torch.load(tmp_path / "trained0.pt")
+    assert saved["averaging_state"]["n_averaged"] == updates - START
+    assert_weights_equal(saved["state_dict"], reference_ema(trained, updates))
+    assert_weights_equal(saved["current_model_state"], trained.after[updates])
+    rank0, rank1 = (torch.load(tmp_path / f"rank{r}.pt") for r in (0, 1))
+    for name, average in rank0.items():
+        assert torch.equal(rank1[name], average), name
+        assert torch.equal(saved["state_dict"][name], average), name
+    other = torch.load(tmp_path / "trained1.pt")[updates]
+    for name, weights in trained.after[updates].items():
+        assert torch.equal(other[name], weights), name

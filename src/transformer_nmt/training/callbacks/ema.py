@@ -29,8 +29,15 @@ class WeightEMA(WeightAveraging):
             raise ValueError(f"callbacks.ema.decay={decay}: give a decay in [0, 1), e.g. 0.9995")
         if start_step < 0:
             raise ValueError(f"callbacks.ema.start_step={start_step}: give a step >= 0")
-        super().__init__(multi_avg_fn=get_ema_multi_avg_fn(decay))
+        super().__init__()
+        self.decay = decay
         self.start_step = start_step
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        # Made here, not in __init__: ddp_spawn pickles the callbacks into its processes, and
+        # torch's update is a closure that pickle cannot carry.
+        self._kwargs["multi_avg_fn"] = get_ema_multi_avg_fn(self.decay)
+        super().setup(trainer, pl_module, stage)
 
     def should_update(self, step_idx: int | None = None, epoch_idx: int | None = None) -> bool:
         return step_idx is not None and step_idx >= self.start_step
