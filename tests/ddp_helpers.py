@@ -27,6 +27,15 @@ class SaveWeightsPerRank(L.Callback):
         torch.save(pl_module.state_dict(), self.dirpath / f"rank{trainer.global_rank}.pt")
 
 
+def assert_same_weights(dirpath: Path) -> dict[str, torch.Tensor]:
+    """Ranks 0 and 1 of `SaveWeightsPerRank` hold the same weights bit for bit; returns rank 0's."""
+    rank0, rank1 = (torch.load(dirpath / f"rank{r}.pt") for r in (0, 1))
+    assert rank0.keys() == rank1.keys()
+    for name in rank0:
+        torch.testing.assert_close(rank0[name], rank1[name], rtol=0, atol=0, msg=name)
+    return rank0
+
+
 class SaveGradients(L.Callback):
     """Writes the gradients each rank hands the optimizer (after DDP's all-reduce) to a file."""
 

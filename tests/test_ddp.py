@@ -19,7 +19,14 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import open_dict, read_write
 
-from ddp_helpers import BatchesPerRank, SaveGradients, batch, sentences, tiny_module
+from ddp_helpers import (
+    BatchesPerRank,
+    SaveGradients,
+    assert_same_weights,
+    batch,
+    sentences,
+    tiny_module,
+)
 from hydra_compose import ROOT, compose_train
 from transformer_nmt.data.tokenizer import PAD_ID
 from transformer_nmt.model import Transformer
@@ -54,13 +61,6 @@ def weights_callback(dirpath: Path) -> list[str]:
         "+callbacks.weights._target_=ddp_helpers.SaveWeightsPerRank",
         f"+callbacks.weights.dirpath={dirpath}",
     ]
-
-
-def assert_same_weights(dirpath: Path) -> None:
-    rank0, rank1 = (torch.load(dirpath / f"rank{r}.pt") for r in (0, 1))
-    assert rank0.keys() == rank1.keys()
-    for name in rank0:
-        torch.testing.assert_close(rank0[name], rank1[name], rtol=0, atol=0, msg=name)
 
 
 def last_logged(metrics_csv: Path, name: str) -> float:

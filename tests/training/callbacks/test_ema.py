@@ -9,7 +9,14 @@ import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from ddp_helpers import BatchesPerRank, SaveWeightsPerRank, batch, sentences, tiny_module
+from ddp_helpers import (
+    BatchesPerRank,
+    SaveWeightsPerRank,
+    assert_same_weights,
+    batch,
+    sentences,
+    tiny_module,
+)
 from hydra_compose import compose_train
 from signal_at_step import signal_at
 from transformer_nmt.train import build_data_and_module, build_trainer, fit, train
@@ -190,9 +197,7 @@ def test_under_ddp_the_ranks_average_alike_and_rank_zero_saves_the_average(tmp_p
     assert saved["averaging_state"]["n_averaged"] == updates - START
     assert_weights_equal(saved["state_dict"], reference_ema(trained, updates))
     assert_weights_equal(saved["current_model_state"], trained.after[updates])
-    rank0, rank1 = (torch.load(tmp_path / f"rank{r}.pt") for r in (0, 1))
-    for name, average in rank0.items():
-        assert torch.equal(rank1[name], average), name
+    for name, average in assert_same_weights(tmp_path).items():
         assert torch.equal(saved["state_dict"][name], average), name
     other = torch.load(tmp_path / "trained1.pt")[updates]
     for name, weights in trained.after[updates].items():
