@@ -110,6 +110,8 @@ def build_trainer(cfg: DictConfig, loggers: list[Logger]) -> L.Trainer:
         callbacks=callbacks,
         precision=precision,
         accumulate_grad_batches=accumulate_grad_batches(cfg),
+        # BPE-dropout segments the training pairs anew in each epoch's loader.
+        reload_dataloaders_every_n_epochs=1 if cfg.data.get("bpe_dropout") else 0,
     )
 
 

@@ -9,6 +9,7 @@ import lightning as L
 from torch.utils.data import DataLoader
 
 from transformer_nmt.data.batching import TokenBatchSampler, collate
+from transformer_nmt.data.bpe_dropout import BPEDropout
 from transformer_nmt.data.corpus import Corpus, DataFormatError
 from transformer_nmt.data.dataset import TranslationDataset
 from transformer_nmt.data.framing import ADDED_TOKENS, round_up
@@ -35,6 +36,7 @@ class TranslationDataModule(L.LightningDataModule):
         max_tokens: int = 4096,
         tokens_per_update: int | None = None,
         max_len: int = 256,
+        bpe_dropout: float = 0.0,
         pad_to_multiple_of: int = 8,
         num_workers: int = 0,
         cache_dir: str = "cache",
@@ -52,6 +54,9 @@ class TranslationDataModule(L.LightningDataModule):
             tokens_per_update: tokens per side of an optimizer step; training derives
                 `trainer.accumulate_grad_batches` from it (None: one batch per device a step).
             max_len: pairs with more BPE tokens on either side are dropped (specials not counted).
+            bpe_dropout: probability of skipping each BPE merge when the training pairs are
+                segmented anew for an epoch (`BPEDropout`; training then reloads its loader
+                every epoch); 0, the paper, keeps the one segmentation.
             pad_to_multiple_of: batches are padded to lengths that are multiples of this, which
                 tensor cores prefer; 1 saves the extra padding where nothing gains from it.
             num_workers: DataLoader worker processes.
@@ -59,6 +64,8 @@ class TranslationDataModule(L.LightningDataModule):
             seed: seeds batch composition and order.
         """
         super().__init__()
+        if not 0 <= bpe_dropout < 1:
+            raise ValueError(f"data.bpe_dropout={bpe_dropout} must lie in [0, 1)")
         # A pair of max_len tokens plus EOS, padded, must fit in one batch.
         longest = round_up(max_len + ADDED_TOKENS, pad_to_multiple_of)
         if max_tokens < longest:
@@ -71,6 +78,7 @@ class TranslationDataModule(L.LightningDataModule):
         self.tokenizer: BPETokenizer | None = None
         self.datasets: dict[str, TranslationDataset] = {}
         self.dropped: dict[str, int] = {}
+        self.resegmenter: BPEDropout | None = None
 
     def prepare_data(self) -> None:
         """Train the tokenizer and encode the splits `fit` needs into token stores, once a machine.
@@ -112,10 +120,27 @@ class TranslationDataModule(L.LightningDataModule):
                 self.datasets[split] = self._open(split, tokenizer)
 
     def train_dataloader(self) -> DataLoader:
-        return self._loader("train", shuffle=True)
+        dataset = self.datasets["train"]
+        if self.hparams.bpe_dropout:
+            dataset = self._resegmented(dataset)
+        return self._loader(dataset, shuffle=True)
 
     def val_dataloader(self) -> DataLoader:
-        return self._loader("val", shuffle=False)
+        return self._loader(self.datasets["val"], shuffle=False)
+
+    def _resegmented(self, dataset: TranslationDataset) -> TranslationDataset:
+        """This epoch's segmentation of the training pairs: drawn on rank 0, sent to every rank.
+
+        Every rank must batch the same lengths, or their batch counts could differ and hang DDP.
+        """
+        trainer = self.trainer
+        sampled = None
+        if trainer is None or trainer.is_global_zero:
+            if self.resegmenter is None:
+                hp = self.hparams
+                self.resegmenter = BPEDropout(dataset, self.tokenizer, hp.bpe_dropout, hp.max_len)
+            sampled = self.resegmenter.sample()
+        return trainer.strategy.broadcast(sampled) if trainer else sampled
 
     def _train_sentences(self) -> Iterator[str]:
         """Both sides of the train split as they are read, for a joint vocabulary."""
@@ -149,9 +174,8 @@ class TranslationDataModule(L.LightningDataModule):
         )
         return dataset
 
-    def _loader(self, split: str, shuffle: bool) -> DataLoader:
+    def _loader(self, dataset: TranslationDataset, shuffle: bool) -> DataLoader:
         """A loader of token-budget batches over one split."""
-        dataset = self.datasets[split]
         trainer = self.trainer  # None outside a Trainer: one process holds every batch
         sampler = TokenBatchSampler(
             dataset.src_lengths,
@@ -188,6 +212,10 @@ def _skip_trained_batches(sampler: TokenBatchSampler, trainer: L.Trainer) -> Non
     same whether the checkpoint was written in `on_train_batch_end` or after it. The sampler's own
     count runs ahead of it by whatever the DataLoader had prefetched.
     """
-    trained = trainer.fit_loop.epoch_loop.batch_progress.current.processed
+    epoch_loop = trainer.fit_loop.epoch_loop
+    # Only while resuming: a loader reloaded for a later epoch would see the last one's count.
+    if not epoch_loop.restarting:
+        return
+    trained = epoch_loop.batch_progress.current.processed
     if 0 < trained < len(sampler):  # at an epoch's end Lightning starts the next one itself
         sampler.load_state_dict({**sampler.state_dict(), "consumed": trained})

@@ -85,6 +85,12 @@ class BPETokenizer:
         """Text of each id sequence, special tokens skipped wherever they are."""
         return self._tokenizer.decode_batch(ids, skip_special_tokens=True)
 
+    def with_dropout(self, p: float) -> "BPETokenizer":
+        """A copy that skips each merge with probability `p` (BPE-dropout)."""
+        tokenizer = Tokenizer.from_str(self.to_str())
+        tokenizer.model.dropout = p
+        return BPETokenizer(tokenizer)
+
     def to_str(self) -> str:
         """Serialize to a JSON string, e.g. to carry inside a checkpoint."""
         return self._tokenizer.to_str()
