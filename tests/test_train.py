@@ -34,6 +34,21 @@ def test_train_in_process_writes_checkpoints_that_carry_model_and_tokenizer(tmp_
     assert tokenizer.decode_batch(tokenizer.encode_batch([sentence])) == [sentence]
 
 
+def test_bpe_dropout_draws_a_segmentation_for_every_epoch(tmp_path, caplog):
+    overrides = [
+        *TOY,
+        "data.bpe_dropout=0.2",
+        "data.corpus.num_train=300",
+        "data.max_tokens=192",
+        "trainer.max_epochs=3",
+        "+trainer.limit_val_batches=0",
+    ]
+    with caplog.at_level("INFO", logger="transformer_nmt.data.bpe_dropout"):
+        train(compose_train(tmp_path, overrides))
+    drawn = [r for r in caplog.records if r.getMessage().startswith("BPE-dropout: a new")]
+    assert len(drawn) == 3
+
+
 @pytest.mark.slow
 def test_overfits_a_tiny_task(tmp_path):
     # 256 toy pairs as local text files, validated on the training pairs themselves: without

@@ -5,8 +5,13 @@ in many segmentations, its usual one most often: a regularizer for small corpora
 paper, which always uses the one segmentation; off (p = 0) by default.
 """
 
+import logging
+import time
+
 from transformer_nmt.data.dataset import ENCODE_CHUNK, TokenSequences, TranslationDataset
 from transformer_nmt.data.tokenizer import BPETokenizer
+
+log = logging.getLogger(__name__)
 
 SIDES = ("src", "tgt")
 
@@ -39,19 +44,21 @@ class BPEDropout:
 
     def sample(self) -> TranslationDataset:
         """The split's pairs, in the same order, each side segmented anew."""
-        return TranslationDataset(*(self._encode(side) for side in SIDES))
+        start = time.perf_counter()
+        sampled = TranslationDataset(*(self._encode(side) for side in SIDES))
+        log.info(
+            "BPE-dropout: a new segmentation in %.1f s, %+.1f%% tokens over the usual one",
+            time.perf_counter() - start,
+            100 * (_tokens(sampled) / _tokens(self.dataset) - 1),
+        )
+        return sampled
 
     def _decode(self, sequences: TokenSequences) -> list[str]:
-        return [
-            text
-            for start in range(0, len(sequences), ENCODE_CHUNK)
-            for text in self.tokenizer.decode_batch(
-                [
-                    sequences[i].tolist()
-                    for i in range(start, min(start + ENCODE_CHUNK, len(sequences)))
-                ]
-            )
-        ]
+        texts = []
+        for start in range(0, len(sequences), ENCODE_CHUNK):
+            chunk = range(start, min(start + ENCODE_CHUNK, len(sequences)))
+            texts += self.tokenizer.decode_batch([sequences[i].tolist() for i in chunk])
+        return texts
 
     def _encode(self, side: str) -> TokenSequences:
         usual, texts = getattr(self.dataset, side), self.texts[side]
@@ -67,3 +74,7 @@ class BPEDropout:
                 )
             )
         return TokenSequences.concat(chunks)
+
+
+def _tokens(dataset: TranslationDataset) -> int:
+    return sum(int(getattr(dataset, side).lengths().sum()) for side in SIDES)
