@@ -223,6 +223,30 @@ def test_last_checkpoint_holds_the_final_step_when_the_last_validation_is_not_th
     assert last_step(tmp_path / "resumed" / "run") == 50
 
 
+def test_a_finished_run_extended_from_its_last_checkpoint_trains_as_the_longer_run(tmp_path):
+    # 13 batches an epoch: the first run ends at step 10, mid-epoch. Extended to 18 steps it
+    # must train the rest of epoch 0, then epoch 1 from its start, as a run of 18 steps does.
+    quick = [q for q in QUICK if not q.startswith(("trainer.max_steps", "logger"))]
+    quick.append("logger=none")
+    train(compose_train(tmp_path / "longer", [*quick, "trainer.max_steps=18"]))
+    train(compose_train(tmp_path / "first", [*quick, "trainer.max_steps=10"]))
+    last = tmp_path / "first" / "run" / "checkpoints" / "last.ckpt"
+    extended = [*quick, "trainer.max_steps=18", f"ckpt_path={last}"]
+    train(compose_train(tmp_path / "extended", extended))
+
+    ends = [
+        torch.load(tmp_path / run / "run" / "checkpoints" / "last.ckpt", weights_only=True)
+        for run in ("longer", "extended")
+    ]
+    assert ends[0]["global_step"] == ends[1]["global_step"] == 18
+    assert (
+        ends[0]["loops"]["fit_loop"]["epoch_progress"]
+        == ends[1]["loops"]["fit_loop"]["epoch_progress"]
+    )
+    for key, weights in ends[0]["state_dict"].items():
+        torch.testing.assert_close(ends[1]["state_dict"][key], weights, rtol=1e-4, atol=1e-5)
+
+
 def test_a_resumed_run_that_ends_before_validating_reports_its_checkpoints_best(tmp_path):
     # 13 batches an epoch, validation at its end. The first run validates at step 13 and stops
     # at 15; the resumed one, in another folder, stops at 18, before its next validation.

@@ -34,7 +34,8 @@ def test_a_row_per_validation_with_the_logged_metrics_and_a_resumed_run_appends(
     assert path.read_text().splitlines()[0] == "step,epoch,minutes,val_seconds,val/bleu,val/loss"
     rows = read(path)
     assert [int(r["step"]) for r in rows] == [2, 4, 6]
-    assert [r["epoch"] for r in rows] == ["0", "0", "1"]  # an epoch here is 4 steps
+    # 13 steps an epoch: the resumed run goes on with the epoch the first one stopped in.
+    assert [r["epoch"] for r in rows] == ["0", "0", "0"]
     for row, metrics in ((rows[1], first), (rows[2], resumed)):
         assert float(row["val/bleu"]) == pytest.approx(metrics["val/bleu"], abs=1e-4)
         assert float(row["val/loss"]) == pytest.approx(metrics["val/loss"], abs=1e-4)

@@ -1,6 +1,7 @@
 """`last.ckpt` holds the state training stopped at: after SIGTERM, and when training ends."""
 
 import logging
+import math
 from pathlib import Path
 
 import lightning as L
@@ -16,6 +17,12 @@ class LastCheckpoint(L.Callback):
       `ModelCheckpoint` refreshes `last.ckpt` only when it also saves a top-k checkpoint, so
       when the final validation does not improve the monitored metric the steps since the
       previous save would be lost.
+    - When `max_steps` or `max_time` ends training mid-epoch, Lightning counts that epoch as
+      finished, so a run extended from its final checkpoint (a higher `max_steps`) would start
+      the next epoch, part-way through: the rest of the cut epoch and the start of the next
+      would never be trained. Every checkpoint written at such an end records instead the loops'
+      progress as it stood after the last batch, as a periodic checkpoint at that step does,
+      and the extended run continues batch for batch as if never stopped.
     - On SIGTERM, what clusters send before pre-emption: Lightning notes it, finishes the current
       batch (every rank, under DDP) and raises `SIGTERMException`; nothing is saved unless a
       callback does it, here before teardown. `train` then ends the process without a traceback.
@@ -23,6 +30,22 @@ class LastCheckpoint(L.Callback):
 
     def __init__(self, dirpath: str, filename: str = "last") -> None:
         self.path = Path(dirpath) / f"{filename}.ckpt"
+        self.after_last_batch: dict | None = None  # the fit loop's state and epoch then
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx: int
+    ) -> None:
+        self.after_last_batch = {
+            "fit_loop": trainer.fit_loop.state_dict(),
+            "epoch": trainer.current_epoch,
+        }
+
+    def on_save_checkpoint(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict
+    ) -> None:
+        if self.after_last_batch is not None and _ended_mid_epoch(trainer):
+            checkpoint["loops"]["fit_loop"] = self.after_last_batch["fit_loop"]
+            checkpoint["epoch"] = self.after_last_batch["epoch"]
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         trainer.save_checkpoint(self.path, weights_only=False)
@@ -38,3 +61,11 @@ class LastCheckpoint(L.Callback):
                 self.path,
                 self.path,
             )
+
+
+def _ended_mid_epoch(trainer: L.Trainer) -> bool:
+    """Whether the fit loop has closed an epoch whose batches did not all run."""
+    epoch = trainer.fit_loop.epoch_progress.current
+    batches = trainer.num_training_batches
+    trained = trainer.fit_loop.epoch_loop.batch_progress.current.processed
+    return epoch.processed == epoch.started and math.isfinite(batches) and trained < batches
