@@ -46,6 +46,8 @@ def test_each_sample_segments_the_same_texts_anew(fitted):
             # Dropped merges leave more, shorter tokens.
             assert getattr(sample, side).lengths().sum() > getattr(usual, side).lengths().sum()
         assert sides(first, side) != sides(second, side)
+        # The run's own tokenizer, which checkpoints carry, still encodes the usual way.
+        assert fitted.tokenizer.encode_batch(texts) == sides(usual, side)
 
 
 def test_without_dropout_a_sample_is_the_usual_segmentation(fitted):
