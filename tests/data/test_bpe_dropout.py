@@ -5,28 +5,15 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 
+from toy_datamodule import make_datamodule
 from transformer_nmt.data.bpe_dropout import BPEDropout
 from transformer_nmt.data.datamodule import TranslationDataModule
 from transformer_nmt.data.tokenizer import EOS_ID, PAD_ID
-from transformer_nmt.data.toy import ToyCorpus
-
-
-def make(tmp_path, **overrides) -> TranslationDataModule:
-    settings = {
-        "corpus": ToyCorpus(num_train=300, num_val=40, num_test=30),
-        "src_lang": "en",
-        "tgt_lang": "de",
-        "vocab_size": 1000,
-        "max_tokens": 256,
-        "max_len": 32,
-        "cache_dir": str(tmp_path / "cache"),
-    }
-    return TranslationDataModule(**{**settings, **overrides})
 
 
 @pytest.fixture
 def fitted(tmp_path) -> TranslationDataModule:
-    dm = make(tmp_path)
+    dm = make_datamodule(tmp_path)
     dm.setup("fit")
     return dm
 
@@ -71,7 +58,7 @@ def test_a_side_sampled_longer_than_max_len_keeps_its_usual_segmentation(fitted)
 
 def test_a_probability_outside_zero_to_one_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r"data.bpe_dropout=1.0 must lie in \[0, 1\)"):
-        make(tmp_path, bpe_dropout=1.0)
+        make_datamodule(tmp_path, bpe_dropout=1.0)
 
 
 class EpochRecorder(L.LightningModule):
@@ -123,7 +110,7 @@ def assert_every_pair_once_an_epoch_in_a_new_segmentation(dm, ranks, epochs=(0, 
 
 
 def test_every_epoch_trains_every_pair_once_in_its_own_segmentation(tmp_path):
-    dm = make(tmp_path, bpe_dropout=0.3)
+    dm = make_datamodule(tmp_path, bpe_dropout=0.3)
     (seen,) = fit(tmp_path, dm)
     assert_every_pair_once_an_epoch_in_a_new_segmentation(dm, [seen])
 
@@ -132,7 +119,7 @@ def test_every_epoch_trains_every_pair_once_in_its_own_segmentation(tmp_path):
 def test_ddp_ranks_split_one_segmentation_an_epoch(tmp_path):
     # Were each rank to draw its own, their batches would overlap and miss pairs, or differ in
     # number and hang.
-    dm = make(tmp_path, bpe_dropout=0.3)
+    dm = make_datamodule(tmp_path, bpe_dropout=0.3)
     ranks = fit(tmp_path, dm, strategy="ddp_spawn", devices=2)
     assert len(ranks) == 2
     dm.setup("fit")
@@ -145,8 +132,8 @@ def test_a_run_resumed_mid_epoch_ends_that_epoch_then_trains_whole_ones(tmp_path
     resumed.mkdir()
     # Saved as update 3 ends, as the periodic checkpoint of a run that is then stopped.
     at_step_3 = ModelCheckpoint(dirpath=first, filename="step3", every_n_train_steps=3)
-    fit(first, make(tmp_path, bpe_dropout=0.3), max_steps=4, callbacks=[at_step_3])
-    dm = make(tmp_path, bpe_dropout=0.3)
+    fit(first, make_datamodule(tmp_path, bpe_dropout=0.3), max_steps=4, callbacks=[at_step_3])
+    dm = make_datamodule(tmp_path, bpe_dropout=0.3)
     (seen,) = fit(resumed, dm, ckpt_path=first / "step3.ckpt")
     assert 0 < len(seen["0"]) < len(dm.datasets["train"])  # the pairs of 3 batches skipped
     assert_every_pair_once_an_epoch_in_a_new_segmentation(dm, [seen], epochs=(1, 2))

@@ -2,38 +2,24 @@ import lightning as L
 import pytest
 import torch
 
-from transformer_nmt.data.datamodule import TranslationDataModule
+from toy_datamodule import make_datamodule
 from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, BPETokenizer
-from transformer_nmt.data.toy import ToyCorpus
-
-
-def make(tmp_path, **overrides) -> TranslationDataModule:
-    settings = {
-        "corpus": ToyCorpus(num_train=300, num_val=40, num_test=30),
-        "src_lang": "en",
-        "tgt_lang": "de",
-        "vocab_size": 1000,
-        "max_tokens": 256,
-        "max_len": 32,
-        "cache_dir": str(tmp_path / "cache"),
-    }
-    return TranslationDataModule(**{**settings, **overrides})
 
 
 def test_max_tokens_too_small_for_max_len_is_refused(tmp_path):
     with pytest.raises(ValueError, match="max_tokens=100 .* max_len=100"):
-        make(tmp_path, max_tokens=100, max_len=100)
+        make_datamodule(tmp_path, max_tokens=100, max_len=100)
 
 
 def test_hyperparameters_are_saved_without_the_corpus(tmp_path):
-    dm = make(tmp_path)
+    dm = make_datamodule(tmp_path)
     assert dm.hparams.vocab_size == 1000
     assert dm.hparams.src_lang == "en"
     assert "corpus" not in dm.hparams
 
 
 def test_prepare_data_caches_the_tokenizer_for_the_next_run(tmp_path, monkeypatch):
-    dm = make(tmp_path)
+    dm = make_datamodule(tmp_path)
     dm.prepare_data()
     cached = sorted(p.name.split("-")[0] for p in (tmp_path / "cache").iterdir())
     assert cached == ["bpe", "tokens", "tokens"]  # the tokenizer, the train and val stores
@@ -43,11 +29,11 @@ def test_prepare_data_caches_the_tokenizer_for_the_next_run(tmp_path, monkeypatc
         raise AssertionError("trained although a cached tokenizer fits")
 
     monkeypatch.setattr(BPETokenizer, "train", no_training)
-    assert make(tmp_path).load_tokenizer().to_str() == dm.load_tokenizer().to_str()
+    assert make_datamodule(tmp_path).load_tokenizer().to_str() == dm.load_tokenizer().to_str()
 
 
 def test_train_batches_fit_the_budget_and_are_shaped_for_teacher_forcing(tmp_path):
-    dm = make(tmp_path)
+    dm = make_datamodule(tmp_path)
     dm.prepare_data()
     dm.setup("fit")
     assert set(dm.datasets) == {"train", "val"}
@@ -70,7 +56,7 @@ def test_train_batches_fit_the_budget_and_are_shaped_for_teacher_forcing(tmp_pat
 
 
 def test_val_batches_decode_back_to_their_reference_text(tmp_path):
-    dm = make(tmp_path)
+    dm = make_datamodule(tmp_path)
     dm.setup("validate")
     assert set(dm.datasets) == {"val"}
     tokenizer = dm.load_tokenizer()
@@ -84,7 +70,7 @@ def test_val_batches_decode_back_to_their_reference_text(tmp_path):
 
 
 def test_pairs_over_max_len_are_dropped_and_counted(tmp_path):
-    dm = make(tmp_path, max_len=6)  # toy words are single tokens; sentences have 3..10
+    dm = make_datamodule(tmp_path, max_len=6)  # toy words are single tokens; sentences have 3..10
     dm.setup("fit")
     tokenizer = dm.load_tokenizer()
     pairs = dm.corpus.read("train", "en", "de")
@@ -97,20 +83,20 @@ def test_pairs_over_max_len_are_dropped_and_counted(tmp_path):
 
 
 def test_val_loader_and_workers(tmp_path):
-    dm = make(tmp_path, num_workers=1)
+    dm = make_datamodule(tmp_path, num_workers=1)
     dm.setup("validate")
     assert set(dm.datasets) == {"val"}
     loader = dm.val_dataloader()
     assert loader.persistent_workers
     assert sum(len(b["tgt_text"]) for b in loader) == len(dm.corpus.read("val", "en", "de"))
-    in_process = make(tmp_path)
+    in_process = make_datamodule(tmp_path)
     in_process.setup("validate")
     assert not in_process.val_dataloader().persistent_workers
 
 
 @pytest.mark.parametrize("stage", ["test", "predict"])
 def test_no_test_or_predict_stage_points_at_nmt_evaluate(tmp_path, stage):
-    dm = make(tmp_path)
+    dm = make_datamodule(tmp_path)
     with pytest.raises(ValueError, match="nmt-evaluate"):
         dm.setup(stage)
     assert not dm.datasets
@@ -133,7 +119,7 @@ class Recorder(L.LightningModule):
 
 
 def test_lightning_reshuffles_batches_every_epoch(tmp_path):
-    dm = make(tmp_path)
+    dm = make_datamodule(tmp_path)
     model = Recorder()
     trainer = L.Trainer(
         max_epochs=2,
@@ -163,7 +149,7 @@ def test_a_resumed_run_continues_with_the_next_epochs_order(tmp_path):
             default_root_dir=tmp_path,
             use_distributed_sampler=False,
         )
-        trainer.fit(model, datamodule=make(tmp_path), ckpt_path=ckpt_path)
+        trainer.fit(model, datamodule=make_datamodule(tmp_path), ckpt_path=ckpt_path)
         return model, trainer
 
     uninterrupted, _ = fit(2)
