@@ -8,12 +8,10 @@ paper, which always uses the one segmentation; off (p = 0) by default.
 import logging
 import time
 
-from transformer_nmt.data.dataset import ENCODE_CHUNK, TokenSequences, TranslationDataset
+from transformer_nmt.data.dataset import ENCODE_CHUNK, SIDES, TokenSequences, TranslationDataset
 from transformer_nmt.data.tokenizer import BPETokenizer
 
 log = logging.getLogger(__name__)
-
-SIDES = ("src", "tgt")
 
 
 class BPEDropout:

@@ -13,6 +13,8 @@ from transformer_nmt.data.tokenizer import BPETokenizer
 
 # Sentences encoded per call: bounds the memory held in Python int lists while encoding.
 ENCODE_CHUNK = 50_000
+# A pair's two sides, as `TranslationDataset` names them.
+SIDES = ("src", "tgt")
 
 
 class TokenSequences:

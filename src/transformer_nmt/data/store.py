@@ -24,7 +24,7 @@ from typing import IO
 
 import numpy as np
 
-from transformer_nmt.data.dataset import TokenSequences, TranslationDataset, encode_chunks
+from transformer_nmt.data.dataset import SIDES, TokenSequences, TranslationDataset, encode_chunks
 from transformer_nmt.data.progress import size_text
 from transformer_nmt.data.tokenizer import BPETokenizer, _exclusive
 
@@ -33,7 +33,6 @@ log = logging.getLogger(__name__)
 # Bump when a change to the files, the encoding or the length filter makes older stores wrong.
 STORE_VERSION = 1
 ARRAYS = {"values": np.int32, "offsets": np.int64}
-SIDES = ("src", "tgt")
 MANIFEST = "manifest.json"
 TEXT = "text.jsonl"
 
