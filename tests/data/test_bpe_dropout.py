@@ -115,6 +115,12 @@ def test_every_epoch_trains_every_pair_once_in_its_own_segmentation(tmp_path):
     assert_every_pair_once_an_epoch_in_a_new_segmentation(dm, [seen])
 
 
+def test_a_trainer_that_never_reloads_the_loader_is_refused(tmp_path):
+    dm = make_datamodule(tmp_path, bpe_dropout=0.3)
+    with pytest.raises(ValueError, match="reload_dataloaders_every_n_epochs=1"):
+        fit(tmp_path, dm, reload_dataloaders_every_n_epochs=0)
+
+
 @pytest.mark.slow
 def test_ddp_ranks_split_one_segmentation_an_epoch(tmp_path):
     # Were each rank to draw its own, their batches would overlap and miss pairs, or differ in

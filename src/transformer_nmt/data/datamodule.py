@@ -134,6 +134,13 @@ class TranslationDataModule(L.LightningDataModule):
         Every rank must batch the same lengths, or their batch counts could differ and hang DDP.
         """
         trainer = self.trainer
+        if trainer is not None and not trainer.reload_dataloaders_every_n_epochs:
+            # Otherwise the whole run would silently train on one draw.
+            raise ValueError(
+                f"data.bpe_dropout={self.hparams.bpe_dropout} draws a new segmentation each "
+                "time the training loader is built, and this Trainer builds it once: pass "
+                "reload_dataloaders_every_n_epochs=1 to the Trainer, as `train` does"
+            )
         sampled = None
         if trainer is None or trainer.is_global_zero:
             if self.resegmenter is None:
