@@ -18,23 +18,24 @@ evaluate() {  # <split> <name> <checkpoint arguments and search options...>, of 
     --output-dir "$run/evaluation/$split/$name" | grep '^[A-Za-z0-9-]*: ' | sed "s|^|$pair $split $name |"
 }
 
+grid() {  # <name> <checkpoint arguments and several search options...>: val's table, each
+  local name=$1  # setting's report in $run/evaluation/val/<name>/<setting>/
+  shift
+  echo "$pair val $name"
+  nmt-evaluate "$@" --src "$data/val.${pair%_*}.gz" --ref "$data/val.${pair#*_}.gz" \
+    --output-dir "$run/evaluation/val/$name" | grep '^|'
+}
+
 for pair in de_en en_de; do
   run=outputs/multi30k_$pair/final
   [[ $stages == *train* ]] && python train.py experiment=multi30k_$pair hydra.run.dir=$run
   best=$(ls "$run"/checkpoints/step*-bleu*.ckpt)
   average=${averages[$pair]}
   if [[ $stages == *val* ]]; then
-    for beam in 1 4; do
-      evaluate val best_beam$beam "$best" --beam-size $beam
-      for n in 3 5 10; do
-        evaluate val avg${n}_beam$beam "$run/checkpoints" --average-last $n --beam-size $beam
-      done
-    done
-    for beam_alpha in 4:0.2 4:1.0 4:1.3 4:1.6 4:2.0 4:2.5 4:3.0 6:1.3 6:2.0; do
-      beam=${beam_alpha%:*} a=${beam_alpha#*:}
-      evaluate val avg${average}_beam${beam}_alpha$a "$run/checkpoints" \
-        --average-last $average --beam-size $beam --alpha $a
-    done
+    grid best "$best" --beam-size 1 4
+    grid averages "$run/checkpoints" --average-last 3 5 10 --beam-size 1 4
+    grid alpha "$run/checkpoints" --average-last $average --alpha 0.2 1.0 1.3 1.6 2.0 2.5 3.0
+    grid alpha_beam6 "$run/checkpoints" --average-last $average --beam-size 6 --alpha 1.3 2.0
   fi
   if [[ $stages == *test* ]]; then
     for beam in 1 4; do

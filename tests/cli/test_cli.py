@@ -155,6 +155,45 @@ def test_evaluate_a_split_of_a_data_config_scores_as_the_same_files(checkpoints,
     assert hyps == (tmp_path / "files" / "hypotheses.txt").read_text()
 
 
+def test_a_grid_cell_is_the_evaluation_of_its_setting_alone(checkpoints, tmp_path, capsys):
+    (tmp_path / "src.en").write_text("\n".join(SOURCES) + "\n")
+    (tmp_path / "ref.de").write_text("\n".join(REFERENCES) + "\n")
+    files = ["--src", str(tmp_path / "src.en"), "--ref", str(tmp_path / "ref.de")]
+    grid = ["--beam-size", "1", "3", "--alpha", "0.6", "1.5", "--output-dir", str(tmp_path / "g")]
+    evaluate_main([str(checkpoints), "--average-last", "1", *files, *grid])
+    table = capsys.readouterr().out
+    setting = ["--beam-size", "3", "--alpha", "1.5", "--output-dir", str(tmp_path / "one")]
+    evaluate_main([str(checkpoints), "--average-last", "1", *files, *setting])
+
+    cells = json.loads((tmp_path / "g" / "grid.json").read_text())
+    names = ["avg1_beam1_alpha0.6", "avg1_beam1_alpha1.5", "avg1_beam3_alpha0.6"]
+    assert [cell["folder"] for cell in cells] == [*names, "avg1_beam3_alpha1.5"]
+    for cell in cells:
+        report = json.loads((tmp_path / "g" / cell["folder"] / "report.json").read_text())
+        assert report["search"]["beam_size"] == cell["beam_size"]
+        assert report["search"]["alpha"] == cell["alpha"]
+        assert report["BLEU"] == cell["BLEU"]
+        assert f"| 1 | {cell['beam_size']} | {cell['alpha']:g} |" in table
+    alone = json.loads((tmp_path / "one" / "report.json").read_text())
+    assert alone["BLEU"] == cells[-1]["BLEU"] and alone["chrF2"] == cells[-1]["chrF2"]
+    hyps = (tmp_path / "g" / "avg1_beam3_alpha1.5" / "hypotheses.txt").read_text()
+    assert hyps == (tmp_path / "one" / "hypotheses.txt").read_text()
+    assert not (tmp_path / "g" / "report.json").exists()  # only cells, each in its folder
+
+
+def test_a_grid_with_an_average_the_folder_cannot_give_stops_before_decoding(
+    checkpoints, tmp_path, capsys
+):
+    (tmp_path / "src.en").write_text("one\n")
+    (tmp_path / "ref.de").write_text("eins\n")
+    files = ["--src", str(tmp_path / "src.en"), "--ref", str(tmp_path / "ref.de")]
+    with pytest.raises(SystemExit, match="fewer than the 50 to average"):
+        evaluate_main(
+            [str(checkpoints), "--average-last", "1", "50", *files, "--output-dir", str(tmp_path)]
+        )
+    assert not list(tmp_path.glob("avg*"))
+
+
 def test_overrides_without_data_are_refused(tmp_path):
     with pytest.raises(SystemExit):
         evaluate_main([str(tmp_path), "data.src_lang=de", "--src", "a", "--ref", "b"])

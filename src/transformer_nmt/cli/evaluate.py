@@ -11,6 +11,7 @@ import argparse
 import json
 import re
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from tqdm import tqdm
 
 from transformer_nmt.atomic import write_atomically
 from transformer_nmt.cli.compose import read_split
+from transformer_nmt.cli.grid import settings, table
 from transformer_nmt.cli.search_args import (
     add_search_arguments,
     engine_options,
@@ -110,8 +112,14 @@ def _text(path: Path | None) -> str | None:
     return None if path is None else str(path)
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+def parse_arguments(argv: list[str] | None) -> tuple[argparse.Namespace, list[str], list[str]]:
+    """The options, the checkpoints and the Hydra overrides of the data config."""
+    parser = argparse.ArgumentParser(
+        description=__doc__,
+        epilog="Several --average-last, --beam-size or --alpha values evaluate every combination, "
+        "a grid (to choose decoding on --split val): each in its own folder under --output-dir, "
+        "then a table of all, also written as grid.json.",
+    )
     parser.add_argument(
         "checkpoints",
         nargs="+",
@@ -121,8 +129,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--average-last",
         type=positive_int,
+        nargs="+",
         metavar="N",
-        help="average the folder's last N checkpoints",
+        help="average the folder's last N checkpoints; several: each is evaluated",
     )
     test_set = parser.add_mutually_exclusive_group(required=True)
     test_set.add_argument("--src", type=Path, help="source text, .gz allowed (needs --ref)")
@@ -139,45 +148,97 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--output-dir",
         type=Path,
-        help="where hypotheses.txt and report.json go (default: evaluation/ beside the checkpoint)",
+        help="where hypotheses.txt and report.json go (default: evaluation/ beside the "
+        "checkpoint); a grid's cells go to folders in it, e.g. avg5_beam4_alpha0.6/",
     )
-    add_search_arguments(parser)
+    add_search_arguments(parser, grid=True)
     args = parse_search_args(parser, argv, intermixed=True)
-    checkpoints, overrides = split_overrides(args.checkpoints)
     if (args.src is None) != (args.ref is None):
         parser.error("--src and --ref go together")
+    checkpoints, overrides = split_overrides(args.checkpoints)
     if overrides and args.data is None:
         parser.error(f"overrides {overrides} need --data")
+    return args, checkpoints, overrides
+
+
+def evaluate(
+    translator: Translator,
+    sources: list[str],
+    references: list[str],
+    search: dict[str, Any],
+    lang: str,
+    desc: str | None = None,
+) -> tuple[list[str], dict[str, Any]]:
+    """The best hypothesis of each source, and their scores against the references."""
+    outputs = translator.stream(sources, **search)
+    hypotheses = [hyps[0][0] for hyps in tqdm(outputs, total=len(sources), unit="sent", desc=desc)]
+    return hypotheses, score(hypotheses, references, lang)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args, checkpoints, overrides = parse_arguments(argv)
+    grid = settings(args.average_last, args.beam_size, args.alpha)
+    if len(grid) > 1 and args.data is not None and args.split == "test":
+        print(
+            "warning: a grid on the test split chooses decoding on test; choose it on --split "
+            "val, then score test once with the chosen setting",
+            file=sys.stderr,
+        )
     try:
-        paths = resolve_checkpoints(checkpoints, args.average_last)
-        translator = Translator.from_checkpoint(paths, args.device, **engine_options(args))
+        # Every average's checkpoints before any decoding: a grid fails now, not an hour in.
+        averages = dict.fromkeys(s.average_last for s in grid)
+        paths = {n: resolve_checkpoints(checkpoints, n) for n in averages}
         sources, references, test_set = read_test_set(args, overrides)
     except (CheckpointError, DataError, OSError, HydraException, OmegaConfBaseException) as e:
         sys.exit(f"error: {e}")
-    outputs = translator.stream(sources, **search_options(args))
-    hypotheses = [hyps[0][0] for hyps in tqdm(outputs, total=len(sources), unit="sent")]
-
     tok_lang = args.tgt_lang or test_set.get("langs", [None, "en"])[1]
-    scores = score(hypotheses, references, tok_lang)
-    report = {
-        "checkpoints": [str(p) for p in paths],
-        **test_set,
-        "sentences": len(sources),
-        "search": search_options(args),
-        # The dtype by its --dtype name and the paths as text: JSON has neither type.
-        **engine_options(args)
-        | {"dtype": args.dtype, "device": args.device, "vmap_from": _text(args.vmap_from)},
-        **scores,
+    output_dir = args.output_dir or paths[grid[0].average_last][-1].parent / "evaluation"
+    # The report's options: the dtype by its --dtype name and paths as text, as JSON has neither.
+    engine = engine_options(args) | {
+        "dtype": args.dtype,
+        "device": args.device,
+        "vmap_from": _text(args.vmap_from),
     }
-    output_dir = args.output_dir or Path(paths[-1]).parent / "evaluation"
+
+    rows, translator = [], None
+    for i, setting in enumerate(grid):
+        try:
+            if i == 0 or setting.average_last != grid[i - 1].average_last:
+                translator = None  # free the previous average before building the next
+                translator = Translator.from_checkpoint(
+                    paths[setting.average_last], args.device, **engine_options(args)
+                )
+            search = search_options(args) | {"beam_size": setting.beam_size, "alpha": setting.alpha}
+            desc = setting.name if len(grid) > 1 else None
+            hypotheses, scores = evaluate(translator, sources, references, search, tok_lang, desc)
+            report = {
+                "checkpoints": [str(p) for p in paths[setting.average_last]],
+                **test_set,
+                "sentences": len(sources),
+                "search": search,
+                **engine,
+                **scores,
+            }
+            cell = output_dir if len(grid) == 1 else output_dir / setting.name
+            write_atomically(cell / "hypotheses.txt", "".join(f"{h}\n" for h in hypotheses))
+            write_atomically(cell / "report.json", json.dumps(report, indent=2) + "\n")
+        except (CheckpointError, OSError) as e:
+            sys.exit(f"error: {e}")
+        rows.append((setting, scores))
+
+    if len(grid) == 1:
+        for name, metric in scores.items():
+            print(f"{name}: {metric['result']}\n  signature: {metric['signature']}")
+        print(f"hypotheses: {output_dir / 'hypotheses.txt'}\nreport: {output_dir / 'report.json'}")
+        return
+    summary = [{"folder": s.name, **asdict(s), **scores} for s, scores in rows]
     try:
-        write_atomically(output_dir / "hypotheses.txt", "".join(f"{h}\n" for h in hypotheses))
-        write_atomically(output_dir / "report.json", json.dumps(report, indent=2) + "\n")
+        write_atomically(output_dir / "grid.json", json.dumps(summary, indent=2) + "\n")
     except OSError as e:
         sys.exit(f"error: {e}")
-    for name, metric in scores.items():
-        print(f"{name}: {metric['result']}\n  signature: {metric['signature']}")
-    print(f"hypotheses: {output_dir / 'hypotheses.txt'}\nreport: {output_dir / 'report.json'}")
+    print(table(rows))
+    print(f"  BLEU signature: {rows[0][1]['BLEU']['signature']}")
+    print(f"reports: {output_dir}/<folder>/report.json\ngrid: {output_dir / 'grid.json'}")
 
 
 if __name__ == "__main__":

@@ -62,13 +62,26 @@ def torch_dtype(args: argparse.Namespace) -> torch.dtype | None:
     return None if args.dtype is None else DTYPES[args.dtype]
 
 
-def add_search_arguments(parser: argparse.ArgumentParser) -> None:
-    """Decoding options shared by translate and evaluate; defaults are the paper's."""
+def add_search_arguments(parser: argparse.ArgumentParser, grid: bool = False) -> None:
+    """Decoding options shared by translate and evaluate; defaults are the paper's.
+
+    grid: --beam-size and --alpha take several values (lists, also when one is given), every
+    combination to be decoded (nmt-evaluate).
+    """
+    several = {"nargs": "+", "metavar": "N"} if grid else {}
     parser.add_argument(
-        "--beam-size", type=positive_int, default=4, help="1 is greedy (default: 4)"
+        "--beam-size",
+        type=positive_int,
+        default=[4] if grid else 4,
+        help="1 is greedy (default: 4)" + ("; several: each is decoded" if grid else ""),
+        **several,
     )
     parser.add_argument(
-        "--alpha", type=finite_float, default=0.6, help="length penalty (default: 0.6)"
+        "--alpha",
+        type=finite_float,
+        default=[0.6] if grid else 0.6,
+        help="length penalty (default: 0.6)" + ("; several: each is decoded" if grid else ""),
+        **several | ({"metavar": "A"} if grid else {}),
     )
     parser.add_argument(
         "--penalty",
