@@ -1,5 +1,8 @@
 """nmt-evaluate's grid: its cells, their folders and the table."""
 
+import pytest
+
+from transformer_nmt.cli.evaluate import main as evaluate_main
 from transformer_nmt.cli.grid import Setting, settings, table
 
 
@@ -30,3 +33,10 @@ def test_the_table_marks_the_best_bleu():
     lines = table(rows).splitlines()
     assert lines[2] == "| 5 | 4 | 1 | 42.10 | 60.00 |"
     assert lines[3] == "| 10 | 4 | 2 | **43.20** | 60.00 |"
+
+
+def test_a_grid_on_the_test_split_is_warned_about(tmp_path, capsys):
+    missing = str(tmp_path / "missing.ckpt")
+    with pytest.raises(SystemExit, match="missing.ckpt"):
+        evaluate_main([missing, "--data", "toy", "--split", "test", "--alpha", "1", "2"])
+    assert "a grid on the test split chooses decoding on test" in capsys.readouterr().err
