@@ -193,8 +193,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"error: {e}")
     tok_lang = args.tgt_lang or test_set.get("langs", [None, "en"])[1]
     output_dir = args.output_dir or paths[grid[0].average_last][-1].parent / "evaluation"
+    options = engine_options(args)
     # The report's options: the dtype by its --dtype name and paths as text, as JSON has neither.
-    engine = engine_options(args) | {
+    engine = options | {
         "dtype": args.dtype,
         "device": args.device,
         "vmap_from": _text(args.vmap_from),
@@ -206,7 +207,7 @@ def main(argv: list[str] | None = None) -> None:
             if i == 0 or setting.average_last != grid[i - 1].average_last:
                 translator = None  # free the previous average before building the next
                 translator = Translator.from_checkpoint(
-                    paths[setting.average_last], args.device, **engine_options(args)
+                    paths[setting.average_last], args.device, **options
                 )
             search = search_options(args) | {"beam_size": setting.beam_size, "alpha": setting.alpha}
             desc = setting.name if len(grid) > 1 else None
