@@ -1,15 +1,28 @@
-"""Test-only callbacks, loaded into `python train.py` subprocesses through PYTHONPATH=tests, and
-a tiny module with the batches to train it in-process on one or several ranks."""
+"""Test-only callbacks, loaded into `python train.py` subprocesses through PYTHONPATH=tests, the
+environment those subprocesses run in, and a tiny module with the batches to train it in-process
+on one or several ranks."""
 
+import os
 from pathlib import Path
 
 import lightning as L
 import torch
 
+from hydra_compose import ROOT
 from transformer_nmt.data.batching import collate
 from transformer_nmt.data.tokenizer import EOS_ID, PAD_ID, BPETokenizer
 from transformer_nmt.model import Transformer
 from transformer_nmt.training.module import TranslationModule
+
+
+def ddp_env() -> dict[str, str]:
+    """The environment of a `train.py` subprocess that re-launches itself once per rank."""
+    # This checkout's code and test helpers, before whatever copy of the package is installed.
+    path = os.pathsep.join(
+        [str(ROOT / "src"), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]
+    )
+    # One thread per rank: two ranks share the two cores of a CI runner.
+    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path}
 
 
 class SaveWeightsPerRank(L.Callback):

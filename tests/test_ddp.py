@@ -6,7 +6,6 @@ that a hung rank fails the test instead of blocking CI.
 """
 
 import csv
-import os
 import socket
 import subprocess
 import sys
@@ -24,6 +23,7 @@ from ddp_helpers import (
     SaveGradients,
     assert_same_weights,
     batch,
+    ddp_env,
     sentences,
     tiny_module,
 )
@@ -45,15 +45,6 @@ TOY = [
     "trainer.check_val_every_n_epoch=4",
     "trainer.precision=32-true",
 ]
-
-
-def env() -> dict[str, str]:
-    # This checkout's code and test helpers, before whatever copy of the package is installed.
-    path = os.pathsep.join(
-        [str(ROOT / "src"), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]
-    )
-    # One thread per rank: two ranks share the two cores of a CI runner.
-    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path}
 
 
 def weights_callback(dirpath: Path) -> list[str]:
@@ -98,7 +89,7 @@ def test_two_process_ddp_writes_one_run_and_scores_bleu_as_one_process(tmp_path)
             "logger=csv", f"paths.log_dir={tmp_path}/outputs", f"paths.cache_dir={tmp_path}/cache",
             *weights_callback(tmp_path / "weights"),
         ],
-        cwd=ROOT, env=env(), check=True, timeout=TIMEOUT, capture_output=True,
+        cwd=ROOT, env=ddp_env(), check=True, timeout=TIMEOUT, capture_output=True,
     )  # fmt: skip
 
     # One run directory (the rank 1 re-launch joins rank 0's), one logger version, one best.
@@ -141,7 +132,7 @@ def test_two_torchrun_nodes_train_together_and_agree_on_the_weights(tmp_path):
                 f"paths.log_dir={tmp_path}/node{node}", f"paths.cache_dir={tmp_path}/cache",
                 *weights_callback(tmp_path / "weights"),
             ],
-            cwd=ROOT, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            cwd=ROOT, env=ddp_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         )
         for node in (0, 1)
     ]  # fmt: skip
@@ -169,7 +160,7 @@ def test_torchrun_ranks_train_the_tokenizer_and_encode_once_and_share_both(tmp_p
             "optimized_metric=null",
             f"paths.log_dir={tmp_path}/outputs", f"paths.cache_dir={tmp_path}/cache",
         ],
-        cwd=ROOT, env=env(), timeout=TIMEOUT, capture_output=True, text=True,
+        cwd=ROOT, env=ddp_env(), timeout=TIMEOUT, capture_output=True, text=True,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
     out = run.stdout + run.stderr

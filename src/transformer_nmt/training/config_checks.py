@@ -127,11 +127,24 @@ def _compile_problems(cfg: DictConfig) -> list[str]:
 
 
 def _schedule_problems(cfg: DictConfig) -> list[str]:
-    """A cool-down that `trainer.max_steps` cannot hold."""
-    problem = cooldown_problem(
-        cfg.module.get("cooldown_steps", 0), cfg.trainer.get("max_steps", -1)
-    )
-    return [problem] if problem else []
+    """A cool-down that `trainer.max_steps` cannot hold, or a timed one without a time budget."""
+    steps = cfg.module.get("cooldown_steps", 0)
+    problem = cooldown_problem(steps, cfg.trainer.get("max_steps", -1))
+    problems = [problem] if problem else []
+    minutes = cfg.module.get("cooldown_minutes", 0)
+    if not minutes:
+        return problems
+    if steps:
+        problems.append(
+            f"module.cooldown_steps={steps} and module.cooldown_minutes={minutes} both set the "
+            "cool-down: keep the steps for a step budget, the minutes for a time budget"
+        )
+    if minutes < 0 or cfg.trainer.get("max_time") is None:
+        problems.append(
+            f"module.cooldown_minutes={minutes} needs a positive number of minutes and "
+            f"trainer.max_time (now {cfg.trainer.get('max_time')}), whose last minutes it takes"
+        )
+    return problems
 
 
 def _batch_problems(cfg: DictConfig) -> list[str]:

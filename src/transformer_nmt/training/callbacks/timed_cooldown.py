@@ -1,0 +1,96 @@
+"""A cool-down over the last minutes of a time budget, whatever the machine's pace."""
+
+import logging
+import math
+from typing import Any
+
+import lightning as L
+from lightning.pytorch.callbacks import Timer
+
+log = logging.getLogger(__name__)
+
+
+class TimedCooldown(L.Callback):
+    """Takes the learning rate linearly to zero over the last `minutes` of `trainer.max_time`.
+
+    A step budget (`module.cooldown_steps`) fixes the cool-down's updates in advance, but how
+    many updates an hour holds depends on the machine: the same 2-core EPYC made 205 a minute
+    one day and 153 another, and a cool-down planned for the first never starts on the second.
+    This one starts when `minutes` of the budget are left. From the pace so far (updates per
+    second of training, validation included, as the budget counts it) it predicts the update at
+    which the budget runs out; the rate reaches zero there, and training stops there
+    (`trainer.max_steps`). If the pace slows after that, `trainer.max_time` still ends the run.
+
+    Added by the module when `module.cooldown_minutes` is set. The clock is read every
+    `trainer.log_every_n_steps` updates, and rank zero's plan is broadcast so every rank cools
+    down alike.
+    """
+
+    def __init__(self, minutes: float) -> None:
+        self.minutes = minutes
+        self.window: tuple[int, int] | None = None  # (last update, updates), once started
+        self._timer: Timer | None = None
+        self._last_checked = -1
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        timers = [c for c in trainer.callbacks if isinstance(c, Timer)]
+        if not timers:
+            raise ValueError(
+                f"module.cooldown_minutes={self.minutes} needs a time budget: set "
+                "trainer.max_time (e.g. 00:01:00:00), or module.cooldown_minutes=0"
+            )
+        self._timer = timers[0]
+        budget = (self._timer.time_remaining() + self._timer.time_elapsed()) / 60
+        if not 0 < self.minutes < budget:
+            raise ValueError(
+                f"module.cooldown_minutes={self.minutes} must lie between 0 and the "
+                f"{budget:g} minutes of trainer.max_time"
+            )
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.window is not None:  # resumed inside the cool-down
+            self._apply(trainer, pl_module)
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx: int
+    ) -> None:
+        step = trainer.global_step
+        if (
+            self.window is not None
+            or step % trainer.log_every_n_steps
+            or step == self._last_checked
+        ):
+            return
+        self._last_checked = step
+        left = self._timer.time_remaining()
+        plan = None
+        if trainer.is_global_zero and step and left <= self.minutes * 60:
+            plan = cooldown_window(step, self._timer.time_elapsed(), left)
+        self.window = trainer.strategy.broadcast(plan, src=0)
+        if self.window is not None:
+            self._apply(trainer, pl_module)
+            log.info(
+                "%.3g minutes left at update %d: cooling down to zero at update %d",
+                left / 60,
+                step,
+                self.window[0],
+            )
+
+    def _apply(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        last_step, steps = self.window
+        pl_module.cool_down(last_step, steps)
+        trainer.fit_loop.epoch_loop.max_steps = last_step
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"window": self.window}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.window = state_dict["window"]
+
+
+def cooldown_window(step: int, elapsed: float, left: float) -> tuple[int, int]:
+    """(last update, updates) of a cool-down starting after update `step`, `elapsed` seconds
+    into the budget with `left` seconds of it remaining: as many updates as the pace so far
+    fits into what is left, at least one."""
+    steps = max(1, math.floor(left * step / elapsed))
+    return step + steps, steps

@@ -1,0 +1,48 @@
+"""A clock that moves with training batches: time budgets tested without timing races."""
+
+import lightning as L
+import lightning.pytorch.callbacks.timer
+
+
+class StepClock:
+    """Stands in for the `time` module of Lightning's `Timer`: `monotonic()` reads `now`."""
+
+    now = 0.0
+
+    @classmethod
+    def monotonic(cls) -> float:
+        return cls.now
+
+
+class Tick(L.Callback):
+    """Puts `StepClock` in the place of the `Timer`'s clock for the run, and moves it on by
+    `seconds` as every training batch starts, by `first_extra` more before the first (a slow
+    start, as data loading or warming caches give). Rank r's clock runs (1 + r * skew) times as
+    fast, so that ranks see different times, as on a cluster."""
+
+    def __init__(self, seconds: float, first_extra: float = 0.0, skew: float = 0.0) -> None:
+        self.seconds = seconds
+        self.first_extra = first_extra
+        self.skew = skew
+        self._time = lightning.pytorch.callbacks.timer.time
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        StepClock.now = 0.0
+        lightning.pytorch.callbacks.timer.time = StepClock
+
+    def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        lightning.pytorch.callbacks.timer.time = self._time
+
+    def on_train_batch_start(self, trainer: L.Trainer, *args: object) -> None:
+        first = self.first_extra if trainer.global_step == 0 else 0.0
+        StepClock.now += (self.seconds + first) * (1 + trainer.global_rank * self.skew)
+
+
+def tick(seconds: float, first_extra: float = 0.0, skew: float = 0.0) -> list[str]:
+    """Overrides that move the run's clock `seconds` a batch (tests/ must be on the path)."""
+    return [
+        "+callbacks.tick._target_=step_clock.Tick",
+        f"+callbacks.tick.seconds={seconds}",
+        f"+callbacks.tick.first_extra={first_extra}",
+        f"+callbacks.tick.skew={skew}",
+    ]

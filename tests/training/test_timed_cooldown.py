@@ -1,0 +1,127 @@
+import csv
+import subprocess
+import sys
+
+import lightning.pytorch.callbacks.timer
+import pytest
+from omegaconf import open_dict
+
+from ddp_helpers import assert_same_weights, ddp_env
+from hydra_compose import ROOT, compose_train
+from step_clock import StepClock, tick
+from transformer_nmt.train import train
+from transformer_nmt.training.callbacks.timed_cooldown import cooldown_window
+from transformer_nmt.training.config_checks import ConfigError, check_config
+from transformer_nmt.training.lr_schedule import inverse_sqrt_warmup
+
+# The toy run with a 100-second budget whose last 30 seconds cool down, on a clock that moves
+# with the batches (no validation: only training spends the budget).
+TIMED = [
+    "experiment=toy", "logger=csv", "trainer.log_every_n_steps=1",
+    "trainer.max_epochs=-1", "trainer.max_steps=-1", "trainer.max_time=00:00:01:40",
+    "module.cooldown_minutes=0.5",
+    "+trainer.limit_val_batches=0", "+trainer.num_sanity_val_steps=0",
+]  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def restore_the_clock(monkeypatch):
+    """The runs' `Tick` swaps the `Timer`'s clock; put it back whatever the run raised."""
+    monkeypatch.setattr(lightning.pytorch.callbacks.timer, "time", StepClock)
+
+
+def run(tmp_path, overrides):
+    cfg = compose_train(tmp_path, [*TIMED, *overrides])
+    with open_dict(cfg):
+        del cfg.hydra  # the CSV logger records the resolved config, but no sweep runs here
+    train(cfg)
+    (metrics,) = (tmp_path / "run").glob("csv/version_*/metrics.csv")
+    return {
+        int(r["step"]): float(r["train/lr"])
+        for r in csv.DictReader(metrics.open())
+        if r["train/lr"]
+    }
+
+
+def paper(update):
+    return inverse_sqrt_warmup(update, 64, 50, factor=0.2)  # the toy's model and module
+
+
+def test_the_window_fits_the_pace_so_far_into_what_is_left():
+    assert cooldown_window(step=35, elapsed=70.0, left=30.0) == (50, 15)
+    assert cooldown_window(step=30, elapsed=70.0, left=30.0) == (42, 12)  # floor: 12.86 updates
+    assert cooldown_window(step=10, elapsed=100.0, left=1.0) == (11, 1)  # at least one
+
+
+@pytest.mark.parametrize(
+    "first_extra, start, last",
+    [
+        (0.0, 35, 50),  # 2 s an update: 30 s are left after update 35, and hold 15 more
+        (10.0, 30, 42),  # a slow start: 70 s for 30 updates predicts 12 more, ending early
+    ],
+)
+def test_the_rate_falls_to_zero_over_the_budgets_last_minutes(tmp_path, first_extra, start, last):
+    rates = run(tmp_path, tick(2.0, first_extra))
+    assert max(rates) == last - 1  # the last update is the predicted one
+    for step, lr in rates.items():  # `step` updates done: this is update step + 1's rate
+        expected = paper(step + 1) * min(1.0, (last - step) / (last - start))
+        assert lr == pytest.approx(expected, rel=1e-6), step
+    assert rates[last - 1] == pytest.approx(paper(last) / (last - start), rel=1e-6)
+
+
+def test_a_run_resumed_inside_the_cooldown_finishes_it_as_planned(tmp_path):
+    every_10 = [
+        "callbacks.periodic_checkpoint.train_time_interval=null",
+        "+callbacks.periodic_checkpoint.every_n_train_steps=10",
+    ]
+    whole = run(tmp_path / "whole", [*tick(2.0), *every_10])
+    checkpoint = tmp_path / "whole/run/checkpoints/step40.ckpt"  # 5 updates into the cool-down
+
+    resumed = run(tmp_path / "resumed", [*tick(2.0), f"ckpt_path={checkpoint}"])
+    assert sorted(resumed) == list(range(40, 50))
+    assert resumed == pytest.approx({step: whole[step] for step in range(40, 50)}, rel=1e-6)
+
+
+@pytest.mark.slow
+def test_ddp_ranks_cool_down_alike_on_rank_zeros_clock(tmp_path):
+    # Rank 1's clock runs 1.5 times as fast: on its own it would start earlier and stop sooner.
+    subprocess.run(
+        [
+            sys.executable, "train.py", *TIMED, *tick(2.0, skew=0.5),
+            "trainer=ddp_cpu", "trainer.devices=2",
+            f"paths.log_dir={tmp_path}/outputs", f"paths.cache_dir={tmp_path}/cache",
+            "+callbacks.weights._target_=ddp_helpers.SaveWeightsPerRank",
+            f"+callbacks.weights.dirpath={tmp_path}/weights",
+        ],
+        cwd=ROOT, env=ddp_env(), check=True, timeout=300, capture_output=True,
+    )  # fmt: skip
+
+    assert_same_weights(tmp_path / "weights")  # every update's rate was the same on both
+    (metrics,) = (tmp_path / "outputs").glob("toy/runs/*/csv/version_*/metrics.csv")
+    rates = {
+        int(r["step"]): float(r["train/lr"])
+        for r in csv.DictReader(metrics.open())
+        if r["train/lr"]
+    }
+    assert max(rates) == 49  # rank zero's plan: 15 updates after update 35
+    assert rates[49] == pytest.approx(paper(50) / 15, rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["trainer.max_time=null"], "needs a positive number of minutes and trainer.max_time"),
+        (
+            ["trainer.max_steps=100", "module.cooldown_steps=10"],
+            "module.cooldown_steps=10 and module.cooldown_minutes=0.5 both set the cool-down",
+        ),
+    ],
+)
+def test_a_timed_cooldown_without_a_time_budget_is_refused(tmp_path, overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        check_config(compose_train(tmp_path, [*TIMED, *overrides]))
+
+
+def test_a_cooldown_longer_than_the_budget_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="cooldown_minutes=2 must lie between 0 and the 1.66667"):
+        run(tmp_path, [*tick(2.0), "module.cooldown_minutes=2"])
