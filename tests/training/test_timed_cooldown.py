@@ -53,6 +53,7 @@ def test_the_window_fits_the_pace_so_far_into_what_is_left():
     assert cooldown_window(step=10, elapsed=100.0, left=1.0) == (11, 1)  # at least one
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "first_extra, start, last",
     [
@@ -69,6 +70,7 @@ def test_the_rate_falls_to_zero_over_the_budgets_last_minutes(tmp_path, first_ex
     assert rates[last - 1] == pytest.approx(paper(last) / (last - start), rel=1e-6)
 
 
+@pytest.mark.slow
 def test_a_run_resumed_inside_the_cooldown_finishes_it_as_planned(tmp_path):
     every_10 = [
         "callbacks.periodic_checkpoint.train_time_interval=null",
@@ -117,11 +119,12 @@ def test_ddp_ranks_cool_down_alike_on_rank_zeros_clock(tmp_path):
         ),
     ],
 )
-def test_a_timed_cooldown_without_a_time_budget_is_refused(tmp_path, overrides, message):
+def test_a_timed_cooldown_needs_a_time_budget_and_no_step_cooldown(tmp_path, overrides, message):
     with pytest.raises(ConfigError, match=message):
         check_config(compose_train(tmp_path, [*TIMED, *overrides]))
 
 
+@pytest.mark.slow
 def test_a_cooldown_longer_than_the_budget_is_refused(tmp_path):
     with pytest.raises(ValueError, match="cooldown_minutes=2 must lie between 0 and the 1.66667"):
         run(tmp_path, [*tick(2.0), "module.cooldown_minutes=2"])
