@@ -18,8 +18,9 @@ class TimedCooldown(L.Callback):
     one day and 153 another, and a cool-down planned for the first never starts on the second.
     This one starts when `minutes` of the budget are left. From the pace so far (updates per
     second of training, validation included, as the budget counts it) it predicts the update at
-    which the budget runs out; the rate reaches zero there, and training stops there
-    (`trainer.max_steps`). If the pace slows after that, `trainer.max_time` still ends the run.
+    which the budget runs out; the rate reaches zero there, and training stops there, with a
+    last validation as when the budget ends it. If the pace slows after that,
+    `trainer.max_time` still ends the run.
 
     Added by the module when `module.cooldown_minutes` is set. The clock is read every
     `trainer.log_every_n_steps` updates, and rank zero's plan is broadcast so every rank cools
@@ -55,11 +56,11 @@ class TimedCooldown(L.Callback):
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx: int
     ) -> None:
         step = trainer.global_step
-        if (
-            self.window is not None
-            or step % trainer.log_every_n_steps
-            or step == self._last_checked
-        ):
+        if self.window is not None:
+            # Stopping as the Timer does, not through max_steps, validates the final weights.
+            trainer.should_stop = trainer.should_stop or step >= self.window[0]
+            return
+        if step % trainer.log_every_n_steps or step == self._last_checked:
             return
         self._last_checked = step
         left = self._timer.time_remaining()
@@ -77,9 +78,7 @@ class TimedCooldown(L.Callback):
             )
 
     def _apply(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        last_step, steps = self.window
-        pl_module.cool_down(last_step, steps)
-        trainer.fit_loop.epoch_loop.max_steps = last_step
+        pl_module.cool_down(*self.window)
 
     def state_dict(self) -> dict[str, Any]:
         return {"window": self.window}
