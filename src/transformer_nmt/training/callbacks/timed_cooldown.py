@@ -50,7 +50,7 @@ class TimedCooldown(L.Callback):
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self.window is not None:  # resumed inside the cool-down
-            self._apply(trainer, pl_module)
+            pl_module.cool_down(*self.window)
 
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx: int
@@ -69,16 +69,13 @@ class TimedCooldown(L.Callback):
             plan = cooldown_window(step, self._timer.time_elapsed(), left)
         self.window = trainer.strategy.broadcast(plan, src=0)
         if self.window is not None:
-            self._apply(trainer, pl_module)
+            pl_module.cool_down(*self.window)
             log.info(
                 "%.3g minutes left at update %d: cooling down to zero at update %d",
                 left / 60,
                 step,
                 self.window[0],
             )
-
-    def _apply(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        pl_module.cool_down(*self.window)
 
     def state_dict(self) -> dict[str, Any]:
         return {"window": self.window}
