@@ -25,6 +25,14 @@ def ddp_env() -> dict[str, str]:
     return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path}
 
 
+def weights_callback(dirpath: Path) -> list[str]:
+    """Overrides that make every rank of a `train.py` run save its final weights under dirpath."""
+    return [
+        "+callbacks.weights._target_=ddp_helpers.SaveWeightsPerRank",
+        f"+callbacks.weights.dirpath={dirpath}",
+    ]
+
+
 class SaveWeightsPerRank(L.Callback):
     """Writes every rank's final weights to `<dirpath>/rank<global rank>.pt`.
 

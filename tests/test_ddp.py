@@ -26,6 +26,7 @@ from ddp_helpers import (
     ddp_env,
     sentences,
     tiny_module,
+    weights_callback,
 )
 from hydra_compose import ROOT, compose_train
 from transformer_nmt.data.tokenizer import PAD_ID
@@ -45,13 +46,6 @@ TOY = [
     "trainer.check_val_every_n_epoch=4",
     "trainer.precision=32-true",
 ]
-
-
-def weights_callback(dirpath: Path) -> list[str]:
-    return [
-        "+callbacks.weights._target_=ddp_helpers.SaveWeightsPerRank",
-        f"+callbacks.weights.dirpath={dirpath}",
-    ]
 
 
 def last_logged(metrics_csv: Path, name: str) -> float:

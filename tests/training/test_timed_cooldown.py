@@ -6,7 +6,7 @@ import lightning.pytorch.callbacks.timer
 import pytest
 from omegaconf import open_dict
 
-from ddp_helpers import assert_same_weights, ddp_env
+from ddp_helpers import assert_same_weights, ddp_env, weights_callback
 from hydra_compose import ROOT, compose_train
 from step_clock import StepClock, tick
 from transformer_nmt.train import train
@@ -92,8 +92,7 @@ def test_ddp_ranks_cool_down_alike_on_rank_zeros_clock(tmp_path):
             sys.executable, "train.py", *TIMED, *tick(2.0, skew=0.5),
             "trainer=ddp_cpu", "trainer.devices=2",
             f"paths.log_dir={tmp_path}/outputs", f"paths.cache_dir={tmp_path}/cache",
-            "+callbacks.weights._target_=ddp_helpers.SaveWeightsPerRank",
-            f"+callbacks.weights.dirpath={tmp_path}/weights",
+            *weights_callback(tmp_path / "weights"),
         ],
         cwd=ROOT, env=ddp_env(), check=True, timeout=300, capture_output=True,
     )  # fmt: skip
