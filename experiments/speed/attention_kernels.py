@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root
-from experiments.machine import cpu_name, load_average  # noqa: E402
+from experiments.machine import cpu_description, load_average  # noqa: E402
 
 from transformer_nmt.cli.compose import compose_group  # noqa: E402
 from transformer_nmt.data.batching import collate  # noqa: E402
@@ -30,11 +30,10 @@ from transformer_nmt.model import Transformer
 from transformer_nmt.model.attention import MultiHeadAttention, attention_kernel
 from transformer_nmt.model.masks import padding_mask
 from transformer_nmt.training.loss import label_smoothed_nll
-from transformer_nmt.training.precision import NATIVE_BF16_CPU_FLAGS, cpu_has_native_bf16
+from transformer_nmt.training.precision import cpu_has_native_bf16
 
 KERNELS = ("fused", "math", "explicit")
 VOCAB = 8000
-FLAGS = ("avx2", "avx512f", *NATIVE_BF16_CPU_FLAGS)
 
 
 def preset_shape(name: str) -> dict[str, int]:
@@ -44,15 +43,6 @@ def preset_shape(name: str) -> dict[str, int]:
 
 
 SIZES = {name: preset_shape(name) for name in ("small", "base")}
-
-
-def cpu_description() -> str:
-    """The CPU's model name and which of FLAGS it has."""
-    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    lines = info.splitlines()
-    flags = next((line.split(":", 1)[1].split() for line in lines if line.startswith("flags")), [])
-    present = ", ".join(f"{f} {'yes' if f in flags else 'no'}" for f in FLAGS)
-    return f"{cpu_name()}; {present}"
 
 
 def autocast(dtype: torch.dtype):
