@@ -3,6 +3,7 @@ import pytest
 import torch
 
 from toy_datamodule import make_datamodule
+from transformer_nmt.data.datamodule import pad_multiple
 from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, BPETokenizer
 
 
@@ -109,9 +110,11 @@ class Recorder(L.LightningModule):
         super().__init__()
         self.weight = torch.nn.Parameter(torch.zeros(1))
         self.seen: dict[int, list[list[int]]] = {}
+        self.widths: set[int] = set()  # padded lengths, source and target
 
     def training_step(self, batch, batch_idx):
         self.seen.setdefault(self.current_epoch, []).append(batch["src"][:, 0].tolist())
+        self.widths |= {batch["src"].size(1), batch["tgt_in"].size(1)}
         return (self.weight * batch["src"].float().mean()).sum()
 
     def configure_optimizers(self):
@@ -134,6 +137,35 @@ def test_lightning_reshuffles_batches_every_epoch(tmp_path):
     trainer.fit(model, datamodule=dm)
     assert len(model.seen[0]) == len(model.seen[1])
     assert model.seen[0] != model.seen[1]
+
+
+@pytest.mark.parametrize(
+    ("setting", "precision", "expected"),
+    [("auto", "bf16-mixed", 8), ("auto", "16-mixed", 8), ("auto", "32-true", 1),
+     ("auto", None, 1), (4, "bf16-mixed", 4), (1, "16-mixed", 1)],
+)  # fmt: skip
+def test_auto_pads_to_multiples_of_8_in_16_bits_only(setting, precision, expected):
+    assert pad_multiple(setting, precision) == expected
+
+
+@pytest.mark.parametrize(("precision", "multiple"), [("bf16-mixed", 8), ("32-true", 1)])
+def test_auto_padding_follows_the_trainers_precision(tmp_path, precision, multiple):
+    model = Recorder()
+    trainer = L.Trainer(
+        max_epochs=1,
+        accelerator="cpu",
+        precision=precision,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+        default_root_dir=tmp_path,
+    )
+    trainer.fit(model, datamodule=make_datamodule(tmp_path))  # pad_to_multiple_of="auto"
+    assert all(width % multiple == 0 for width in model.widths)
+    if multiple == 1:
+        assert any(width % 8 for width in model.widths)  # not padded to 8 after all
 
 
 def test_a_resumed_run_continues_with_the_next_epochs_order(tmp_path):

@@ -22,6 +22,20 @@ log = logging.getLogger(__name__)
 # --split test` scores a test split with beam search, reading it with the same corpus classes.
 STAGE_SPLITS = {"fit": ("train", "val"), "validate": ("val",), None: ("train", "val")}
 
+# `pad_to_multiple_of="auto"` under 16-bit precision. Its matmul kernels want few distinct
+# shapes: tensor cores run multiples of 8 at full speed, and oneDNN generates a bf16 CPU kernel
+# for each new shape, which costs more than the product itself at narrow widths (1-3 ms against
+# 0.1-1 ms, experiments/speed/README.md). In fp32 on CPUs the padding only costs: "auto" is 1.
+HALF_PRECISION_PAD_MULTIPLE = 8
+
+
+def pad_multiple(setting: int | str, precision: str | None) -> int:
+    """The multiple padded lengths round up to: `setting`, or for "auto" by `precision`."""
+    if setting != "auto":
+        return setting
+    half = str(precision).startswith(("16", "bf16"))  # Lightning's 16-mixed, bf16-true...
+    return HALF_PRECISION_PAD_MULTIPLE if half else 1
+
 
 class TranslationDataModule(L.LightningDataModule):
     """Serves one corpus in one direction as batches of padded token ids."""
@@ -37,7 +51,7 @@ class TranslationDataModule(L.LightningDataModule):
         tokens_per_update: int | None = None,
         max_len: int = 256,
         bpe_dropout: float = 0.0,
-        pad_to_multiple_of: int = 8,
+        pad_to_multiple_of: int | str = "auto",
         num_workers: int = 0,
         cache_dir: str = "cache",
         seed: int = 0,
@@ -58,7 +72,8 @@ class TranslationDataModule(L.LightningDataModule):
                 segmented anew for an epoch (`BPEDropout`; training then reloads its loader
                 every epoch); 0, the paper, keeps the one segmentation.
             pad_to_multiple_of: batches are padded to lengths that are multiples of this, which
-                tensor cores prefer; 1 saves the extra padding where nothing gains from it.
+                16-bit kernels prefer; 1 saves the extra padding where nothing gains from it.
+                "auto": 8 when the trainer's precision is 16-bit, else 1 (`pad_multiple`).
             num_workers: DataLoader worker processes.
             cache_dir: folder of cached tokenizers and token stores.
             seed: seeds batch composition and order.
@@ -66,8 +81,8 @@ class TranslationDataModule(L.LightningDataModule):
         super().__init__()
         if not 0 <= bpe_dropout < 1:
             raise ValueError(f"data.bpe_dropout={bpe_dropout} must lie in [0, 1)")
-        # A pair of max_len tokens plus EOS, padded, must fit in one batch.
-        longest = round_up(max_len + ADDED_TOKENS, pad_to_multiple_of)
+        # A pair of max_len tokens plus EOS, padded ("auto" at its largest), must fit in a batch.
+        longest = round_up(max_len + ADDED_TOKENS, pad_multiple(pad_to_multiple_of, "16-mixed"))
         if max_tokens < longest:
             raise ValueError(
                 f"max_tokens={max_tokens} cannot hold one pair of max_len={max_len} tokens "
@@ -184,6 +199,7 @@ class TranslationDataModule(L.LightningDataModule):
     def _loader(self, dataset: TranslationDataset, shuffle: bool) -> DataLoader:
         """A loader of token-budget batches over one split."""
         trainer = self.trainer  # None outside a Trainer: one process holds every batch
+        multiple = pad_multiple(self.hparams.pad_to_multiple_of, trainer and trainer.precision)
         sampler = TokenBatchSampler(
             dataset.src_lengths,
             dataset.tgt_lengths,
@@ -192,7 +208,7 @@ class TranslationDataModule(L.LightningDataModule):
             seed=self.hparams.seed,
             rank=trainer.global_rank if trainer else 0,
             world_size=trainer.world_size if trainer else 1,
-            pad_to_multiple_of=self.hparams.pad_to_multiple_of,
+            pad_to_multiple_of=multiple,
         )
         if trainer:
             # A resumed run must continue with the restored epoch's order, not replay epoch 0's.
@@ -203,9 +219,7 @@ class TranslationDataModule(L.LightningDataModule):
         return DataLoader(
             dataset,
             batch_sampler=sampler,
-            collate_fn=functools.partial(
-                collate, pad_id=PAD_ID, pad_to_multiple_of=self.hparams.pad_to_multiple_of
-            ),
+            collate_fn=functools.partial(collate, pad_id=PAD_ID, pad_to_multiple_of=multiple),
             num_workers=workers,
             # Restarting workers every epoch would ship the dataset to each of them again.
             persistent_workers=workers > 0,

@@ -9,6 +9,7 @@ from lightning.fabric.accelerators.cuda import num_cuda_devices
 from lightning.pytorch.callbacks import WeightAveraging
 from omegaconf import DictConfig, OmegaConf
 
+from transformer_nmt.data.datamodule import pad_multiple
 from transformer_nmt.data.framing import ADDED_TOKENS, round_up
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.model.families import DEFAULT_FAMILY, Family, family_of_model
@@ -258,12 +259,12 @@ def _warn_about_positions(cfg: DictConfig) -> None:
     Only a warning: corpora of short sentences (the toy task) train fine with a small table.
     """
     data, max_positions = cfg.data, cfg.model.get("max_positions", 1024)
-    multiple = data.get("pad_to_multiple_of", 1)
+    multiple = pad_multiple(data.get("pad_to_multiple_of", 1), "16-mixed")  # "auto" at its largest
     positions = round_up(data.max_len + ADDED_TOKENS, multiple)
     if max_positions < positions:
         log.warning(
             "data.max_len=%d allows batches of %d positions (max_len + 1 padded to a multiple of "
-            "data.pad_to_multiple_of=%d), more than model.max_positions=%d: a sentence that long "
+            "data.pad_to_multiple_of=%s), more than model.max_positions=%d: a sentence that long "
             "would stop training; raise model.max_positions or lower data.max_len",
             data.max_len,
             positions,
