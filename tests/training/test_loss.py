@@ -1,8 +1,10 @@
+import pytest
 import torch
 import torch.nn.functional as F
 
 from transformer_nmt.data.batching import collate
 from transformer_nmt.model import Transformer
+from transformer_nmt.training import loss as loss_module
 from transformer_nmt.training.loss import label_smoothed_nll, perplexity
 
 PAD = 0
@@ -70,6 +72,27 @@ def test_gradients_equal_autograd_through_pytorch_cross_entropy(device):
         + 0.5 * F.cross_entropy(ref, target, reduction="sum")
     ).backward()
     torch.testing.assert_close(ours.grad, ref.grad)
+
+
+# 11 classes: blocks of one row, of two rows (the last block shorter: 10 rows), of all rows.
+@pytest.mark.parametrize("block_elements", [11, 30, 2**18])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_blocks_of_rows_give_the_loss_and_gradient_of_cross_entropy(
+    monkeypatch, block_elements, dtype
+):
+    monkeypatch.setattr(loss_module, "CPU_BLOCK_ELEMENTS", block_elements)
+    logits, target = _batch(7)
+    logits, target = logits.flatten(0, 1).to(dtype), target.flatten()
+    ours = logits.clone().requires_grad_()
+    loss, nll = label_smoothed_nll(ours, target, 0.1)
+    (2.0 * loss + 0.5 * nll).backward()
+    ref = logits.float().requires_grad_()
+    ref_loss = F.cross_entropy(ref, target, label_smoothing=0.1, reduction="sum")
+    ref_nll = F.cross_entropy(ref, target, reduction="sum")
+    (2.0 * ref_loss + 0.5 * ref_nll).backward()
+    torch.testing.assert_close((loss, nll), (ref_loss, ref_nll))
+    tolerance = {"atol": 1e-2, "rtol": 1e-2} if dtype == torch.bfloat16 else {}
+    torch.testing.assert_close(ours.grad.float(), ref.grad, **tolerance)
 
 
 def test_bf16_logits_are_scored_in_fp32_and_get_a_bf16_gradient():
