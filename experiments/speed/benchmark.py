@@ -1,4 +1,4 @@
-"""Training and decoding speed of our Transformer against torch.nn.Transformer and MarianMT.
+"""Our Transformer's training and decoding speed against nn.Transformer, MarianMT, x-transformers.
 
 Side by side in one process, on the same length-bucketed batches and the same model sizes:
 training steps (forward, label-smoothed loss, backward, Adam) in target tokens per second and
@@ -28,6 +28,7 @@ import tempfile
 import time
 import warnings
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +38,7 @@ from torch import Tensor, nn
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from experiments.machine import cpu_name, load_average  # noqa: E402
+from experiments.machine import cpu_description, load_average  # noqa: E402
 from train import FAST_MALLOC  # noqa: E402
 
 # The allocator train.py runs with (experiments/allocator/); the same for every implementation.
@@ -48,6 +49,7 @@ if __name__ == "__main__" and sys.platform == "linux" and "GLIBC_TUNABLES" not i
 from transformer_nmt.cli.compose import compose_group  # noqa: E402
 from transformer_nmt.data.batching import TokenBatchSampler, collate  # noqa: E402
 from transformer_nmt.data.bitext import TextCorpus, read_lines  # noqa: E402
+from transformer_nmt.data.datamodule import pad_multiple  # noqa: E402
 from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, load_or_train  # noqa: E402
 from transformer_nmt.model import Transformer, beam_search, greedy_search  # noqa: E402
 from transformer_nmt.training.loss import label_smoothed_nll  # noqa: E402
@@ -59,6 +61,10 @@ try:
     import transformers
 except ImportError:
     transformers = None  # main() says that the MarianMT column is skipped
+try:
+    import x_transformers
+except ImportError:
+    x_transformers = None  # main() says that the x-transformers column is skipped
 
 MULTI30K = ROOT.parent / "shared" / "data" / "multi30k"
 DATA = compose_group("data", "multi30k")  # as training composes it, base config included
@@ -66,6 +72,7 @@ EPSILON = 0.1  # label smoothing (paper, section 5.4)
 BEAM = 4
 ALPHA = 0.6  # length penalty exponent (paper, section 6.1)
 FIRST_ID = 4  # random ids start after PAD, BOS, EOS and UNK
+LIGHTNING_PRECISION = {"fp32": "32-true", "bf16": "bf16-mixed"}  # what training runs each as
 
 
 @dataclass(frozen=True)
@@ -349,7 +356,51 @@ class Marian:
         return self.generate(src, max_len_b, num_beams=BEAM)
 
 
-IMPLEMENTATIONS = {"ours": Ours, "ours-compiled": OursCompiled, "torch": Torch, "marian": Marian}
+class XTransformers:
+    """lucidrains' x-transformers, set to the paper: post-norm, ReLU, residual dropout 0.1.
+
+    Its attention is its own (einsum and softmax; its `flash` switch, SDPA, is off by default).
+    Positions are learned (its default), the one difference in work from the paper: a lookup.
+    Trains only: its decoding has no beam search.
+    """
+
+    name = "x-transformers"
+    training_only = True
+
+    def __init__(self, size: Size):
+        layers = dict(
+            dim=size.d_model, depth=size.N, heads=size.h, pre_norm=False,
+            ff_mult=size.d_ff // size.d_model, ff_custom_activation=nn.ReLU(),
+            ff_sublayer_dropout=0.1, attn_sublayer_dropout=0.1,
+        )  # fmt: skip
+        wrapper = dict(num_tokens=size.vocab, max_seq_len=1024, emb_dropout=0.1)
+        self.encoder = x_transformers.TransformerWrapper(
+            **wrapper, return_only_embed=True, attn_layers=x_transformers.Encoder(**layers)
+        )
+        self.decoder = x_transformers.TransformerWrapper(
+            **wrapper, tie_embedding=True,
+            attn_layers=x_transformers.Decoder(**layers, cross_attend=True),
+        )  # fmt: skip
+        self.decoder.token_emb = self.encoder.token_emb  # one embedding for source, target, output
+        self.model = nn.ModuleList([self.encoder, self.decoder])
+
+    def loss(self, batch: dict) -> Tensor:
+        src = batch["src"]
+        mask = src != PAD_ID
+        memory = self.encoder(src, mask=mask, return_embeddings=True)
+        logits = self.decoder(batch["tgt_in"], context=memory, context_mask=mask)
+        return F.cross_entropy(
+            logits.float().flatten(0, 1),
+            batch["tgt_out"].flatten(),
+            ignore_index=PAD_ID,
+            label_smoothing=EPSILON,
+        )
+
+
+IMPLEMENTATIONS = {
+    "ours": Ours, "ours-compiled": OursCompiled, "torch": Torch, "marian": Marian,
+    "x-transformers": XTransformers,
+}  # fmt: skip
 
 
 def build(name: str, size: Size):
@@ -389,13 +440,17 @@ def random_ids(rng: np.random.Generator, length: int, vocab: int) -> list[int]:
 
 
 def training_batches(
-    src_lengths: np.ndarray, tgt_lengths: np.ndarray, vocab: int, count: int | None = None
+    src_lengths: np.ndarray,
+    tgt_lengths: np.ndarray,
+    vocab: int,
+    count: int | None = None,
+    precision: str = "fp32",
 ) -> list[dict]:
     """The first `count` (default all) batches of the training sampler's epoch 0 (seed 0).
 
-    Budget and padding as the data module's for data=multi30k.
+    Budget and padding as the data module's for data=multi30k when training in `precision`.
     """
-    multiple = DATA.pad_to_multiple_of
+    multiple = pad_multiple(DATA.pad_to_multiple_of, LIGHTNING_PRECISION[precision])
     sampler = TokenBatchSampler(
         src_lengths, tgt_lengths, DATA.max_tokens, seed=0, pad_to_multiple_of=multiple
     )
@@ -507,12 +562,18 @@ def make_optimizer(model: nn.Module) -> torch.optim.Optimizer:
     return torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
 
 
-def time_training(impl, batches: list[dict], warmup: int, precision: str) -> float:
-    """Seconds for batches[warmup:], after training steps on batches[:warmup]."""
+def time_training(
+    impl, batches: list[dict], warmup: int, precision: str, seen_shapes: bool = False
+) -> float:
+    """Seconds for batches[warmup:], after training steps on batches[:warmup].
+
+    seen_shapes: first one untimed step on each timed batch as well, so that no timed step
+    meets a new shape (as in a long run's later epochs, where the batch shapes recur).
+    """
     impl.model.train()
     optimizer = make_optimizer(impl.model)
     torch.manual_seed(0)  # the same dropout masks for every implementation's first step
-    for batch in batches[:warmup]:
+    for batch in batches[:warmup] + (batches[warmup:] if seen_shapes else []):
         train_step(impl, optimizer, batch, precision)
     start = time.perf_counter()
     for batch in batches[warmup:]:
@@ -607,7 +668,10 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="small,base", help="comma-separated: small, base")
     parser.add_argument("--precisions", default="fp32,bf16", help="comma-separated: fp32, bf16")
-    parser.add_argument("--implementations", default="ours,torch,marian")
+    parser.add_argument(
+        "--implementations", default="ours,torch,marian,x-transformers",
+        help=f"comma-separated: {', '.join(IMPLEMENTATIONS)}",
+    )  # fmt: skip
     parser.add_argument("--steps", type=int, default=10, help="timed fp32 training steps")
     parser.add_argument("--warmup", type=int, default=2, help="untimed fp32 steps before them")
     parser.add_argument(
@@ -618,6 +682,11 @@ def parse_args() -> argparse.Namespace:
         "--bf16-warmup", type=int, default=1 if cpu_has_native_bf16() else 0,
         help="untimed bf16 steps; default 0 where bf16 is emulated (a step's one-off costs are "
         "lost in its minutes), else 1",
+    )  # fmt: skip
+    parser.add_argument(
+        "--seen-shapes", action="store_true",
+        help="one untimed step on each timed batch first: no timed step meets a new shape, as "
+        "in a long run's later epochs (oneDNN's bf16 kernels are generated per shape)",
     )  # fmt: skip
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--sentences", type=int, default=256, help="first N test sentences")
@@ -689,19 +758,22 @@ def training_work(size: Size, batches: list[dict]) -> tuple[int, float]:
 
 
 def bench_training(
-    impl, size_name: str, batches: list[dict], args: argparse.Namespace, peaks: dict,
-    tables: Tables, speeds: dict,
+    impl, size_name: str, batches: dict[str, list[dict]], args: argparse.Namespace,
+    peaks: dict, tables: Tables, speeds: dict,
 ) -> None:  # fmt: skip
-    """Time each precision's steps after its warm-up steps, all on the first batches.
+    """Time each precision's steps after its warm-up steps, on the first batches of its own.
 
-    bf16 runs fewer steps (--bf16-steps): where it is emulated, a step takes minutes.
+    Each precision pads as training does (`pad_multiple`). bf16 runs fewer steps by default
+    (--bf16-steps): where it is emulated, a step takes minutes.
     """
     size = SIZES[size_name]
     params = sum(p.numel() for p in impl.model.parameters())
     for precision in args.precisions:
         warmup = args.warmup if precision == "fp32" else args.bf16_warmup
-        run = batches[: warmup + (args.steps if precision == "fp32" else args.bf16_steps)]
-        seconds = time_training(impl, run, warmup, precision)
+        run = batches[precision][
+            : warmup + (args.steps if precision == "fp32" else args.bf16_steps)
+        ]
+        seconds = time_training(impl, run, warmup, precision, args.seen_shapes)
         steps = len(run) - warmup
         tokens, flops = training_work(size, run[warmup:])
         speeds[size_name, impl.name, f"training {precision}, target tokens/s"] = tokens / seconds
@@ -809,11 +881,21 @@ def main() -> None:
             "(`pip install transformers` into this environment, for the benchmark only)\n"
         )
         args.implementations.remove("marian")
+    if "x-transformers" in args.implementations and x_transformers is None:
+        print(
+            "x_transformers is not importable: skipping its column "
+            "(`pip install x-transformers`, for the benchmark only)\n"
+        )
+        args.implementations.remove("x-transformers")
 
+    if "bf16" in args.precisions and not cpu_has_native_bf16():
+        print("bf16 rows skipped: this CPU has no native bf16 matmuls (bf16 is emulated)\n")
+        args.precisions.remove("bf16")
     src_lengths, tgt_lengths, test_lengths = multi30k_lengths()
     print(
-        f"CPU: {cpu_name()}, {args.threads} thread(s); torch {torch.__version__}"
+        f"CPU: {cpu_description()}; {args.threads} thread(s); torch {torch.__version__}"
         + (f", transformers {transformers.__version__}" if transformers else "")
+        + (f", x-transformers {version('x-transformers')}" if x_transformers else "")
         + f"; GLIBC_TUNABLES={os.environ.get('GLIBC_TUNABLES', '')}; {load_average()}"
     )
     peaks = measure_peaks(args.precisions)
@@ -821,21 +903,27 @@ def main() -> None:
     for size_name in args.sizes:
         size = SIZES[size_name]
         count = max(args.warmup + args.steps, args.bf16_warmup + args.bf16_steps, 2)
-        batches = training_batches(src_lengths, tgt_lengths, size.vocab, count)
-        timed = batches[args.warmup : args.warmup + args.steps]
-        tokens, flops = training_work(size, timed)
-        padded = sum(b["tgt_out"].numel() for b in timed)
-        print(
-            f"{size_name}: fp32 batches of {tokens / len(timed):.0f} target tokens on average "
-            f"({padded / len(timed):.0f} with padding), "
-            f"{flops / tokens / 1e6:.1f} MFLOP per target token per training step"
-        )
+        precisions = sorted(set(args.precisions + args.profile))
+        batches = {
+            precision: training_batches(src_lengths, tgt_lengths, size.vocab, count, precision)
+            for precision in precisions
+        }
+        for precision in precisions:
+            warmup = args.warmup if precision == "fp32" else args.bf16_warmup
+            timed = batches[precision][warmup : warmup + max(args.steps, args.bf16_steps)]
+            tokens, flops = training_work(size, timed)
+            padded = sum(b["tgt_out"].numel() for b in timed)
+            print(
+                f"{size_name}: {precision} batches of {tokens / len(timed):.0f} target tokens on "
+                f"average ({padded / len(timed):.0f} with padding), "
+                f"{flops / tokens / 1e6:.1f} MFLOP per target token per training step"
+            )
         sources = decoding_batches(test_lengths, size.vocab, args.sentences, args.batch_size)
         for name in args.implementations:
             impl = build(name, size)
             bench_training(impl, size_name, batches, args, peaks, tables, speeds)
             for precision in args.profile if name == "ours" else []:
-                steps = batches[: args.profile_steps + 1]
+                steps = batches[precision][: args.profile_steps + 1]
                 table = profile_training(impl, steps, precision, args.profile_rows)
                 profiles.append((size_name, precision, table))
             if not args.no_decoding and not impl.training_only:
