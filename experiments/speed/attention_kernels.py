@@ -210,8 +210,9 @@ def main() -> None:
         layer_table(sizes, dtypes, args)
     if args.steps:
         step_table(dtypes, args)
-    auto = {grad: attention_kernel("cpu", torch.float32, grad) for grad in (True, False)}
-    print(f"\nauto picks on CPU fp32: training {auto[True]}, inference {auto[False]}")
+    for dtype in dtypes:
+        auto = {grad: attention_kernel("cpu", dtype, grad) for grad in (True, False)}
+        print(f"\nauto picks on CPU {dtype}: training {auto[True]}, inference {auto[False]}")
     print(f"at the end: {load_average()}")
 
 
