@@ -121,12 +121,13 @@ class Recorder(L.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.0)
 
 
-def test_lightning_reshuffles_batches_every_epoch(tmp_path):
-    dm = make_datamodule(tmp_path)
+def fit_recorder(tmp_path, max_epochs: int, precision: str = "32-true") -> Recorder:
+    """A Recorder trained on the toy data module, without validation or checkpoints."""
     model = Recorder()
     trainer = L.Trainer(
-        max_epochs=2,
+        max_epochs=max_epochs,
         accelerator="cpu",
+        precision=precision,
         logger=False,
         enable_checkpointing=False,
         enable_progress_bar=False,
@@ -134,7 +135,12 @@ def test_lightning_reshuffles_batches_every_epoch(tmp_path):
         limit_val_batches=0,
         default_root_dir=tmp_path,
     )
-    trainer.fit(model, datamodule=dm)
+    trainer.fit(model, datamodule=make_datamodule(tmp_path))  # pad_to_multiple_of="auto"
+    return model
+
+
+def test_lightning_reshuffles_batches_every_epoch(tmp_path):
+    model = fit_recorder(tmp_path, max_epochs=2)
     assert len(model.seen[0]) == len(model.seen[1])
     assert model.seen[0] != model.seen[1]
 
@@ -150,19 +156,7 @@ def test_auto_pads_to_multiples_of_8_in_16_bits_only(setting, precision, expecte
 
 @pytest.mark.parametrize(("precision", "multiple"), [("bf16-mixed", 8), ("32-true", 1)])
 def test_auto_padding_follows_the_trainers_precision(tmp_path, precision, multiple):
-    model = Recorder()
-    trainer = L.Trainer(
-        max_epochs=1,
-        accelerator="cpu",
-        precision=precision,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        limit_val_batches=0,
-        default_root_dir=tmp_path,
-    )
-    trainer.fit(model, datamodule=make_datamodule(tmp_path))  # pad_to_multiple_of="auto"
+    model = fit_recorder(tmp_path, max_epochs=1, precision=precision)
     assert all(width % multiple == 0 for width in model.widths)
     if multiple == 1:
         assert any(width % 8 for width in model.widths)  # not padded to 8 after all
