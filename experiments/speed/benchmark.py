@@ -757,6 +757,13 @@ def training_work(size: Size, batches: list[dict]) -> tuple[int, float]:
     return tokens, sum(training_flops(size, b["src"], b["tgt_in"]) for b in batches)
 
 
+def warmup_and_steps(precision: str, args: argparse.Namespace) -> tuple[int, int]:
+    """Untimed and timed training steps of a precision: bf16 has its own (--bf16-*)."""
+    if precision == "fp32":
+        return args.warmup, args.steps
+    return args.bf16_warmup, args.bf16_steps
+
+
 def bench_training(
     impl, size_name: str, batches: dict[str, list[dict]], args: argparse.Namespace,
     peaks: dict, tables: Tables, speeds: dict,
@@ -769,10 +776,8 @@ def bench_training(
     size = SIZES[size_name]
     params = sum(p.numel() for p in impl.model.parameters())
     for precision in args.precisions:
-        warmup = args.warmup if precision == "fp32" else args.bf16_warmup
-        run = batches[precision][
-            : warmup + (args.steps if precision == "fp32" else args.bf16_steps)
-        ]
+        warmup, steps = warmup_and_steps(precision, args)
+        run = batches[precision][: warmup + steps]
         seconds = time_training(impl, run, warmup, precision, args.seen_shapes)
         steps = len(run) - warmup
         tokens, flops = training_work(size, run[warmup:])
@@ -902,15 +907,15 @@ def main() -> None:
     tables, speeds, profiles = Tables(), {}, []
     for size_name in args.sizes:
         size = SIZES[size_name]
-        count = max(args.warmup + args.steps, args.bf16_warmup + args.bf16_steps, 2)
+        count = max(2, *(sum(warmup_and_steps(p, args)) for p in ("fp32", "bf16")))
         precisions = sorted(set(args.precisions + args.profile))
         batches = {
             precision: training_batches(src_lengths, tgt_lengths, size.vocab, count, precision)
             for precision in precisions
         }
         for precision in precisions:
-            warmup = args.warmup if precision == "fp32" else args.bf16_warmup
-            timed = batches[precision][warmup : warmup + max(args.steps, args.bf16_steps)]
+            warmup, steps = warmup_and_steps(precision, args)
+            timed = batches[precision][warmup : warmup + steps]
             tokens, flops = training_work(size, timed)
             padded = sum(b["tgt_out"].numel() for b in timed)
             print(
