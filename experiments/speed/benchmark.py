@@ -53,6 +53,7 @@ from transformer_nmt.data.datamodule import pad_multiple  # noqa: E402
 from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, load_or_train  # noqa: E402
 from transformer_nmt.model import Transformer, beam_search, greedy_search  # noqa: E402
 from transformer_nmt.training.loss import label_smoothed_nll  # noqa: E402
+from transformer_nmt.training.module import real_target_logits  # noqa: E402
 from transformer_nmt.training.precision import cpu_has_native_bf16  # noqa: E402
 
 # nn.Transformer's encoder runs on nested tensors at inference, and says so on every call.
@@ -102,13 +103,13 @@ SIZES = {"small": model_size("small", DATA.vocab_size), "base": model_size("base
 def ours_loss(model: Transformer, batch: dict) -> Tensor:
     """Our training loss per target token, as TranslationModule computes it; one place to switch.
 
-    Only the non-pad target positions (collate's "tgt_index") get the output projection.
+    Only the non-pad target positions (collate's "tgt_index") get the output projection, in
+    bf16 a multiple of 8 of them as training projects.
     """
-    index = batch["tgt_index"]  # (N,)
-    logits = model(batch["src"], batch["tgt_in"], index)  # (N, V)
-    target = batch["tgt_out"].flatten().index_select(0, index)  # (N,)
+    precision = "bf16-mixed" if torch.is_autocast_enabled("cpu") else "32-true"
+    logits, target = real_target_logits(model, batch, pad_multiple("auto", precision))
     loss, _ = label_smoothed_nll(logits, target, EPSILON)
-    return loss / index.numel()
+    return loss / target.numel()
 
 
 def never_eos(projection: Tensor) -> None:

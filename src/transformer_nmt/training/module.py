@@ -22,6 +22,23 @@ from transformer_nmt.training.lr_schedule import (
 )
 
 
+def real_target_logits(
+    model: EncoderDecoder, batch: dict[str, Any], row_multiple: int = 1
+) -> tuple[Tensor, Tensor]:
+    """Logits (N, V) and target ids (N,) at the batch's N real target positions.
+
+    Padding is never projected. The projection sees a multiple of `row_multiple` rows, the
+    first repeated and dropped after: in 16 bits every new row count costs a new bf16 CPU
+    kernel, as every new length does (`pad_multiple`).
+    """
+    index = batch["tgt_index"]  # (N,) non-pad target positions, computed by collate
+    n = index.numel()
+    rows = round_up(n, row_multiple)
+    projected = torch.cat([index, index[:1].expand(rows - n)]) if rows > n else index
+    logits = model(batch["src"], batch["tgt_in"], projected)[:n]
+    return logits, batch["tgt_out"].flatten().index_select(0, index)
+
+
 class TranslationModule(L.LightningModule):
     """Trains an encoder-decoder as in section 5 of the paper and scores it with sacreBLEU.
 
@@ -76,16 +93,10 @@ class TranslationModule(L.LightningModule):
 
     def _loss(self, batch: dict[str, Any]) -> tuple[Tensor, Tensor, int]:
         """Summed smoothed loss, summed NLL and number of the batch's real target tokens."""
-        index = batch["tgt_index"]  # (N,) non-pad target positions: padding is never projected
-        n = index.numel()
-        # In 16 bits the projection gets a multiple of 8 rows, the first repeated and dropped
-        # after: each new row count costs a new bf16 CPU kernel, as each new length would.
-        rows = round_up(n, pad_multiple("auto", self.trainer.precision))
-        projected = torch.cat([index, index[:1].expand(rows - n)]) if rows > n else index
-        logits = self.model(batch["src"], batch["tgt_in"], projected)[:n]  # (N, V)
-        target = batch["tgt_out"].flatten().index_select(0, index)  # (N,)
+        rows = pad_multiple("auto", self.trainer.precision)
+        logits, target = real_target_logits(self.model, batch, rows)
         loss_sum, nll_sum = label_smoothed_nll(logits, target, self.hparams.label_smoothing)
-        return loss_sum, nll_sum, n
+        return loss_sum, nll_sum, target.numel()
 
     def training_step(self, batch: dict[str, Any], batch_idx: int) -> Tensor:
         loss_sum, nll_sum, num_tokens = self._loss(batch)
