@@ -95,6 +95,23 @@ def test_blocks_of_rows_give_the_loss_and_gradient_of_cross_entropy(
     torch.testing.assert_close(ours.grad.float(), ref.grad, **tolerance)
 
 
+@pytest.mark.parametrize("block_elements", [11, 2**18])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rows_past_the_targets_are_ignored(monkeypatch, block_elements, dtype):
+    monkeypatch.setattr(loss_module, "CPU_BLOCK_ELEMENTS", block_elements)
+    logits, target = _batch(5)
+    logits, target = logits.flatten(0, 1).to(dtype), target.flatten()[:8]  # 15 rows, 8 targets
+    results = []
+    for scores in (logits.clone(), logits[:8].clone()):
+        scores.requires_grad_()
+        loss, nll = label_smoothed_nll(scores, target, 0.1)
+        (loss + nll).backward()
+        results.append((loss, nll, scores.grad))
+    (loss, nll, grad), (ref_loss, ref_nll, ref_grad) = results
+    torch.testing.assert_close((loss, nll, grad[:8]), (ref_loss, ref_nll, ref_grad), rtol=0, atol=0)
+    assert grad.shape == (15, 11) and not grad[8:].any()
+
+
 def test_bf16_logits_are_scored_in_fp32_and_get_a_bf16_gradient():
     logits, target = _batch(4)
     logits = logits.flatten(0, 1).bfloat16().requires_grad_()

@@ -13,9 +13,10 @@ def label_smoothed_nll(logits: Tensor, target: Tensor, epsilon: float) -> tuple[
     gives perplexity without a second pass over the logits.
 
     Args:
-        logits: (N, V) scores of the N real target positions, any float dtype; the loss is
-            computed in fp32. In fp32 the backward pass overwrites them with their gradient, so
-            they must not be read after backward.
+        logits: (M, V) scores, M >= N: the first N are the real target positions', any rows
+            after them are ignored (their gradient is 0). Any float dtype; the loss is computed
+            in fp32. In fp32 the backward pass overwrites them with their gradient, so they
+            must not be read after backward.
         target: (N,) token ids.
     """
     return _LabelSmoothedNLL.apply(logits, target, epsilon)
@@ -27,10 +28,11 @@ def label_smoothed_nll(logits: Tensor, target: Tensor, epsilon: float) -> tuple[
 CPU_BLOCK_ELEMENTS = 2**18
 
 
-def _row_blocks(logits: Tensor) -> list[slice]:
-    n, vocab = logits.shape
+def _row_blocks(logits: Tensor, n: int) -> list[slice]:
+    """Slices covering logits' first n rows."""
+    vocab = logits.size(-1)
     rows = max(1, CPU_BLOCK_ELEMENTS // vocab) if logits.device.type == "cpu" else max(n, 1)
-    return [slice(start, start + rows) for start in range(0, n, rows)]
+    return [slice(start, min(start + rows, n)) for start in range(0, n, rows)]
 
 
 class _LabelSmoothedNLL(torch.autograd.Function):
@@ -47,9 +49,9 @@ class _LabelSmoothedNLL(torch.autograd.Function):
     def forward(
         ctx: FunctionCtx, logits: Tensor, target: Tensor, epsilon: float
     ) -> tuple[Tensor, Tensor]:
-        lse = logits.new_empty(logits.size(0), dtype=torch.float32)  # (N,)
+        lse = logits.new_empty(target.size(0), dtype=torch.float32)  # (N,)
         nll, mean = torch.empty_like(lse), torch.empty_like(lse)
-        for rows in _row_blocks(logits):
+        for rows in _row_blocks(logits, target.size(0)):
             z = logits[rows].float()  # a view of fp32 logits, an fp32 copy of others
             lse[rows] = torch.logsumexp(z, dim=-1)
             nll[rows] = lse[rows] - z.gather(-1, target[rows].unsqueeze(-1)).squeeze(-1)
@@ -71,7 +73,8 @@ class _LabelSmoothedNLL(torch.autograd.Function):
         hit = -(grad_loss * (1.0 - eps) + grad_nll)
         in_place = logits.dtype == torch.float32
         grad = logits if in_place else torch.empty_like(logits)
-        for rows in _row_blocks(logits):
+        grad[target.size(0) :].zero_()  # the ignored rows
+        for rows in _row_blocks(logits, target.size(0)):
             block = logits[rows] if in_place else logits[rows].float()
             block.sub_(lse[rows].unsqueeze(-1)).exp_()  # softmax(z)
             block.mul_(scale).sub_(shift)

@@ -25,17 +25,17 @@ from transformer_nmt.training.lr_schedule import (
 def real_target_logits(
     model: EncoderDecoder, batch: dict[str, Any], row_multiple: int = 1
 ) -> tuple[Tensor, Tensor]:
-    """Logits (N, V) and target ids (N,) at the batch's N real target positions.
+    """Logits (M, V) and target ids (N,) at the batch's N real target positions, M >= N.
 
-    Padding is never projected. The projection sees a multiple of `row_multiple` rows, the
-    first repeated and dropped after: in 16 bits every new row count costs a new bf16 CPU
-    kernel, as every new length does (`pad_multiple`).
+    Padding is never projected. The projection sees M, a multiple of `row_multiple` rows: the
+    first position repeated after the N real ones, which `label_smoothed_nll` ignores. In 16 bits
+    every new row count costs a new bf16 CPU kernel, as every new length does (`pad_multiple`).
     """
     index = batch["tgt_index"]  # (N,) non-pad target positions, computed by collate
     n = index.numel()
     rows = round_up(n, row_multiple)
     projected = torch.cat([index, index[:1].expand(rows - n)]) if rows > n else index
-    logits = model(batch["src"], batch["tgt_in"], projected)[:n]
+    logits = model(batch["src"], batch["tgt_in"], projected)
     return logits, batch["tgt_out"].flatten().index_select(0, index)
 
 
