@@ -13,10 +13,10 @@ def label_smoothed_nll(logits: Tensor, target: Tensor, epsilon: float) -> tuple[
     gives perplexity without a second pass over the logits.
 
     Args:
-        logits: (M, V) scores, M >= N: the first N are the real target positions', any rows
-            after them are ignored (their gradient is 0). Any float dtype; the loss is computed
-            in fp32. In fp32 the backward pass overwrites them with their gradient, so they
-            must not be read after backward.
+        logits: (M, V) scores, M >= N: rows 0 to N - 1 score the N real target positions,
+            and any rows after them are ignored (their gradient is 0). Any float dtype; the
+            loss is computed in fp32. In fp32 the backward pass overwrites them with their
+            gradient, so they must not be read after backward.
         target: (N,) token ids.
     """
     return _LabelSmoothedNLL.apply(logits, target, epsilon)
