@@ -24,4 +24,4 @@ def test_16_bit_training_projects_a_multiple_of_8_rows_and_the_same_loss(precisi
     values, num_tokens, rows = loss_and_projected_rows(precision)
     assert rows == [projected] and num_tokens == tokens == 17
     for value, expected in zip(values, reference, strict=True):
-        torch.testing.assert_close(value, expected)  # the extra rows add exactly zero
+        torch.testing.assert_close(value, expected)  # the extra rows' gradient is 0

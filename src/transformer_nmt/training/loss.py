@@ -49,9 +49,10 @@ class _LabelSmoothedNLL(torch.autograd.Function):
     def forward(
         ctx: FunctionCtx, logits: Tensor, target: Tensor, epsilon: float
     ) -> tuple[Tensor, Tensor]:
-        lse = logits.new_empty(target.size(0), dtype=torch.float32)  # (N,)
+        n = target.size(0)  # rows past n are ignored
+        lse = logits.new_empty(n, dtype=torch.float32)  # (N,)
         nll, mean = torch.empty_like(lse), torch.empty_like(lse)
-        for rows in _row_blocks(logits, target.size(0)):
+        for rows in _row_blocks(logits, n):
             z = logits[rows].float()  # a view of fp32 logits, an fp32 copy of others
             lse[rows] = torch.logsumexp(z, dim=-1)
             nll[rows] = lse[rows] - z.gather(-1, target[rows].unsqueeze(-1)).squeeze(-1)
@@ -71,10 +72,10 @@ class _LabelSmoothedNLL(torch.autograd.Function):
         # d loss / dz = p - (1 - eps) onehot - eps / V;  d nll / dz = p - onehot.
         scale, shift = grad_loss + grad_nll, grad_loss * eps / vocab
         hit = -(grad_loss * (1.0 - eps) + grad_nll)
-        in_place = logits.dtype == torch.float32
+        n, in_place = target.size(0), logits.dtype == torch.float32
         grad = logits if in_place else torch.empty_like(logits)
-        grad[target.size(0) :].zero_()  # the ignored rows
-        for rows in _row_blocks(logits, target.size(0)):
+        grad[n:].zero_()  # the ignored rows
+        for rows in _row_blocks(logits, n):
             block = logits[rows] if in_place else logits[rows].float()
             block.sub_(lse[rows].unsqueeze(-1)).exp_()  # softmax(z)
             block.mul_(scale).sub_(shift)
