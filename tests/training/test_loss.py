@@ -115,12 +115,25 @@ def test_rows_past_the_targets_are_ignored(monkeypatch, block_elements, dtype):
 def test_bf16_logits_are_scored_in_fp32_and_get_a_bf16_gradient():
     logits, target = _batch(4)
     logits = logits.flatten(0, 1).bfloat16().requires_grad_()
+    ref = logits.detach().float().requires_grad_()  # before backward turns them into the grad
     loss, _ = label_smoothed_nll(logits, target.flatten(), 0.1)
     loss.backward()
-    ref = logits.detach().float().requires_grad_()
     F.cross_entropy(ref, target.flatten(), label_smoothing=0.1, reduction="sum").backward()
     assert loss.dtype == torch.float32 and logits.grad.dtype == torch.bfloat16
     torch.testing.assert_close(logits.grad.float(), ref.grad, atol=1e-2, rtol=1e-2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_logits_become_their_own_gradient(dtype):
+    """No second (N, V) tensor: at base size in bf16 the gradient would be another ~50 MB."""
+    states = torch.randn(40, 16, dtype=dtype, requires_grad=True)
+    logits = states @ torch.randn(16, 300, dtype=dtype)  # not a leaf, as the projection's output
+    grads = []
+    logits.register_hook(grads.append)
+    loss, _ = label_smoothed_nll(logits, torch.randint(0, 300, (40,)), 0.1)
+    loss.backward()
+    assert grads[0].data_ptr() == logits.data_ptr()
+    assert states.grad is not None
 
 
 def test_fp16_logits_with_a_scaled_loss_get_the_float64_gradient(device):
@@ -131,9 +144,9 @@ def test_fp16_logits_with_a_scaled_loss_get_the_float64_gradient(device):
     logits64 = (4 * torch.randn(tokens, vocab, generator=g, dtype=torch.float64)).to(device)
     target = torch.randint(1, vocab, (tokens,), generator=g).to(device)
     logits = logits64.half().requires_grad_()
+    ref = logits.detach().double().requires_grad_()  # the same fp16 values, in float64
     loss, _ = label_smoothed_nll(logits, target, 0.1)
     (loss / tokens * scale).backward()
-    ref = logits.detach().double().requires_grad_()  # the same fp16 values, in float64
     F.cross_entropy(ref, target, label_smoothing=0.1).backward()
     assert logits.grad.dtype == torch.float16 and logits.grad.isfinite().all()
     torch.testing.assert_close(logits.grad.double() / scale, ref.grad, atol=1e-7, rtol=2e-3)

@@ -15,8 +15,8 @@ def label_smoothed_nll(logits: Tensor, target: Tensor, epsilon: float) -> tuple[
     Args:
         logits: (M, V) scores, M >= N: rows 0 to N - 1 score the N real target positions,
             and any rows after them are ignored (their gradient is 0). Any float dtype; the
-            loss is computed in fp32. In fp32 the backward pass overwrites them with their
-            gradient, so they must not be read after backward.
+            loss is computed in fp32. The backward pass overwrites them with their gradient,
+            so they must not be read after backward.
         target: (N,) token ids.
     """
     return _LabelSmoothedNLL.apply(logits, target, epsilon)
@@ -42,7 +42,7 @@ class _LabelSmoothedNLL(torch.autograd.Function):
     -mean(log p) = lse - mean(z). Autograd through log_softmax would hold the log-probabilities,
     their gradient and the logits' gradient at once, three (N, V) tensors: 1.5 GB for 4096
     tokens and a 32k vocabulary. Here the backward pass turns the saved logits into their own
-    gradient in place (fp32), or writes it block by block into one tensor of their dtype.
+    gradient in place, a block of rows at a time (in fp32, then rounded back in 16 bits).
     """
 
     @staticmethod
@@ -72,15 +72,14 @@ class _LabelSmoothedNLL(torch.autograd.Function):
         # d loss / dz = p - (1 - eps) onehot - eps / V;  d nll / dz = p - onehot.
         scale, shift = grad_loss + grad_nll, grad_loss * eps / vocab
         hit = -(grad_loss * (1.0 - eps) + grad_nll)
-        n, in_place = target.size(0), logits.dtype == torch.float32
-        grad = logits if in_place else torch.empty_like(logits)
+        n, grad = target.size(0), logits  # the logits become their gradient
         grad[n:].zero_()  # the ignored rows
         for rows in _row_blocks(logits, n):
-            block = logits[rows] if in_place else logits[rows].float()
+            block = logits[rows].float()  # the rows themselves in fp32, a copy in 16 bits
             block.sub_(lse[rows].unsqueeze(-1)).exp_()  # softmax(z)
             block.mul_(scale).sub_(shift)
             block.scatter_add_(-1, target[rows].unsqueeze(-1), hit.expand(block.size(0), 1))
-            if not in_place:
+            if block.dtype != grad.dtype:
                 grad[rows] = block  # rounded to the logits' dtype: fp16 overflow stays inf
         return grad, None, None
 
