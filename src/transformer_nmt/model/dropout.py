@@ -21,6 +21,14 @@ class Dropout(nn.Module):
     def __init__(self, p: float):
         super().__init__()
         self.p = p
+
+    @property
+    def p(self) -> float:
+        return self._p
+
+    @p.setter
+    def p(self, p: float) -> None:  # settable during training (training/callbacks/late_dropout.py)
+        self._p = p
         self.threshold = round(p * LANES)  # the lowest this many of a lane's values drop
 
     def forward(self, x: Tensor) -> Tensor:
