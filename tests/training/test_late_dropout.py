@@ -2,20 +2,31 @@ import csv
 
 import lightning.pytorch.callbacks.timer
 import pytest
+from hydra.errors import InstantiationException
 from omegaconf import open_dict
 
 from hydra_compose import compose_train
 from step_clock import StepClock, tick
 from transformer_nmt.train import train
 
-# The toy run (its tiny model has no dropout) with a 100-second budget, 2 seconds an update on a
-# clock that moves with the batches, and dropout 0.3 from 30 seconds in.
+# The toy run (its tiny model has no dropout) with dropout 0.3 late.
+TOY = [
+    "experiment=toy", "logger=csv", "trainer.log_every_n_steps=1", "trainer.max_epochs=-1",
+    "callbacks=late_dropout", "callbacks.late_dropout.p=0.3",
+]  # fmt: skip
+# A 100-second budget, 2 seconds an update on a clock that moves with the batches, and the
+# switch 30 seconds in; no validation.
 LATE = [
-    "experiment=toy", "logger=csv", "trainer.log_every_n_steps=1",
-    "trainer.max_epochs=-1", "trainer.max_steps=-1", "trainer.max_time=00:00:01:40",
-    "callbacks=late_dropout", "callbacks.late_dropout.after_minutes=0.5",
-    "callbacks.late_dropout.p=0.3",
+    *TOY, "trainer.max_steps=-1", "trainer.max_time=00:00:01:40",
+    "callbacks.late_dropout.after_minutes=0.5",
     "+trainer.limit_val_batches=0", "+trainer.num_sanity_val_steps=0", *tick(2.0),
+]  # fmt: skip
+# 30 updates at a learning rate of 0, so every validation (each 5 updates) finds the same loss:
+# the first sets the lowest, the next two find none lower, and patience 2 switches after them.
+PLATEAU = [
+    *TOY, "trainer.max_steps=30", "module.lr_factor=0", "trainer.val_check_interval=5",
+    "++trainer.check_val_every_n_epoch=null", "+trainer.limit_val_batches=2",
+    "callbacks.late_dropout.after_minutes=null", "callbacks.late_dropout.patience=2",
 ]  # fmt: skip
 
 
@@ -25,9 +36,9 @@ def restore_the_clock(monkeypatch):
     monkeypatch.setattr(lightning.pytorch.callbacks.timer, "time", StepClock)
 
 
-def run(tmp_path, overrides=()):
+def run(tmp_path, overrides=(), base=LATE):
     """The rate each update trained with (the first dropout module's), by update."""
-    cfg = compose_train(tmp_path, [*LATE, *overrides])
+    cfg = compose_train(tmp_path, [*base, *overrides])
     with open_dict(cfg):
         del cfg.hydra
     train(cfg)
@@ -60,9 +71,33 @@ def test_a_run_resumed_after_the_switch_keeps_the_raised_rate(tmp_path):
     assert min(rates) == 20 and set(rates.values()) == {0.3}
 
 
+@pytest.mark.slow
+def test_dropout_rises_after_validations_without_a_lower_loss(tmp_path):
+    rates = run(tmp_path, base=PLATEAU)
+    (curve,) = (tmp_path / "run").glob("val_curve.csv")
+    assert [row["step"] for row in csv.DictReader(curve.open())][:3] == ["5", "10", "15"]
+    assert rates == {step: 0.0 if step < 15 else 0.3 for step in range(30)}
+
+
 def test_late_dropout_needs_a_time_budget(tmp_path):
     cfg = compose_train(tmp_path, [*LATE, "trainer.max_time=null"])
     with open_dict(cfg):
         del cfg.hydra
     with pytest.raises(ValueError, match="needs a time budget: set trainer.max_time"):
+        train(cfg)
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["callbacks.late_dropout.patience=2"], "set one of after_minutes .* not both"),
+        (["callbacks.late_dropout.after_minutes=null"], "not neither"),
+        (["callbacks.late_dropout.p=1.0"], "give a rate in"),
+    ],
+)
+def test_late_dropout_refuses_unclear_settings(tmp_path, overrides, message):
+    cfg = compose_train(tmp_path, [*LATE, *overrides])
+    with open_dict(cfg):
+        del cfg.hydra
+    with pytest.raises(InstantiationException, match=message):  # Hydra's, around the ValueError
         train(cfg)

@@ -1,6 +1,7 @@
-"""Dropout raised late in a time budget, once a small corpus starts to be overfitted."""
+"""Dropout raised late in training, once a small corpus starts to be overfitted."""
 
 import logging
+import math
 from typing import Any
 
 import lightning as L
@@ -12,34 +13,61 @@ log = logging.getLogger(__name__)
 
 
 class LateDropout(L.Callback):
-    """From `after_minutes` into `trainer.max_time` on, every Transformer dropout drops with
-    probability `p` instead of the model's own `dropout`.
+    """From a point late in training on, every Transformer dropout drops with probability `p`
+    instead of the model's own `dropout`.
 
     Not the paper. "Late dropout" (Liu et al., 2023, "Dropout Reduces Underfitting") trains
     without dropout first and adds it for the rest of training, against overfitting. On
     Multi30k a fast CPU overfits the recipe from minute 22 of the hour, while a higher rate
     from the start learns too slowly (experiments/multi30k_sweep/): this keeps the recipe's
-    rate while the validation loss still falls and raises it after. The clock is the `Timer`'s,
-    as for `module.cooldown_minutes`; a resumed run that had switched switches again at once.
-    Each rank reads its own clock: ranks may switch a few updates apart, which no collective
-    depends on.
+    rate while the validation loss still falls and raises it after.
+
+    The point is one of:
+    - `after_minutes` into `trainer.max_time`, on the `Timer`'s clock as for
+      `module.cooldown_minutes`. Each rank reads its own clock, so ranks may switch a few
+      updates apart, which no collective depends on. The same minute falls at a third of the
+      updates on a machine a third as fast;
+    - `patience` validations in a row without a new lowest `val/loss` (synchronised across
+      ranks, so every rank switches alike), whatever the machine's pace.
+
+    A resumed run that had switched switches again at once.
     """
 
-    def __init__(self, after_minutes: float, p: float) -> None:
+    def __init__(
+        self, p: float, after_minutes: float | None = None, patience: int | None = None
+    ) -> None:
         if not 0.0 <= p < 1.0:
             raise ValueError(f"callbacks.late_dropout.p={p}: give a rate in [0, 1), e.g. 0.3")
-        self.after_minutes = after_minutes
+        if (after_minutes is None) == (patience is None):
+            raise ValueError(
+                "callbacks.late_dropout: set one of after_minutes (a minute of "
+                "trainer.max_time) and patience (validations without a new lowest val/loss), "
+                f"not {'both' if patience is not None else 'neither'}"
+            )
+        if patience is not None and patience < 1:
+            raise ValueError(f"callbacks.late_dropout.patience={patience}: give 1 or more")
         self.p = p
+        self.after_minutes = after_minutes
+        self.patience = patience
         self.switched = False
+        self.lowest_loss = math.inf
+        self.stale_validations = 0
         self._timer: Timer | None = None
         self._dropouts: list[Dropout] = []
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        self._dropouts = [m for m in pl_module.modules() if isinstance(m, Dropout)]
+        if not self._dropouts:
+            raise ValueError(
+                "callbacks.late_dropout raises the Transformer's dropout; this model has none"
+            )
+        if self.after_minutes is None:
+            return
         timers = [c for c in trainer.callbacks if isinstance(c, Timer)]
         if not timers:
             raise ValueError(
                 f"callbacks.late_dropout.after_minutes={self.after_minutes} needs a time budget: "
-                "set trainer.max_time (e.g. 00:01:00:00), or leave callbacks.late_dropout out"
+                "set trainer.max_time (e.g. 00:01:00:00), or use callbacks.late_dropout.patience"
             )
         self._timer = timers[0]
         budget = (self._timer.time_remaining() + self._timer.time_elapsed()) / 60
@@ -47,11 +75,6 @@ class LateDropout(L.Callback):
             raise ValueError(
                 f"callbacks.late_dropout.after_minutes={self.after_minutes} must lie between 0 "
                 f"and the {budget:g} minutes of trainer.max_time"
-            )
-        self._dropouts = [m for m in pl_module.modules() if isinstance(m, Dropout)]
-        if not self._dropouts:
-            raise ValueError(
-                "callbacks.late_dropout raises the Transformer's dropout; this model has none"
             )
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -61,16 +84,27 @@ class LateDropout(L.Callback):
     def on_train_batch_start(
         self, trainer: L.Trainer, pl_module: L.LightningModule, batch, batch_idx: int
     ) -> None:
-        if self.switched or self._timer.time_elapsed() < self.after_minutes * 60:
+        if self._timer is None or self.switched:
             return
+        if self._timer.time_elapsed() >= self.after_minutes * 60:
+            self._switch(trainer, f"{self.after_minutes:g} minutes in")
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.patience is None or self.switched or trainer.sanity_checking:
+            return
+        loss = float(trainer.callback_metrics["val/loss"])
+        if loss < self.lowest_loss:
+            self.lowest_loss, self.stale_validations = loss, 0
+            return
+        self.stale_validations += 1
+        if self.stale_validations >= self.patience:
+            lowest = f"{self.lowest_loss:.4f}"
+            self._switch(trainer, f"{self.patience} validations without val/loss below {lowest}")
+
+    def _switch(self, trainer: L.Trainer, why: str) -> None:
         self.switched = True
         self._raise()
-        log.info(
-            "%g minutes in, at update %d: dropout %g from now on",
-            self.after_minutes,
-            trainer.global_step,
-            self.p,
-        )
+        log.info("%s, at update %d: dropout %g from now on", why, trainer.global_step, self.p)
 
     def _raise(self) -> None:
         for module in self._dropouts:
@@ -82,7 +116,13 @@ class LateDropout(L.Callback):
         pl_module.log("train/dropout", self._dropouts[0].p, on_step=True, on_epoch=False)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"switched": self.switched}
+        return {
+            "switched": self.switched,
+            "lowest_loss": self.lowest_loss,
+            "stale_validations": self.stale_validations,
+        }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.switched = state_dict["switched"]
+        self.lowest_loss = state_dict["lowest_loss"]
+        self.stale_validations = state_dict["stale_validations"]
