@@ -8,6 +8,7 @@ import lightning as L
 from lightning.pytorch.callbacks import Timer
 
 from transformer_nmt.model.dropout import Dropout
+from transformer_nmt.training.callbacks.timed_cooldown import budget_timer
 
 log = logging.getLogger(__name__)
 
@@ -61,20 +62,12 @@ class LateDropout(L.Callback):
             raise ValueError(
                 "callbacks.late_dropout raises the Transformer's dropout; this model has none"
             )
-        if self.after_minutes is None:
-            return
-        timers = [c for c in trainer.callbacks if isinstance(c, Timer)]
-        if not timers:
-            raise ValueError(
-                f"callbacks.late_dropout.after_minutes={self.after_minutes} needs a time budget: "
-                "set trainer.max_time (e.g. 00:01:00:00), or use callbacks.late_dropout.patience"
-            )
-        self._timer = timers[0]
-        budget = (self._timer.time_remaining() + self._timer.time_elapsed()) / 60
-        if not 0 <= self.after_minutes < budget:
-            raise ValueError(
-                f"callbacks.late_dropout.after_minutes={self.after_minutes} must lie between 0 "
-                f"and the {budget:g} minutes of trainer.max_time"
+        if self.after_minutes is not None:
+            self._timer = budget_timer(
+                trainer,
+                "callbacks.late_dropout.after_minutes",
+                self.after_minutes,
+                "callbacks.late_dropout.patience",
             )
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:

@@ -34,19 +34,9 @@ class TimedCooldown(L.Callback):
         self._last_checked = -1
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        timers = [c for c in trainer.callbacks if isinstance(c, Timer)]
-        if not timers:
-            raise ValueError(
-                f"module.cooldown_minutes={self.minutes} needs a time budget: set "
-                "trainer.max_time (e.g. 00:01:00:00), or module.cooldown_minutes=0"
-            )
-        self._timer = timers[0]
-        budget = (self._timer.time_remaining() + self._timer.time_elapsed()) / 60
-        if not 0 < self.minutes < budget:
-            raise ValueError(
-                f"module.cooldown_minutes={self.minutes} must lie between 0 and the "
-                f"{budget:g} minutes of trainer.max_time"
-            )
+        self._timer = budget_timer(
+            trainer, "module.cooldown_minutes", self.minutes, "module.cooldown_minutes=0"
+        )
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self.window is not None:  # resumed inside the cool-down
@@ -82,6 +72,23 @@ class TimedCooldown(L.Callback):
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.window = state_dict["window"]
+
+
+def budget_timer(trainer: L.Trainer, setting: str, minutes: float, otherwise: str) -> Timer:
+    """The `Timer` that `trainer.max_time` adds, once `setting`=`minutes` is found to lie inside
+    its budget; `otherwise` names the setting that does without one."""
+    timers = [c for c in trainer.callbacks if isinstance(c, Timer)]
+    if not timers:
+        raise ValueError(
+            f"{setting}={minutes} needs a time budget: set trainer.max_time (e.g. 00:01:00:00), "
+            f"or {otherwise}"
+        )
+    budget = (timers[0].time_remaining() + timers[0].time_elapsed()) / 60
+    if not 0 < minutes < budget:
+        raise ValueError(
+            f"{setting}={minutes} must lie between 0 and the {budget:g} minutes of trainer.max_time"
+        )
+    return timers[0]
 
 
 def cooldown_window(step: int, elapsed: float, left: float) -> tuple[int, int]:
