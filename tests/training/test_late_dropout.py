@@ -43,12 +43,11 @@ def run(tmp_path, overrides=(), base=LATE):
         del cfg.hydra
     train(cfg)
     (metrics,) = (tmp_path / "run").glob("csv/version_*/metrics.csv")
-    rates = {  # logged as float32: 0.3 reads 0.30000001
+    return {  # logged as float32: 0.3 reads 0.30000001
         int(r["step"]): round(float(r["train/dropout"]), 6)
         for r in csv.DictReader(metrics.open())
         if r["train/dropout"]
     }
-    return rates
 
 
 @pytest.mark.slow

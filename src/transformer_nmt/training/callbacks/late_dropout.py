@@ -5,10 +5,12 @@ import math
 from typing import Any
 
 import lightning as L
+import torch
 from lightning.pytorch.callbacks import Timer
 
 from transformer_nmt.model.dropout import Dropout
 from transformer_nmt.training.callbacks.timed_cooldown import budget_timer
+from transformer_nmt.training.hot_path import is_logging_step
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +108,9 @@ class LateDropout(L.Callback):
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx: int
     ) -> None:
-        pl_module.log("train/dropout", self._dropouts[0].p, on_step=True, on_epoch=False)
+        if is_logging_step(trainer):  # a host tensor: no copy to the device, no sync
+            rate = torch.tensor(self._dropouts[0].p, device="cpu")
+            pl_module.log("train/dropout", rate, on_step=True, on_epoch=False)
 
     def state_dict(self) -> dict[str, Any]:
         return {
