@@ -689,6 +689,12 @@ def parse_args() -> argparse.Namespace:
         help="one untimed step on each timed batch first: no timed step meets a new shape, as "
         "in a long run's later epochs (oneDNN's bf16 kernels are generated per shape)",
     )  # fmt: skip
+    parser.add_argument(
+        "--rounds", type=int, default=1,
+        help="time training this many times, the implementations' order reversed every other "
+        "round, so that a machine whose pace drifts slows each alike; the summary gives the "
+        "median of the rounds' ratios and their range",
+    )  # fmt: skip
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--sentences", type=int, default=256, help="first N test sentences")
     parser.add_argument("--batch-size", type=int, default=64, help="sentences per decoding batch")
@@ -722,7 +728,7 @@ def parse_args() -> argparse.Namespace:
 
 
 HEADERS = {
-    "training": ["size", "implementation", "params", "precision", "steps", "s/step",
+    "training": ["size", "round", "implementation", "params", "precision", "steps", "s/step",
                  "target tokens/s", "GFLOP/s", "share of peak"],
     "decoding": ["size", "implementation", "search", "sentences", "s", "sentences/s",
                  "output tokens/sentence", "output tokens/s"],
@@ -767,7 +773,7 @@ def warmup_and_steps(precision: str, args: argparse.Namespace) -> tuple[int, int
 
 def bench_training(
     impl, size_name: str, batches: dict[str, list[dict]], args: argparse.Namespace,
-    peaks: dict, tables: Tables, speeds: dict,
+    peaks: dict, tables: Tables, speeds: dict, round_: int,
 ) -> None:  # fmt: skip
     """Time each precision's steps after its warm-up steps, on the first batches of its own.
 
@@ -782,9 +788,10 @@ def bench_training(
         seconds = time_training(impl, run, warmup, precision, args.seen_shapes)
         steps = len(run) - warmup
         tokens, flops = training_work(size, run[warmup:])
-        speeds[size_name, impl.name, f"training {precision}, target tokens/s"] = tokens / seconds
+        measure = f"training {precision}, target tokens/s"
+        speeds.setdefault((size_name, impl.name, measure), []).append(tokens / seconds)
         tables.add("training", [
-            size_name, impl.name, f"{params / 1e6:.1f}M", precision, steps,
+            size_name, round_ + 1, impl.name, f"{params / 1e6:.1f}M", precision, steps,
             f"{seconds / steps:.2f}", f"{tokens / seconds:,.0f}", f"{flops / seconds / 1e9:.1f}",
             f"{flops / seconds / peaks[precision]:.1%}",
         ])  # fmt: skip
@@ -799,7 +806,7 @@ def bench_decoding(
     sentences = sum(len(src) for src in sources)
     for search in ("greedy", f"beam {BEAM}"):
         seconds, tokens = time_decoding(impl, sources, search, args.max_len_b)
-        speeds[size_name, impl.name, f"{search}, sentences/s"] = sentences / seconds
+        speeds[size_name, impl.name, f"{search}, sentences/s"] = [sentences / seconds]
         tables.add("decoding", [
             size_name, impl.name, search, sentences, f"{seconds:.1f}",
             f"{sentences / seconds:.2f}", f"{tokens / sentences:.1f}", f"{tokens / seconds:,.0f}",
@@ -817,20 +824,29 @@ def bench_memory(size_name: str, batches: list[dict], args: argparse.Namespace, 
         )
 
 
-def summarize(speeds: dict, tables: Tables) -> None:
-    """Ours (and ours-compiled) against the fastest reference, per size and measure."""
-    for (size_name, name, measure), speed in speeds.items():
+def summarize(speeds: dict[tuple, list[float]], tables: Tables) -> None:
+    """Ours (and ours-compiled) against the fastest reference, per size and measure.
+
+    With several rounds, each round's ratio is to that round's fastest reference, and the
+    summary gives the median ratio with its range; the speeds are the rounds' medians.
+    """
+    for (size_name, name, measure), ours in speeds.items():
         others = {
             n: s
             for (z, n, m), s in speeds.items()
             if (z, m) == (size_name, measure) and not n.startswith("ours")
         }
-        if name.startswith("ours") and others:
-            best = max(others, key=others.get)
-            tables.rows["summary"].append([
-                size_name, measure, name, f"{speed:,.2f}", best, f"{others[best]:,.2f}",
-                f"{speed / others[best]:.2f}x",
-            ])  # fmt: skip
+        if not name.startswith("ours") or not others:
+            continue
+        best = max(others, key=lambda n: np.median(others[n]))
+        ratios = [o / max(s[r] for s in others.values()) for r, o in enumerate(ours)]
+        ratio = f"{np.median(ratios):.2f}x"
+        if len(ratios) > 1:
+            ratio += f" ({min(ratios):.2f}-{max(ratios):.2f}x over {len(ratios)} rounds)"
+        tables.rows["summary"].append([
+            size_name, measure, name, f"{np.median(ours):,.2f}", best,
+            f"{np.median(others[best]):,.2f}", ratio,
+        ])  # fmt: skip
 
 
 def measure_peaks(precisions: list[str]) -> dict[str, float]:
@@ -925,17 +941,20 @@ def main() -> None:
                 f"{flops / tokens / 1e6:.1f} MFLOP per target token per training step"
             )
         sources = decoding_batches(test_lengths, size.vocab, args.sentences, args.batch_size)
-        for name in args.implementations:
-            impl = build(name, size)
-            bench_training(impl, size_name, batches, args, peaks, tables, speeds)
+        impls = {name: build(name, size) for name in args.implementations}
+        for round_ in range(args.rounds):
+            order = args.implementations[:: -1 if round_ % 2 else 1]
+            for name in order:
+                bench_training(impls[name], size_name, batches, args, peaks, tables, speeds, round_)
+        for name, impl in impls.items():
             for precision in args.profile if name == "ours" else []:
                 steps = batches[precision][: args.profile_steps + 1]
                 table = profile_training(impl, steps, precision, args.profile_rows)
                 profiles.append((size_name, precision, table))
             if not args.no_decoding and not impl.training_only:
                 bench_decoding(impl, size_name, sources, args, tables, speeds)
-            del impl
-            gc.collect()
+        impls = impl = None  # free this size's models before the next size's
+        gc.collect()
         if args.memory_steps:
             epoch = training_batches(src_lengths, tgt_lengths, size.vocab)
             bench_memory(size_name, largest_batches(epoch, args.memory_steps), args, tables)
