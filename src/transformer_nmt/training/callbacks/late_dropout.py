@@ -9,8 +9,8 @@ import torch
 from lightning.pytorch.callbacks import Timer
 
 from transformer_nmt.model.dropout import Dropout
-from transformer_nmt.training.callbacks.timed_cooldown import budget_timer
 from transformer_nmt.training.hot_path import is_logging_step
+from transformer_nmt.training.time_budget import budget_timer
 
 log = logging.getLogger(__name__)
 
