@@ -8,8 +8,15 @@ import torch
 from transformer_nmt.data.batching import collate
 from transformer_nmt.data.tokenizer import EOS_ID, PAD_ID
 from transformer_nmt.model import Transformer
+from transformer_nmt.training import precision
 from transformer_nmt.training.loss import label_smoothed_nll
-from transformer_nmt.training.precision import auto_precision, cpu_has_native_bf16
+from transformer_nmt.training.precision import (
+    AUTO_CPU_PRECISION_ENV,
+    auto_cpu_precision,
+    auto_precision,
+    cpu_bf16_matmul_speedup,
+    cpu_has_native_bf16,
+)
 
 # What initialises CUDA in this process, and so stops the fork launchers from starting.
 CUDA_INITIALISERS = [
@@ -96,11 +103,60 @@ def test_cpu_flags_decide(tmp_path):
     assert not cpu_has_native_bf16(tmp_path / "missing")
 
 
-def test_auto_precision_on_this_machine():
-    expected = "bf16-mixed" if cpu_has_native_bf16() else "32-true"
+@pytest.fixture
+def undecided(monkeypatch):
+    """A process that has not chosen its CPU precision yet (the choice is kept in os.environ)."""
+    monkeypatch.setenv(AUTO_CPU_PRECISION_ENV, "undecided")
+    monkeypatch.delenv(AUTO_CPU_PRECISION_ENV)  # restored to its state before, at teardown
+
+
+@pytest.fixture
+def cpu(monkeypatch, undecided):
+    """A CPU with or without native bf16, whose bf16 matmuls run `speedup` times as fast."""
+
+    def simulate(native: bool, speedup: float | None = None) -> None:
+        monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: native)
+
+        def probe() -> float:
+            assert speedup is not None, "emulated bf16 needs no measuring"
+            return speedup
+
+        monkeypatch.setattr(precision, "cpu_bf16_matmul_speedup", probe)
+
+    return simulate
+
+
+@pytest.mark.parametrize(
+    ("native", "speedup", "expected"),
+    [
+        (False, None, "32-true"),  # AVX2 only: bf16 emulated, never measured
+        (True, 4.0, "bf16-mixed"),  # Zen 5 EPYC with AVX512-BF16
+        (True, 0.55, "32-true"),  # Xeon without AMX: native bf16, yet slower than fp32
+    ],
+)
+def test_cpus_train_in_bf16_only_where_it_is_native_and_measured_faster(
+    cpu, native, speedup, expected
+):
+    cpu(native, speedup)
     assert auto_precision("cpu") == expected
-    if torch.cuda.device_count() == 0:
-        assert auto_precision("auto") == expected
+
+
+def test_the_cpu_choice_is_made_once_and_inherited_by_the_ranks(cpu):
+    cpu(True, 4.0)
+    assert auto_precision("cpu") == "bf16-mixed"
+    cpu(True, 0.55)  # a later probe that would disagree, as one on a busy machine might
+    assert auto_precision("cpu") == "bf16-mixed"
+    code = "import transformer_nmt.training.precision as p; print(p.auto_cpu_precision())"
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert child.stdout.strip() == "bf16-mixed", child.stderr
+
+
+def test_the_matmul_probe_measures_this_cpu(undecided):
+    speedup = cpu_bf16_matmul_speedup(n=128, repeats=2)
+    assert 0 < speedup < 100
+    if not cpu_has_native_bf16():  # emulated bf16 (~30x slower steps) can never win
+        assert speedup < precision.BF16_MIN_MATMUL_SPEEDUP
+        assert auto_cpu_precision() == "32-true"
 
 
 @pytest.mark.parametrize(
@@ -119,7 +175,7 @@ def test_gpus_get_native_bf16_or_else_fp16_without_initialising_cuda(
     simulate_gpus(capabilities)
     for accelerator in ("auto", "gpu", "cuda"):
         assert auto_precision(accelerator) == expected
-    assert auto_precision("cpu") == ("bf16-mixed" if cpu_has_native_bf16() else "32-true")
+    assert auto_precision("cpu") == auto_cpu_precision()
     assert not torch.cuda.is_initialized()
 
 

@@ -9,6 +9,9 @@ management library, which is how `torch.cuda.device_count()` counts them before 
 
 import ctypes
 import logging
+import math
+import os
+import time
 from pathlib import Path
 
 import torch
@@ -18,6 +21,13 @@ log = logging.getLogger(__name__)
 # CPU features that make bf16 matmuls native; without them bf16 is emulated and far slower
 # than fp32 (measured here on an AVX2-only EPYC: about 30x slower training steps).
 NATIVE_BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+# Native is not enough: bf16 training pays only where bf16 matmuls are much faster than fp32
+# ones, since the rest of a step (casts, norms, softmax) gains nothing. Measured with 2 threads:
+# a Zen 5 EPYC multiplies 4x faster in bf16 and trains 2.4x faster; a Xeon whose VM hides AMX
+# multiplies 0.55x as fast (AVX512-BF16 alone) and trains 0.65x as fast (experiments/speed/).
+BF16_MIN_MATMUL_SPEEDUP = 1.5
+# The first process's CPU decision, inherited by the DDP ranks it starts: ranks must agree.
+AUTO_CPU_PRECISION_ENV = "TRANSFORMER_NMT_AUTO_CPU_PRECISION"
 # bf16 tensor cores arrived with Ampere (compute capability 8.0). Older GPUs (V100 7.0, T4 7.5)
 # emulate bf16, slower than fp16, which their tensor cores run natively.
 NATIVE_BF16_CUDA_CAPABILITY = (8, 0)
@@ -29,6 +39,43 @@ def cpu_has_native_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
     except OSError:
         return False
     return any(flag in flags.split() for flag in NATIVE_BF16_CPU_FLAGS)
+
+
+def cpu_bf16_matmul_speedup(n: int = 512, repeats: int = 5) -> float:
+    """How many times faster this CPU multiplies n x n matrices in bf16 than in fp32 (~50 ms)."""
+    best = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        a, b = torch.randn(2, n, n).to(dtype)
+        a @ b  # oneDNN builds its kernel on the first call
+        best[dtype] = math.inf
+        for _ in range(repeats):
+            start = time.perf_counter()
+            a @ b
+            best[dtype] = min(best[dtype], time.perf_counter() - start)
+    return best[torch.float32] / best[torch.bfloat16]
+
+
+def auto_cpu_precision() -> str:
+    """ "bf16-mixed" where bf16 matmuls are native and measured much faster than fp32, else fp32.
+
+    Decided once per run: the DDP ranks a process starts inherit its answer.
+    """
+    if AUTO_CPU_PRECISION_ENV in os.environ:
+        return os.environ[AUTO_CPU_PRECISION_ENV]
+    if not cpu_has_native_bf16():
+        precision = "32-true"
+    else:
+        speedup = cpu_bf16_matmul_speedup()
+        precision = "bf16-mixed" if speedup >= BF16_MIN_MATMUL_SPEEDUP else "32-true"
+        log.info(
+            "precision=auto: bf16 matmuls run %.2fx as fast as fp32 ones on this CPU "
+            "(bf16 needs %.1fx): training in %s",
+            speedup,
+            BF16_MIN_MATMUL_SPEEDUP,
+            precision,
+        )
+    os.environ[AUTO_CPU_PRECISION_ENV] = precision
+    return precision
 
 
 def cuda_capabilities() -> list[tuple[int, int]] | None:
@@ -65,8 +112,7 @@ def auto_precision(accelerator: str) -> str:
     """The fastest precision that trains as well as fp32, decided without initialising CUDA.
 
     GPUs: "bf16-mixed" if every visible GPU runs bf16 natively (compute capability 8.0 or
-    later), else "16-mixed", whose loss scaling Lightning adds. CPUs: "bf16-mixed" with native
-    bf16 matmuls, else "32-true".
+    later), else "16-mixed", whose loss scaling Lightning adds. CPUs: `auto_cpu_precision`.
     """
     # NVML counts the GPUs first; torch falls back to the CUDA driver only if NVML fails.
     if accelerator in ("gpu", "cuda", "auto") and torch.cuda.device_count() > 0:
@@ -79,4 +125,4 @@ def auto_precision(accelerator: str) -> str:
             return "16-mixed"
         native = min(capabilities) >= NATIVE_BF16_CUDA_CAPABILITY
         return "bf16-mixed" if native else "16-mixed"
-    return "bf16-mixed" if cpu_has_native_bf16() else "32-true"
+    return auto_cpu_precision()
