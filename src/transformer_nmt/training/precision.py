@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 NATIVE_BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
 # Native is not enough: bf16 training pays only where bf16 matmuls are much faster than fp32
 # ones, since the rest of a step (casts, norms, softmax) gains nothing. Measured with 2 threads:
-# a Zen 5 EPYC multiplies 4x faster in bf16 and trains 2.4x faster; a Xeon whose VM hides AMX
+# a Zen 5 EPYC multiplies 4x faster in bf16 and trains 2.5-2.9x faster; a Xeon whose VM hides AMX
 # multiplies 0.55x as fast (AVX512-BF16 alone) and trains 0.65x as fast (experiments/speed/).
 BF16_MIN_MATMUL_SPEEDUP = 1.5
 # The first process's CPU decision, inherited by the DDP ranks it starts: ranks must agree.
