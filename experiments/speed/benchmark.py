@@ -54,7 +54,10 @@ from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, load_or_train
 from transformer_nmt.model import Transformer, beam_search, greedy_search  # noqa: E402
 from transformer_nmt.training.loss import label_smoothed_nll  # noqa: E402
 from transformer_nmt.training.module import real_target_logits  # noqa: E402
-from transformer_nmt.training.precision import cpu_has_native_bf16  # noqa: E402
+from transformer_nmt.training.precision import (  # noqa: E402
+    auto_cpu_precision,
+    cpu_has_native_bf16,
+)
 
 # nn.Transformer's encoder runs on nested tensors at inference, and says so on every call.
 warnings.filterwarnings("ignore", message="The PyTorch API of nested tensors is in prototype")
@@ -862,6 +865,7 @@ def measure_peaks(precisions: list[str]) -> dict[str, float]:
                 + ", ".join(f"{layout} {flops / 1e9:.2f}" for layout, flops in layouts.items())
                 + f"; peak {peaks[precision] / 1e9:.2f}"
             )
+    print(f"trainer.precision=auto trains on this CPU in {auto_cpu_precision()}")
     return peaks
 
 

@@ -29,15 +29,15 @@ def attention_kernel(device_type: str, dtype: torch.dtype, grad: bool) -> str:
     experiments/speed/attention_kernels.py; the numbers are in experiments/speed/README.md.
     """
     if device_type == "cpu" and grad and dtype == torch.bfloat16:
-        # Measured on a Xeon with AVX512-BF16 and AMX: a model=small training step made 1.44x
-        # the fused kernel's tokens/s with the softmax written out, 1.17x with math SDPA. The
-        # CPU flash kernel's bf16 backward is slow (issue 20: 30% of the step).
+        # A model=small training step made with the softmax written out 1.44x the fused
+        # kernel's tokens/s on a Xeon with AMX (math SDPA 1.17x), 1.49x on a Zen 5 EPYC with
+        # AVX512-BF16 (math 1.26x). The CPU flash kernel's bf16 backward is slow.
         return "explicit"
-    # CPU fp32 training, measured on an AVX2-only EPYC: neither math SDPA (0.89x, 1.00x of the
-    # fused kernel's tokens/s in two runs) nor the explicit path (1.00x, 1.02x) beat the fused
-    # kernel; issue 20 saw math 1.18x faster on the AVX512-BF16 EPYC. CPU inference: one fused
-    # call beats math SDPA's ~10 ops on small decoding steps. CUDA: SDPA picks flash or
-    # memory-efficient attention, the right kernels there.
+    # CPU fp32 training: neither math SDPA nor the explicit path beat the fused kernel by more
+    # than 2%, on an AVX2-only EPYC (0.89x-1.02x) or on the Zen 5 EPYC (0.99x, 1.01x; issue
+    # 20's math 1.18x did not reproduce there). CPU inference: one fused call beats math
+    # SDPA's ~10 ops on small decoding steps. CUDA: SDPA picks flash or memory-efficient
+    # attention, the right kernels there.
     return "fused"
 
 

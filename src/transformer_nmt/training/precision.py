@@ -24,7 +24,7 @@ NATIVE_BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
 # Native is not enough: bf16 training pays only where bf16 matmuls are much faster than fp32
 # ones, since the rest of a step (casts, norms, softmax) gains nothing. Measured with 2 threads:
 # a Zen 5 EPYC multiplies 4x faster in bf16 and trains 2.5-2.9x faster; a Xeon whose VM hides AMX
-# multiplies 0.55x as fast (AVX512-BF16 alone) and trains 0.65x as fast (experiments/speed/).
+# multiplies 0.55x as fast (AVX512-BF16 alone) and trains 0.5-0.6x as fast (experiments/speed/).
 BF16_MIN_MATMUL_SPEEDUP = 1.5
 # The first process's CPU decision, inherited by the DDP ranks it starts: ranks must agree.
 AUTO_CPU_PRECISION_ENV = "TRANSFORMER_NMT_AUTO_CPU_PRECISION"
@@ -41,8 +41,8 @@ def cpu_has_native_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
     return any(flag in flags.split() for flag in NATIVE_BF16_CPU_FLAGS)
 
 
-def cpu_bf16_matmul_speedup(n: int = 512, repeats: int = 5) -> float:
-    """How many times faster this CPU multiplies n x n matrices in bf16 than in fp32 (~50 ms)."""
+def cpu_bf16_matmul_speedup(n: int = 1024, repeats: int = 3) -> float:
+    """How many times faster this CPU multiplies n x n matrices in bf16 than in fp32 (~0.1 s)."""
     best = {}
     for dtype in (torch.float32, torch.bfloat16):
         a, b = torch.randn(2, n, n).to(dtype)
