@@ -45,7 +45,7 @@ def cpu_bf16_matmul_speedup(n: int = 1024, repeats: int = 3) -> float:
     """How many times faster this CPU multiplies n x n matrices in bf16 than in fp32 (~0.1 s)."""
     best = {}
     for dtype in (torch.float32, torch.bfloat16):
-        a, b = torch.randn(2, n, n).to(dtype)
+        a, b = torch.randn(2, n, n, device="cpu").to(dtype)
         a @ b  # oneDNN builds its kernel on the first call
         best[dtype] = math.inf
         for _ in range(repeats):
