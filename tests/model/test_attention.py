@@ -4,8 +4,14 @@ import pytest
 import torch
 
 from transformer_nmt.model import Transformer
-from transformer_nmt.model.attention import MultiHeadAttention, attention_kernel
+from transformer_nmt.model.attention import (
+    MultiHeadAttention,
+    attention,
+    attention_kernel,
+    scaled_dot_product,
+)
 from transformer_nmt.model.config import ATTENTION_KERNELS
+from transformer_nmt.model.dropout import LANES, keep_mask
 from transformer_nmt.model.masks import causal_mask
 
 
@@ -140,19 +146,21 @@ def test_every_kernel_equals_the_explicit_softmax_forward_and_backward(kernel, c
 
 
 @pytest.mark.parametrize(
-    ("device_type", "dtype", "grad", "kernel"),
+    ("device_type", "dtype", "grad", "dropout", "kernel"),
     [
-        ("cpu", torch.float32, True, "fused"),
-        ("cpu", torch.bfloat16, True, "explicit"),
-        ("cpu", torch.float32, False, "fused"),
-        ("cpu", torch.bfloat16, False, "fused"),
-        ("cuda", torch.float32, True, "fused"),
-        ("cuda", torch.bfloat16, True, "fused"),
-        ("cuda", torch.float16, False, "fused"),
+        ("cpu", torch.float32, True, False, "fused"),
+        ("cpu", torch.bfloat16, True, False, "explicit"),
+        ("cpu", torch.float32, False, False, "fused"),
+        ("cpu", torch.bfloat16, False, False, "fused"),
+        ("cpu", torch.float32, True, True, "explicit"),  # the cheaper mask
+        ("cuda", torch.float32, True, False, "fused"),
+        ("cuda", torch.bfloat16, True, False, "fused"),
+        ("cuda", torch.float16, False, False, "fused"),
+        ("cuda", torch.float32, True, True, "fused"),  # SDPA's own dropout on GPUs
     ],
 )
-def test_auto_picks_the_kernel_measured_fastest(device_type, dtype, grad, kernel):
-    assert attention_kernel(device_type, dtype, grad) == kernel
+def test_auto_picks_the_kernel_measured_fastest(device_type, dtype, grad, dropout, kernel):
+    assert attention_kernel(device_type, dtype, grad, dropout) == kernel
 
 
 FUSED_CPU_OP = "aten::_scaled_dot_product_flash_attention_for_cpu"
@@ -176,7 +184,7 @@ def attention_calls(model: Transformer, dtype: torch.dtype, grad: bool) -> dict[
 @pytest.mark.parametrize("grad", [True, False], ids=["training", "inference"])
 def test_each_setting_runs_its_kernel_in_every_attention(make_model, setting, dtype, grad):
     model = make_model(attention_kernel=setting)  # N=2: 2 + 2 * 2 attention modules
-    expected = attention_kernel("cpu", dtype, grad) if setting == "auto" else setting
+    expected = attention_kernel("cpu", dtype, grad, False) if setting == "auto" else setting
     calls = {kernel: 0 for kernel in ("fused", "math", "explicit")} | {expected: 6}
     assert attention_calls(model, dtype, grad) == calls
 
@@ -184,3 +192,42 @@ def test_each_setting_runs_its_kernel_in_every_attention(make_model, setting, dt
 def test_an_unknown_attention_kernel_is_refused(make_model):
     with pytest.raises(ValueError, match="model.attention_kernel='flash' must be one of auto"):
         make_model(attention_kernel="flash")
+
+
+def test_attention_dropout_drops_weights_not_outputs_and_returns_the_weights_before_it():
+    torch.manual_seed(0)
+    q, k, v = torch.randn(3, 2, 4, 5, 8).unbind(0)
+    mask = causal_mask(5, "cpu")
+    plain, weights = attention(q, k, v, mask)
+    torch.manual_seed(1)
+    out, returned = attention(q, k, v, mask, dropout_p=0.3)
+    torch.manual_seed(1)  # the same draws again
+    keep = keep_mask(weights, round(0.3 * LANES))
+    torch.testing.assert_close(out, (weights * keep) @ v)
+    assert torch.equal(returned, weights)
+    assert not torch.allclose(out, plain)
+
+
+@pytest.mark.parametrize("kernel", ["explicit", "math", "fused"])
+def test_every_kernel_drops_attention_weights_without_bias(kernel):
+    """Over 4,000 copies of one query, each dropped afresh, the mean output is the undropped one."""
+    torch.manual_seed(0)
+    q, k, v = torch.randn(3, 1, 1, 6, 8).unbind(0)
+    copies = [t.expand(4000, 1, 6, 8) for t in (q, k, v)]
+    dropped = scaled_dot_product(*copies, None, True, kernel, dropout_p=0.3)
+    plain = scaled_dot_product(q, k, v, None, True, kernel)
+    assert not torch.allclose(dropped[0], plain[0])
+    # One copy's output element has a standard deviation below 2 (|v| < 4, 6 keys at most):
+    # 4,000 copies put the mean within 0.1 of the undropped output (3 standard deviations).
+    torch.testing.assert_close(dropped.mean(0), plain[0], atol=0.1, rtol=0)
+
+
+def test_attention_dropout_is_off_in_eval_mode_and_makes_auto_run_explicit_in_training(
+    make_model,
+):
+    model, reference = make_model(attention_dropout=0.5), make_model()
+    src, tgt = torch.randint(3, 50, (2, 6)), torch.randint(3, 50, (2, 5))
+    torch.testing.assert_close(model(src, tgt), reference(src, tgt))
+    model.train()
+    calls = attention_calls(model, torch.float32, grad=True)
+    assert calls == {"fused": 0, "math": 0, "explicit": 6}

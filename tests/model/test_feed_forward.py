@@ -2,6 +2,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from transformer_nmt.model.dropout import LANES, keep_mask
 from transformer_nmt.model.feed_forward import PositionwiseFeedForward
 
 
@@ -26,3 +27,15 @@ def test_relu_and_gelu_differ():
 def test_unknown_activation_is_rejected():
     with pytest.raises(ValueError, match="activation"):
         PositionwiseFeedForward(8, 16, "swish")
+
+
+def test_activation_dropout_drops_the_inner_activations_in_training_only():
+    torch.manual_seed(0)
+    ffn = PositionwiseFeedForward(d_model=8, d_ff=16, dropout=0.25)
+    x = torch.randn(2, 3, 8)
+    inner = torch.relu(ffn.w_1(x))
+    torch.testing.assert_close(ffn.eval()(x), ffn.w_2(inner))
+    torch.manual_seed(1)
+    y = ffn.train()(x)
+    torch.manual_seed(1)  # the same draws again
+    torch.testing.assert_close(y, ffn.w_2(inner * keep_mask(inner, round(0.25 * LANES))))

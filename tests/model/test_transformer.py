@@ -334,6 +334,13 @@ def test_unknown_switch_values_are_rejected(make_model, bad):
         make_model(**bad)
 
 
+@pytest.mark.parametrize("key", ["dropout", "attention_dropout", "activation_dropout"])
+@pytest.mark.parametrize("rate", [-0.1, 1.0])
+def test_dropout_rates_outside_0_to_1_are_rejected(make_model, key, rate):
+    with pytest.raises(ValueError, match=rf"model.{key}={rate} must lie in \[0, 1\)"):
+        make_model(**{key: rate})
+
+
 # --- construction ---------------------------------------------------------------------------
 
 

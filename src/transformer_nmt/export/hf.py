@@ -74,8 +74,8 @@ def marian_config(config: TransformerConfig) -> MarianConfig:
         decoder_ffn_dim=config.d_ff,
         activation_function=config.activation,  # "gelu" is the exact (erf) GELU in both
         dropout=config.dropout,
-        attention_dropout=0.0,  # ours drops sublayer outputs only (section 5.4)
-        activation_dropout=0.0,
+        attention_dropout=config.attention_dropout,
+        activation_dropout=config.activation_dropout,
         scale_embedding=True,
         share_encoder_decoder_embeddings=config.tie_embeddings == "all",
         tie_word_embeddings=config.tie_embeddings != "none",

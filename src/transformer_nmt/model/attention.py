@@ -7,11 +7,18 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from transformer_nmt.model.dropout import dropout
 from transformer_nmt.model.masks import causal_mask
 
 
-def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
-    """softmax(Q K^T / sqrt(d_k)) V, written out so that it can return the weights."""
+def attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float = 0.0
+) -> tuple[Tensor, Tensor]:
+    """softmax(Q K^T / sqrt(d_k)) V, written out so that it can return the weights.
+
+    dropout_p: drop this share of the weights before they weigh V; the weights returned are the
+    ones before dropout.
+    """
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, h, T_q, T_k)
     if mask is not None:
         # -inf, not a large negative number, so masked weights are exactly 0.
@@ -19,15 +26,21 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> tuple[Ten
     # In fp32 under bf16 autocast too: bf16 weights and their gradient kept a toy task's
     # training loss at 0.33 where fp32's reached 0.002 (tests/test_train.py).
     weights = scores.softmax(dim=-1, dtype=torch.float32).to(v.dtype)
-    return weights @ v, weights  # (B, h, T_q, d_v), (B, h, T_q, T_k)
+    dropped = dropout(weights, dropout_p, training=True)
+    return dropped @ v, weights  # (B, h, T_q, d_v), (B, h, T_q, T_k)
 
 
-def attention_kernel(device_type: str, dtype: torch.dtype, grad: bool) -> str:
+def attention_kernel(device_type: str, dtype: torch.dtype, grad: bool, dropout: bool) -> str:
     """The kernel `auto` runs for this device type ("cpu", "cuda"), dtype and direction.
 
-    grad: training (forward and backward) rather than inference. Measured with
-    experiments/speed/attention_kernels.py; the numbers are in experiments/speed/README.md.
+    grad: training (forward and backward) rather than inference. dropout: the weights are
+    dropped (`model.attention_dropout`). Measured with experiments/speed/attention_kernels.py;
+    the numbers are in experiments/speed/README.md.
     """
+    if device_type == "cpu" and dropout:
+        # SDPA drops weights with its math backend and one Bernoulli draw per weight on CPUs;
+        # the explicit path uses the cheaper mask (model/dropout.py).
+        return "explicit"
     if device_type == "cpu" and grad and dtype == torch.bfloat16:
         # A model=small training step made with the softmax written out 1.44x the fused
         # kernel's tokens/s on a Xeon with AMX (math SDPA 1.17x), 1.49x on a Zen 5 EPYC with
@@ -42,24 +55,33 @@ def attention_kernel(device_type: str, dtype: torch.dtype, grad: bool) -> str:
 
 
 def scaled_dot_product(
-    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, kernel: str
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None,
+    causal: bool,
+    kernel: str,
+    dropout_p: float = 0.0,
 ) -> Tensor:
     """softmax(Q K^T / sqrt(d_k)) V by one of `config.ATTENTION_KERNELS`; the same function each.
 
     "fused" is `F.scaled_dot_product_attention` with its own backend choice (on CPU the flash
     attention kernel), "math" the same restricted to its math backend, "explicit" `attention`,
     "auto" the one `attention_kernel` picks. q (B, h, T_q, d_k), k (B, h, T_k, d_k),
-    v (B, h, T_k, d_v), mask and causal as for MultiHeadAttention -> (B, h, T_q, d_v).
+    v (B, h, T_k, d_v), mask and causal as for MultiHeadAttention, dropout_p the share of
+    weights dropped -> (B, h, T_q, d_v).
     """
     if kernel == "auto":
         training = torch.is_grad_enabled() and q.requires_grad  # a backward will follow
-        kernel = attention_kernel(q.device.type, q.dtype, training)
+        kernel = attention_kernel(q.device.type, q.dtype, training, dropout_p > 0)
     if kernel == "explicit":
-        return attention(q, k, v, causal_mask(q.size(2), q.device) if causal else mask)[0]
+        mask = causal_mask(q.size(2), q.device) if causal else mask
+        return attention(q, k, v, mask, dropout_p)[0]
+    sdpa = dict(attn_mask=mask, dropout_p=dropout_p, is_causal=causal)
     if kernel == "math":
         with sdpa_kernel(SDPBackend.MATH):
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
+            return F.scaled_dot_product_attention(q, k, v, **sdpa)
+    return F.scaled_dot_product_attention(q, k, v, **sdpa)
 
 
 class MultiHeadAttention(nn.Module):
@@ -68,14 +90,16 @@ class MultiHeadAttention(nn.Module):
     The projections of all heads are one matrix each, and the ones applied to the same input are
     stacked into one matmul: [W^Q; W^K; W^V] (`w_qkv`) for self-attention, where queries, keys and
     values are all the layer input, and [W^K; W^V] (`w_kv`) over the encoder output for
-    encoder-decoder attention. Attention-weight dropout is left out: the paper applies dropout only
-    to sublayer outputs and embedding sums (section 5.4).
+    encoder-decoder attention.
 
     Args:
         d_model, h, d_k, d_v: sizes as in the paper.
         self_attention: keys and values come from the queries' own sequence; False for
             encoder-decoder attention, whose keys and values come from `memory`.
         kernel: how attention runs without weights, one of `config.ATTENTION_KERNELS`.
+        dropout: share of the attention weights dropped in training. Not the paper, which drops
+            only sublayer outputs and embedding sums (section 5.4); tensor2tensor's
+            attention_dropout, fairseq's --attention-dropout.
     """
 
     def __init__(
@@ -86,10 +110,11 @@ class MultiHeadAttention(nn.Module):
         d_v: int,
         self_attention: bool = True,
         kernel: str = "auto",
+        dropout: float = 0.0,
     ):
         super().__init__()
         self.h, self.d_k, self.d_v = h, d_k, d_v
-        self.self_attention, self.kernel = self_attention, kernel
+        self.self_attention, self.kernel, self.dropout = self_attention, kernel, dropout
         # Output widths of the stacked projections: (W^Q,) W^K, W^V.
         self.fused_sizes = [h * d_k, h * d_v]
         if self_attention:
@@ -152,10 +177,12 @@ class MultiHeadAttention(nn.Module):
                 if cache is not None:
                     cache["k"], cache["v"] = k, v
         # q (B, h, T_q, d_k), k (B, h, T_k, d_k), v (B, h, T_k, d_v)
+        p = self.dropout if self.training else 0.0
         if need_weights:
-            out, weights = attention(q, k, v, causal_mask(q.size(2), q.device) if causal else mask)
+            mask = causal_mask(q.size(2), q.device) if causal else mask
+            out, weights = attention(q, k, v, mask, p)
         else:
-            out, weights = scaled_dot_product(q, k, v, mask, causal, self.kernel), None
+            out, weights = scaled_dot_product(q, k, v, mask, causal, self.kernel, p), None
         B, _, T_q, _ = out.shape
         out = out.transpose(1, 2).reshape(B, T_q, self.h * self.d_v)  # concatenate the heads
         return self.w_o(out), weights

@@ -24,6 +24,10 @@ class TransformerConfig(DataclassConfig):
         d_k, d_v: per-head query/key and value sizes; None means d_model // h (the paper's
             choice, which Table 3 rows (A) and (B) vary). Resolved to numbers on construction.
         dropout: P_drop on sublayer outputs and on embedding + position sums.
+        attention_dropout: dropout on the attention weights; activation_dropout: on the
+            feed-forward network's inner activations (tensor2tensor's attention_dropout and
+            relu_dropout, fairseq's --attention-dropout and --activation-dropout). Not the
+            paper, whose 0 turns them off. `callbacks=late_dropout` raises `dropout` only.
         norm_first: pre-norm layers and a final LayerNorm per stack; the paper is post-norm.
         positions: "sinusoidal" (the paper) or "learned" (Table 3 row E).
         max_positions: longest sequence the position table covers.
@@ -49,6 +53,8 @@ class TransformerConfig(DataclassConfig):
     d_k: int | None = None
     d_v: int | None = None
     dropout: float = 0.1
+    attention_dropout: float = 0.0
+    activation_dropout: float = 0.0
     norm_first: bool = False
     positions: str = "sinusoidal"
     max_positions: int = 1024
@@ -81,6 +87,10 @@ def settings_problems(settings: dict[str, Any]) -> list[str]:
             f"{' and '.join(f'model.{k}' for k in unset)} (d_model / h by default) cannot be "
             "derived: change one of them or set model.d_k and model.d_v"
         )
+    for key in ("dropout", "attention_dropout", "activation_dropout"):
+        rate = settings.get(key, 0.0)
+        if not 0 <= rate < 1:
+            problems.append(f"model.{key}={rate} must lie in [0, 1)")
     for key, allowed in (
         ("positions", POSITIONS),
         ("tie_embeddings", TIE_EMBEDDINGS),

@@ -20,25 +20,23 @@ LANES = 2**16  # the values of a 16-bit lane of a 64-bit draw
 class Dropout(nn.Module):
     def __init__(self, p: float):
         super().__init__()
-        self.p = p
-
-    @property
-    def p(self) -> float:
-        return self._p
-
-    @p.setter
-    def p(self, p: float) -> None:  # settable during training (training/callbacks/late_dropout.py)
-        self._p = p
-        self.threshold = round(p * LANES)  # the lowest this many of a lane's values drop
+        self.p = p  # settable during training (training/callbacks/late_dropout.py)
 
     def forward(self, x: Tensor) -> Tensor:
-        cheap = x.device.type == "cpu" and 0 < self.threshold < LANES
-        if not self.training or not cheap or torch.compiler.is_compiling():
-            return F.dropout(x, self.p, self.training)
-        return x * keep_mask(x, self.threshold)
+        return dropout(x, self.p, self.training)
 
     def extra_repr(self) -> str:
         return f"p={self.p}"
+
+
+def dropout(x: Tensor, p: float, training: bool) -> Tensor:
+    """F.dropout(x, p, training), with the cheaper mask where it applies."""
+    if not training or p == 0:
+        return x
+    threshold = round(p * LANES)  # the lowest this many of a lane's values drop
+    if x.device.type != "cpu" or threshold == LANES or torch.compiler.is_compiling():
+        return F.dropout(x, p, training)
+    return x * keep_mask(x, threshold)
 
 
 def keep_mask(x: Tensor, threshold: int) -> Tensor:

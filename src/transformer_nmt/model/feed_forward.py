@@ -2,6 +2,8 @@
 
 from torch import Tensor, nn
 
+from transformer_nmt.model.dropout import dropout
+
 
 class PositionwiseFeedForward(nn.Module):
     """FFN(x) = max(0, x W1 + b1) W2 + b2, applied to each position separately.
@@ -10,15 +12,19 @@ class PositionwiseFeedForward(nn.Module):
         d_model: input and output size.
         d_ff: inner size (2048 in the base model).
         activation: "relu" (the paper) or "gelu" (BERT, GPT).
+        dropout: share of the inner activations dropped in training. Not the paper;
+            tensor2tensor's relu_dropout, fairseq's --activation-dropout.
     """
 
-    def __init__(self, d_model: int, d_ff: int, activation: str = "relu"):
+    def __init__(self, d_model: int, d_ff: int, activation: str = "relu", dropout: float = 0.0):
         super().__init__()
         if activation not in ("relu", "gelu"):
             raise ValueError(f"activation must be 'relu' or 'gelu', got {activation!r}")
         self.w_1 = nn.Linear(d_model, d_ff)
         self.w_2 = nn.Linear(d_ff, d_model)
         self.activation = nn.ReLU() if activation == "relu" else nn.GELU()
+        self.dropout = dropout
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.w_2(self.activation(self.w_1(x)))  # (B, T, d_model)
+        inner = dropout(self.activation(self.w_1(x)), self.dropout, self.training)
+        return self.w_2(inner)  # (B, T, d_model)

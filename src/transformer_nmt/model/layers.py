@@ -50,6 +50,8 @@ class EncoderLayer(nn.Module):
         activation: "relu" (the paper) or "gelu" in the feed-forward network.
         rezero: ReZero residuals instead of the paper's (see SublayerConnection).
         attention_kernel: how attention runs, one of `config.ATTENTION_KERNELS`.
+        attention_dropout, activation_dropout: dropout on the attention weights and on the
+            feed-forward network's inner activations (not the paper; 0 turns them off).
     """
 
     def __init__(
@@ -64,11 +66,14 @@ class EncoderLayer(nn.Module):
         activation: str = "relu",
         rezero: bool = False,
         attention_kernel: str = "auto",
+        attention_dropout: float = 0.0,
+        activation_dropout: float = 0.0,
     ):
         super().__init__()
         self.d_model, self.norm_first = d_model, norm_first
-        self.self_attn = MultiHeadAttention(d_model, h, d_k, d_v, kernel=attention_kernel)
-        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, activation)
+        attention = dict(kernel=attention_kernel, dropout=attention_dropout)
+        self.self_attn = MultiHeadAttention(d_model, h, d_k, d_v, **attention)
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, activation, activation_dropout)
         self.sublayer = nn.ModuleList(
             SublayerConnection(d_model, dropout, norm_first, rezero) for _ in range(2)
         )
@@ -102,14 +107,15 @@ class DecoderLayer(nn.Module):
         activation: str = "relu",
         rezero: bool = False,
         attention_kernel: str = "auto",
+        attention_dropout: float = 0.0,
+        activation_dropout: float = 0.0,
     ):
         super().__init__()
         self.d_model, self.norm_first = d_model, norm_first
-        self.self_attn = MultiHeadAttention(d_model, h, d_k, d_v, kernel=attention_kernel)
-        self.src_attn = MultiHeadAttention(
-            d_model, h, d_k, d_v, self_attention=False, kernel=attention_kernel
-        )
-        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, activation)
+        attention = dict(kernel=attention_kernel, dropout=attention_dropout)
+        self.self_attn = MultiHeadAttention(d_model, h, d_k, d_v, **attention)
+        self.src_attn = MultiHeadAttention(d_model, h, d_k, d_v, self_attention=False, **attention)
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, activation, activation_dropout)
         self.sublayer = nn.ModuleList(
             SublayerConnection(d_model, dropout, norm_first, rezero) for _ in range(3)
         )

@@ -119,6 +119,7 @@ class Transformer(nn.Module):
         layer_args = (
             d_model, config.h, config.d_k, config.d_v, config.d_ff, config.dropout,
             config.norm_first, config.activation, config.rezero, config.attention_kernel,
+            config.attention_dropout, config.activation_dropout,
         )  # fmt: skip
         self.encoder = Encoder(EncoderLayer(*layer_args), config.N)
         self.decoder = Decoder(DecoderLayer(*layer_args), config.N)
