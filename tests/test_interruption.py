@@ -67,6 +67,8 @@ QUICK = [
     "+trainer.num_sanity_val_steps=0",
     "+trainer.enable_progress_bar=false",
     "trainer.log_every_n_steps=1",
+    # Not auto: its timing probe can choose bf16 for one run of a loaded CPU and fp32 for the next.
+    "trainer.precision=32-true",
     "module.max_len_b=5",
     "callbacks.periodic_checkpoint.train_time_interval=null",
     "+callbacks.periodic_checkpoint.every_n_train_steps=3",
