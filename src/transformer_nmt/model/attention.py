@@ -116,7 +116,7 @@ class MultiHeadAttention(nn.Module):
     ):
         super().__init__()
         self.h, self.d_k, self.d_v = h, d_k, d_v
-        self.self_attention, self.kernel, self.dropout = self_attention, kernel, dropout
+        self.self_attention, self.kernel, self.dropout_p = self_attention, kernel, dropout
         # Output widths of the stacked projections: (W^Q,) W^K, W^V.
         self.fused_sizes = [h * d_k, h * d_v]
         if self_attention:
@@ -179,7 +179,7 @@ class MultiHeadAttention(nn.Module):
                 if cache is not None:
                     cache["k"], cache["v"] = k, v
         # q (B, h, T_q, d_k), k (B, h, T_k, d_k), v (B, h, T_k, d_v)
-        p = self.dropout if self.training else 0.0
+        p = self.dropout_p if self.training else 0.0
         if need_weights:
             mask = causal_mask(q.size(2), q.device) if causal else mask
             out, weights = attention(q, k, v, mask, p)

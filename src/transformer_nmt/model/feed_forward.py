@@ -23,8 +23,8 @@ class PositionwiseFeedForward(nn.Module):
         self.w_1 = nn.Linear(d_model, d_ff)
         self.w_2 = nn.Linear(d_ff, d_model)
         self.activation = nn.ReLU() if activation == "relu" else nn.GELU()
-        self.dropout = dropout
+        self.dropout_p = dropout
 
     def forward(self, x: Tensor) -> Tensor:
-        inner = dropout(self.activation(self.w_1(x)), self.dropout, self.training)
+        inner = dropout(self.activation(self.w_1(x)), self.dropout_p, self.training)
         return self.w_2(inner)  # (B, T, d_model)
