@@ -14,6 +14,7 @@ from transformer_nmt.data.toy import ToyCorpus
 from transformer_nmt.model import RNNAttention
 from transformer_nmt.train import train
 from transformer_nmt.training.checkpoint import load_checkpoint
+from transformer_nmt.training.precision import auto_precision
 from transformer_nmt.training.run_lock import RunLock, RunLockedError
 
 TOY = ["experiment=toy", "logger=none"]
@@ -29,6 +30,7 @@ def test_train_in_process_writes_checkpoints_that_carry_model_and_tokenizer(tmp_
     # Plain data only: loads without unpickling code, and rebuilds tokenizer and model.
     ckpt = torch.load(checkpoints / "last.ckpt", weights_only=True)
     assert ckpt["model_config"]["d_model"] == 64 and ckpt["model_config"]["N"] == 2
+    assert ckpt["precision"] == {"device": "cpu", "precision": auto_precision("cpu")}
     tokenizer = BPETokenizer.from_str(ckpt["tokenizer"])
     sentence = "three one four"
     assert tokenizer.decode_batch(tokenizer.encode_batch([sentence])) == [sentence]

@@ -102,7 +102,9 @@ def build_loggers(cfg: DictConfig) -> list[Logger]:
 def build_trainer(cfg: DictConfig, loggers: list[Logger]) -> L.Trainer:
     """The Trainer with its callbacks and the precision the hardware runs fastest."""
     callbacks = [instantiate(c) for c in (cfg.callbacks or {}).values()]
-    precision = resolve_precision(cfg.trainer.precision, cfg.trainer.accelerator)
+    precision = resolve_precision(
+        cfg.trainer.precision, cfg.trainer.accelerator, cfg.get("ckpt_path")
+    )
     log.info("Precision: %s", precision)
     return instantiate(
         cfg.trainer,

@@ -16,6 +16,7 @@ from transformer_nmt.training.precision import (
     auto_precision,
     cpu_bf16_matmul_speedup,
     cpu_has_native_bf16,
+    resolve_precision,
 )
 
 # What initialises CUDA in this process, and so stops the fork launchers from starting.
@@ -151,12 +152,46 @@ def test_the_cpu_choice_is_made_once_and_inherited_by_the_ranks(cpu):
     assert child.stdout.strip() == "bf16-mixed", child.stderr
 
 
-def test_the_matmul_probe_measures_this_cpu(undecided):
-    speedup = cpu_bf16_matmul_speedup(n=128, repeats=2)
+def test_the_matmul_probe_measures_this_cpu_and_gives_back_its_threads(undecided):
+    threads = torch.get_num_threads()
+    speedup = cpu_bf16_matmul_speedup(n=128, pairs=2)
     assert 0 < speedup < 100
+    assert torch.get_num_threads() == threads
     if not cpu_has_native_bf16():  # emulated bf16 (~30x slower steps) can never win
         assert speedup < precision.BF16_MIN_MATMUL_SPEEDUP
         assert auto_cpu_precision() == "32-true"
+
+
+@pytest.mark.parametrize(
+    ("saved", "native", "expected"),
+    [
+        ({"device": "cpu", "precision": "32-true"}, True, "32-true"),
+        ({"device": "cpu", "precision": "bf16-mixed"}, True, "bf16-mixed"),
+        ({"device": "cpu", "precision": "bf16-mixed"}, False, "32-true"),  # moved to an AVX2 CPU
+    ],
+)
+def test_a_run_resumed_on_a_cpu_trains_on_in_its_checkpoints_precision_without_timing(
+    cpu, tmp_path, saved, native, expected
+):
+    cpu(native)  # no speedup: a timing would fail the test
+    checkpoint = tmp_path / "last.ckpt"
+    torch.save({"precision": saved}, checkpoint)
+    assert resolve_precision("auto", "cpu", str(checkpoint)) == expected
+    assert resolve_precision("32-true", "cpu", str(checkpoint)) == "32-true"  # the user's word
+
+
+@pytest.mark.parametrize(
+    "saved",
+    [
+        {},  # saved before checkpoints kept their precision
+        {"precision": {"device": "cuda", "precision": "16-mixed"}},  # moved off a GPU
+    ],
+)
+def test_a_run_resumed_from_elsewhere_times_this_cpu(cpu, tmp_path, saved):
+    cpu(True, 4.0)
+    checkpoint = tmp_path / "last.ckpt"
+    torch.save(saved, checkpoint)
+    assert resolve_precision("auto", "cpu", str(checkpoint)) == "bf16-mixed"
 
 
 @pytest.mark.parametrize(

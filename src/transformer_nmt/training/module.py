@@ -229,6 +229,8 @@ class TranslationModule(L.LightningModule):
         # Plain strings and numbers: rebuild model and tokenizer with weights_only loading.
         checkpoint["model_config"] = self.model.config.to_dict()
         checkpoint["tokenizer"] = self.tokenizer.to_str()
+        # A run resumed with precision=auto trains on in this (training/precision.py).
+        checkpoint["precision"] = {"device": self.device.type, "precision": self.trainer.precision}
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         # Whether Adam runs fused is this run's choice: the saved param groups would impose the

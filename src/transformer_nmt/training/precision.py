@@ -9,12 +9,14 @@ management library, which is how `torch.cuda.device_count()` counts them before 
 
 import ctypes
 import logging
-import math
 import os
+import statistics
 import time
 from pathlib import Path
 
 import torch
+
+from transformer_nmt.training.checkpoint import read_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -22,12 +24,14 @@ log = logging.getLogger(__name__)
 # than fp32 (measured here on an AVX2-only EPYC: about 30x slower training steps).
 NATIVE_BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
 # Native is not enough: bf16 training pays only where bf16 matmuls are much faster than fp32
-# ones, since the rest of a step (casts, norms, softmax) gains nothing. Measured with 2 threads:
-# a Zen 5 EPYC multiplies 4x faster in bf16 and trains 2.5-2.9x faster; a Xeon whose VM hides AMX
-# multiplies 0.55x as fast (AVX512-BF16 alone) and trains 0.5-0.6x as fast (experiments/speed/).
+# ones, since the rest of a step (casts, norms, softmax) gains nothing. Measured: a Zen 5 EPYC
+# multiplies 4x faster in bf16 (2 threads) and trains 2.5-2.9x faster; a Xeon whose VM hides AMX
+# multiplies 0.55x as fast (AVX512-BF16 alone; 0.54x on one thread) and trains 0.5-0.6x as
+# fast (experiments/speed/).
 BF16_MIN_MATMUL_SPEEDUP = 1.5
 # The first process's CPU decision, inherited by the DDP ranks it starts: ranks must agree.
 AUTO_CPU_PRECISION_ENV = "TRANSFORMER_NMT_AUTO_CPU_PRECISION"
+AUTO_CPU_PRECISIONS = ("32-true", "bf16-mixed")
 # bf16 tensor cores arrived with Ampere (compute capability 8.0). Older GPUs (V100 7.0, T4 7.5)
 # emulate bf16, slower than fp16, which their tensor cores run natively.
 NATIVE_BF16_CUDA_CAPABILITY = (8, 0)
@@ -41,29 +45,49 @@ def cpu_has_native_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
     return any(flag in flags.split() for flag in NATIVE_BF16_CPU_FLAGS)
 
 
-def cpu_bf16_matmul_speedup(n: int = 1024, repeats: int = 3) -> float:
-    """How many times faster this CPU multiplies n x n matrices in bf16 than fp32 (0.15-0.4 s)."""
-    best = {}
-    for dtype in (torch.float32, torch.bfloat16):
-        a, b = torch.randn(2, n, n, device="cpu").to(dtype)
-        a @ b  # oneDNN builds its kernel on the first call
-        best[dtype] = math.inf
-        for _ in range(repeats):
-            start = time.perf_counter()
-            a @ b
-            best[dtype] = min(best[dtype], time.perf_counter() - start)
-    return best[torch.float32] / best[torch.bfloat16]
+def cpu_bf16_matmul_speedup(n: int = 1024, pairs: int = 5) -> float:
+    """How many times faster one core multiplies n x n matrices in bf16 than fp32 (about 0.3 s).
+
+    One thread, fp32 and bf16 timed in turn, the median of the pairs' ratios: beside bursty load
+    this read 0.51-0.61 on a Xeon where two threads timing each dtype in its own block read
+    0.22-1.84, 3 times in 30 above the bar (experiments/speed/precision_probe.py).
+    """
+    operands = {dtype: torch.randn(2, n, n).to(dtype) for dtype in (torch.float32, torch.bfloat16)}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for a, b in operands.values():
+            a @ b  # oneDNN builds its kernel on the first call
+        ratios = []
+        for _ in range(pairs):
+            seconds = {}
+            for dtype, (a, b) in operands.items():
+                start = time.perf_counter()
+                a @ b
+                seconds[dtype] = time.perf_counter() - start
+            ratios.append(seconds[torch.float32] / seconds[torch.bfloat16])
+    finally:
+        torch.set_num_threads(threads)
+    return statistics.median(ratios)
 
 
-def auto_cpu_precision() -> str:
+def auto_cpu_precision(resumed: str | None = None) -> str:
     """bf16 mixed precision where bf16 matmuls are native and measured much faster, else fp32.
 
-    Decided once per run: the DDP ranks a process starts inherit its answer.
+    Decided once per run: the DDP ranks a process starts inherit its answer, and a run resumed
+    from a checkpoint trained on a CPU (`resumed`, its precision) trains on as it did.
     """
     if AUTO_CPU_PRECISION_ENV in os.environ:
         return os.environ[AUTO_CPU_PRECISION_ENV]
     if not cpu_has_native_bf16():
         precision = "32-true"
+    elif resumed in AUTO_CPU_PRECISIONS:
+        precision = resumed
+        log.info(
+            "precision=auto: training on in %s, as the checkpoint did; set trainer.precision "
+            "to change it",
+            precision,
+        )
     else:
         speedup = cpu_bf16_matmul_speedup()
         precision = "bf16-mixed" if speedup >= BF16_MIN_MATMUL_SPEEDUP else "32-true"
@@ -103,16 +127,33 @@ def cuda_capabilities() -> list[tuple[int, int]] | None:
     return capabilities
 
 
-def resolve_precision(precision: str | int, accelerator: str) -> str | int:
-    """The configured precision, with "auto" replaced by the fastest one available."""
-    return auto_precision(accelerator) if precision == "auto" else precision
+def resolve_precision(
+    precision: str | int, accelerator: str, ckpt_path: str | None = None
+) -> str | int:
+    """The configured precision, with "auto" replaced by the fastest one available.
+
+    Resuming on a CPU, "auto" is the precision the checkpoint trained in on a CPU, not a new
+    timing's answer: a timing on a busy machine can disagree with the first.
+    """
+    if precision != "auto":
+        return precision
+    return auto_precision(accelerator, resumed=cpu_precision_of(ckpt_path))
 
 
-def auto_precision(accelerator: str) -> str:
+def cpu_precision_of(ckpt_path: str | None) -> str | None:
+    """The precision a checkpoint was trained in, if on a CPU (`TranslationModule` saves it)."""
+    if ckpt_path is None:
+        return None
+    saved = read_checkpoint(ckpt_path, mmap=True).get("precision", {})
+    return saved.get("precision") if saved.get("device") == "cpu" else None
+
+
+def auto_precision(accelerator: str, resumed: str | None = None) -> str:
     """The fastest precision that trains as well as fp32, decided without initialising CUDA.
 
     GPUs: "bf16-mixed" if every visible GPU runs bf16 natively (compute capability 8.0 or
-    later), else "16-mixed", whose loss scaling Lightning adds. CPUs: `auto_cpu_precision`.
+    later), else "16-mixed", whose loss scaling Lightning adds. CPUs: `auto_cpu_precision`,
+    given the precision of the CPU checkpoint resumed from, if any.
     """
     # NVML counts the GPUs first; torch falls back to the CUDA driver only if NVML fails.
     if accelerator in ("gpu", "cuda", "auto") and torch.cuda.device_count() > 0:
@@ -125,4 +166,4 @@ def auto_precision(accelerator: str) -> str:
             return "16-mixed"
         native = min(capabilities) >= NATIVE_BF16_CUDA_CAPABILITY
         return "bf16-mixed" if native else "16-mixed"
-    return auto_cpu_precision()
+    return auto_cpu_precision(resumed)
