@@ -31,6 +31,7 @@ NATIVE_BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
 BF16_MIN_MATMUL_SPEEDUP = 1.5
 # The first process's CPU decision, inherited by the DDP ranks it starts: ranks must agree.
 AUTO_CPU_PRECISION_ENV = "TRANSFORMER_NMT_AUTO_CPU_PRECISION"
+# What auto chooses between on a CPU, and so what a resumed CPU run may continue in.
 AUTO_CPU_PRECISIONS = ("32-true", "bf16-mixed")
 # bf16 tensor cores arrived with Ampere (compute capability 8.0). Older GPUs (V100 7.0, T4 7.5)
 # emulate bf16, slower than fp16, which their tensor cores run natively.
@@ -74,17 +75,17 @@ def cpu_bf16_matmul_speedup(n: int = 1024, pairs: int = 5) -> float:
     return statistics.median(ratios)
 
 
-def auto_cpu_precision(resumed: str | None = None) -> str:
+def auto_cpu_precision(ckpt_path: str | None = None) -> str:
     """bf16 mixed precision where bf16 matmuls are native and measured much faster, else fp32.
 
     Decided once per run: the DDP ranks a process starts inherit its answer, and a run resumed
-    from a checkpoint trained on a CPU (`resumed`, its precision) trains on as it did.
+    from a checkpoint (`ckpt_path`) trained on a CPU trains on as it did.
     """
     if AUTO_CPU_PRECISION_ENV in os.environ:
         return os.environ[AUTO_CPU_PRECISION_ENV]
     if not cpu_has_native_bf16():
         precision = "32-true"
-    elif resumed in AUTO_CPU_PRECISIONS:
+    elif (resumed := cpu_precision_of(ckpt_path)) in AUTO_CPU_PRECISIONS:
         precision = resumed
         log.info(
             "precision=auto: training on in %s, as the checkpoint did; set trainer.precision "
@@ -140,7 +141,7 @@ def resolve_precision(
     """
     if precision != "auto":
         return precision
-    return auto_precision(accelerator, resumed=cpu_precision_of(ckpt_path))
+    return auto_precision(accelerator, ckpt_path)
 
 
 def cpu_precision_of(ckpt_path: str | None) -> str | None:
@@ -151,12 +152,12 @@ def cpu_precision_of(ckpt_path: str | None) -> str | None:
     return saved.get("precision") if saved.get("device") == "cpu" else None
 
 
-def auto_precision(accelerator: str, resumed: str | None = None) -> str:
+def auto_precision(accelerator: str, ckpt_path: str | None = None) -> str:
     """The fastest precision that trains as well as fp32, decided without initialising CUDA.
 
     GPUs: "bf16-mixed" if every visible GPU runs bf16 natively (compute capability 8.0 or
     later), else "16-mixed", whose loss scaling Lightning adds. CPUs: `auto_cpu_precision`,
-    given the precision of the CPU checkpoint resumed from, if any.
+    given the checkpoint resumed from, if any.
     """
     # NVML counts the GPUs first; torch falls back to the CUDA driver only if NVML fails.
     if accelerator in ("gpu", "cuda", "auto") and torch.cuda.device_count() > 0:
@@ -169,4 +170,4 @@ def auto_precision(accelerator: str, resumed: str | None = None) -> str:
             return "16-mixed"
         native = min(capabilities) >= NATIVE_BF16_CUDA_CAPABILITY
         return "bf16-mixed" if native else "16-mixed"
-    return auto_cpu_precision(resumed)
+    return auto_cpu_precision(ckpt_path)
