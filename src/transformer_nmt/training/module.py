@@ -20,6 +20,7 @@ from transformer_nmt.training.lr_schedule import (
     inverse_sqrt_warmup,
     linear_cooldown,
 )
+from transformer_nmt.training.rdrop import doubled, symmetric_kl
 
 
 def real_target_logits(
@@ -47,6 +48,8 @@ class TranslationModule(L.LightningModule):
             tokenizer's vocabulary.
         tokenizer: the joint BPE; saved inside every checkpoint so a checkpoint alone translates.
         label_smoothing: eps_ls (paper: 0.1).
+        rdrop_alpha: train each batch twice with different dropout masks and add alpha times
+            the two passes' symmetric KL divergence to their losses (R-Drop; paper: 0, off).
         lr_factor: multiplies the paper's learning rate (paper: 1).
         warmup_steps: warm-up of the inverse-square-root schedule (paper: 4000).
         cooldown_steps: take the rate linearly to zero over this many last updates of
@@ -65,6 +68,7 @@ class TranslationModule(L.LightningModule):
         model: EncoderDecoder,
         tokenizer: BPETokenizer,
         label_smoothing: float = 0.1,
+        rdrop_alpha: float = 0,
         lr_factor: float = 1.0,
         warmup_steps: int = 4000,
         cooldown_steps: int = 0,
@@ -91,15 +95,23 @@ class TranslationModule(L.LightningModule):
         self._grad_rescale: Tensor | None = None
         self._cooldown = (0, 0)  # (last update, updates) of the linear cool-down; 0: none
 
-    def _loss(self, batch: dict[str, Any]) -> tuple[Tensor, Tensor, int]:
-        """Summed smoothed loss, summed NLL and number of the batch's real target tokens."""
+    def _loss(self, batch: dict[str, Any], rdrop_alpha: float = 0) -> tuple[Tensor, Tensor, int]:
+        """Summed smoothed loss, summed NLL and number of the batch's real target tokens.
+
+        With `rdrop_alpha`, of the batch doubled (`rdrop.doubled`): both passes' tokens count,
+        and the loss adds alpha times the passes' summed symmetric KL divergence.
+        """
+        if rdrop_alpha:
+            batch = doubled(batch)
         rows = pad_multiple("auto", self.trainer.precision)
         logits, target = real_target_logits(self.model, batch, rows)
         loss_sum, nll_sum = label_smoothed_nll(logits, target, self.hparams.label_smoothing)
+        if rdrop_alpha:  # its backward reads its own log-probabilities, never the logits
+            loss_sum = loss_sum + rdrop_alpha * symmetric_kl(logits, target.numel() // 2)
         return loss_sum, nll_sum, target.numel()
 
     def training_step(self, batch: dict[str, Any], batch_idx: int) -> Tensor:
-        loss_sum, nll_sum, num_tokens = self._loss(batch)
+        loss_sum, nll_sum, num_tokens = self._loss(batch, self.hparams.rdrop_alpha)
         loss, global_sums = self._per_token_mean(loss_sum, nll_sum, num_tokens)
         if is_logging_step(self.trainer):
             self._log_train_metrics(global_sums)
