@@ -8,6 +8,7 @@ from omegaconf import open_dict
 from hydra_compose import compose_train
 from step_clock import StepClock, tick
 from transformer_nmt.train import train
+from transformer_nmt.training import module
 
 # The toy run (its tiny model has no dropout) with dropout 0.3 late.
 TOY = [
@@ -42,11 +43,16 @@ def run(tmp_path, overrides=(), base=LATE):
     with open_dict(cfg):
         del cfg.hydra
     train(cfg)
+    return logged(tmp_path, "train/dropout")
+
+
+def logged(tmp_path, metric):
+    """A run's logged `metric`, by update."""
     (metrics,) = (tmp_path / "run").glob("csv/version_*/metrics.csv")
     return {  # logged as float32: 0.3 reads 0.30000001
-        int(r["step"]): round(float(r["train/dropout"]), 6)
+        int(r["step"]): round(float(r[metric]), 6)
         for r in csv.DictReader(metrics.open())
-        if r["train/dropout"]
+        if r[metric]
     }
 
 
@@ -59,15 +65,33 @@ def test_dropout_rises_once_the_clock_passes_the_switch(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_run_resumed_after_the_switch_keeps_the_raised_rate(tmp_path):
+def test_r_drop_turns_on_once_the_clock_passes_the_switch(tmp_path, monkeypatch):
+    doubled_batches, doubled = [], module.doubled
+
+    def counted(batch):
+        doubled_batches.append(batch)
+        return doubled(batch)
+
+    monkeypatch.setattr(module, "doubled", counted)
+    rates = run(tmp_path, ["callbacks.late_dropout.p=null", "callbacks.late_dropout.rdrop_alpha=2"])
+    alphas = logged(tmp_path, "train/rdrop_alpha")
+    assert alphas == {step: 0.0 if step < 15 else 2.0 for step in range(len(alphas))}
+    assert len(doubled_batches) == len(alphas) - 15  # only the updates after the switch
+    assert set(rates.values()) == {0.0}  # p=null: the model's own rate throughout
+
+
+@pytest.mark.slow
+def test_a_run_resumed_after_the_switch_keeps_the_raised_rate_and_r_drop(tmp_path):
     every_10 = [
         "callbacks.periodic_checkpoint.train_time_interval=null",
         "+callbacks.periodic_checkpoint.every_n_train_steps=10",
+        "callbacks.late_dropout.rdrop_alpha=2",
     ]
     run(tmp_path / "whole", every_10)
     checkpoint = tmp_path / "whole/run/checkpoints/step20.ckpt"
-    rates = run(tmp_path / "resumed", [f"ckpt_path={checkpoint}"])
+    rates = run(tmp_path / "resumed", [*every_10, f"ckpt_path={checkpoint}"])
     assert min(rates) == 20 and set(rates.values()) == {0.3}
+    assert set(logged(tmp_path / "resumed", "train/rdrop_alpha").values()) == {2.0}
 
 
 @pytest.mark.slow
@@ -92,6 +116,8 @@ def test_late_dropout_needs_a_time_budget(tmp_path):
         (["callbacks.late_dropout.patience=2"], "set one of after_minutes .* not both"),
         (["callbacks.late_dropout.after_minutes=null"], "not neither"),
         (["callbacks.late_dropout.p=1.0"], "give a rate in"),
+        (["callbacks.late_dropout.p=null"], "with neither it would change nothing"),
+        (["callbacks.late_dropout.rdrop_alpha=-1"], "rdrop_alpha=-1.*give 0 or more"),
     ],
 )
 def test_late_dropout_refuses_unclear_settings(tmp_path, overrides, message):

@@ -94,6 +94,8 @@ class TranslationModule(L.LightningModule):
         self._update_tokens: Tensor | None = None
         self._grad_rescale: Tensor | None = None
         self._cooldown = (0, 0)  # (last update, updates) of the linear cool-down; 0: none
+        # Settable during training (callbacks/late_dropout.py); hparams keep the starting value.
+        self.rdrop_alpha = rdrop_alpha
 
     def _loss(self, batch: dict[str, Any], rdrop_alpha: float = 0) -> tuple[Tensor, Tensor, int]:
         """Summed smoothed loss, summed NLL and number of the batch's real target tokens.
@@ -111,7 +113,7 @@ class TranslationModule(L.LightningModule):
         return loss_sum, nll_sum, target.numel()
 
     def training_step(self, batch: dict[str, Any], batch_idx: int) -> Tensor:
-        loss_sum, nll_sum, num_tokens = self._loss(batch, self.hparams.rdrop_alpha)
+        loss_sum, nll_sum, num_tokens = self._loss(batch, self.rdrop_alpha)
         loss, global_sums = self._per_token_mean(loss_sum, nll_sum, num_tokens)
         if is_logging_step(self.trainer):
             self._log_train_metrics(global_sums)
