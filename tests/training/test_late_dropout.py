@@ -110,6 +110,15 @@ def test_late_dropout_needs_a_time_budget(tmp_path):
         train(cfg)
 
 
+def test_late_r_drop_refuses_a_module_that_trains_with_r_drop_from_the_start(tmp_path):
+    overrides = ["callbacks.late_dropout.rdrop_alpha=2", "module.rdrop_alpha=5"]
+    cfg = compose_train(tmp_path, [*LATE, *overrides])
+    with open_dict(cfg):
+        del cfg.hydra
+    with pytest.raises(ValueError, match="set module.rdrop_alpha=0 for late R-Drop"):
+        train(cfg)
+
+
 @pytest.mark.parametrize(
     "overrides, message",
     [

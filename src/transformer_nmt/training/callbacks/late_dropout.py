@@ -79,6 +79,12 @@ class LateDropout(L.Callback):
             raise ValueError(
                 "callbacks.late_dropout changes the Transformer's dropout; this model has none"
             )
+        if self.rdrop_alpha is not None and pl_module.rdrop_alpha:
+            raise ValueError(
+                f"callbacks.late_dropout.rdrop_alpha={self.rdrop_alpha} turns R-Drop on late, but "
+                f"module.rdrop_alpha={pl_module.rdrop_alpha} trains with it from the start: "
+                "set module.rdrop_alpha=0 for late R-Drop"
+            )
         if self.after_minutes is not None:
             self._timer = budget_timer(
                 trainer,
