@@ -37,12 +37,17 @@ def restore_the_clock(monkeypatch):
     monkeypatch.setattr(lightning.pytorch.callbacks.timer, "time", StepClock)
 
 
-def run(tmp_path, overrides=(), base=LATE):
-    """The rate each update trained with (the first dropout module's), by update."""
+def late_config(tmp_path, overrides=(), base=LATE):
+    """The run's config, as `train` takes it."""
     cfg = compose_train(tmp_path, [*base, *overrides])
     with open_dict(cfg):
         del cfg.hydra
-    train(cfg)
+    return cfg
+
+
+def run(tmp_path, overrides=(), base=LATE):
+    """The rate each update trained with (the first dropout module's), by update."""
+    train(late_config(tmp_path, overrides, base))
     return logged(tmp_path, "train/dropout")
 
 
@@ -103,18 +108,13 @@ def test_dropout_rises_after_validations_without_a_lower_loss(tmp_path):
 
 
 def test_late_dropout_needs_a_time_budget(tmp_path):
-    cfg = compose_train(tmp_path, [*LATE, "trainer.max_time=null"])
-    with open_dict(cfg):
-        del cfg.hydra
+    cfg = late_config(tmp_path, ["trainer.max_time=null"])
     with pytest.raises(ValueError, match="needs a time budget: set trainer.max_time"):
         train(cfg)
 
 
 def test_late_r_drop_refuses_a_module_that_trains_with_r_drop_from_the_start(tmp_path):
-    overrides = ["callbacks.late_dropout.rdrop_alpha=2", "module.rdrop_alpha=5"]
-    cfg = compose_train(tmp_path, [*LATE, *overrides])
-    with open_dict(cfg):
-        del cfg.hydra
+    cfg = late_config(tmp_path, ["callbacks.late_dropout.rdrop_alpha=2", "module.rdrop_alpha=5"])
     with pytest.raises(ValueError, match="set module.rdrop_alpha=0 for late R-Drop"):
         train(cfg)
 
@@ -130,8 +130,6 @@ def test_late_r_drop_refuses_a_module_that_trains_with_r_drop_from_the_start(tmp
     ],
 )
 def test_late_dropout_refuses_unclear_settings(tmp_path, overrides, message):
-    cfg = compose_train(tmp_path, [*LATE, *overrides])
-    with open_dict(cfg):
-        del cfg.hydra
+    cfg = late_config(tmp_path, overrides)
     with pytest.raises(InstantiationException, match=message):  # Hydra's, around the ValueError
         train(cfg)
