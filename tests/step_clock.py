@@ -17,13 +17,23 @@ class StepClock:
 class Tick(L.Callback):
     """Puts `StepClock` in the place of the `Timer`'s clock for the run, and moves it on by
     `seconds` as every training batch starts, by `first_extra` more before the first (a slow
-    start, as data loading or warming caches give). Rank r's clock runs (1 + r * skew) times as
-    fast, so that ranks see different times, as on a cluster."""
+    start, as data loading or warming caches give), and by `later_seconds` instead from update
+    `later_from` + 1 on (a pace that changes, as R-Drop switched on late gives). Rank r's clock
+    runs (1 + r * skew) times as fast, so that ranks see different times, as on a cluster."""
 
-    def __init__(self, seconds: float, first_extra: float = 0.0, skew: float = 0.0) -> None:
+    def __init__(
+        self,
+        seconds: float,
+        first_extra: float = 0.0,
+        skew: float = 0.0,
+        later_from: int = 0,
+        later_seconds: float | None = None,
+    ) -> None:
         self.seconds = seconds
         self.first_extra = first_extra
         self.skew = skew
+        self.later_from = later_from
+        self.later_seconds = later_seconds
         self._time = lightning.pytorch.callbacks.timer.time
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
@@ -34,15 +44,27 @@ class Tick(L.Callback):
         lightning.pytorch.callbacks.timer.time = self._time
 
     def on_train_batch_start(self, trainer: L.Trainer, *args: object) -> None:
-        first = self.first_extra if trainer.global_step == 0 else 0.0
-        StepClock.now += (self.seconds + first) * (1 + trainer.global_rank * self.skew)
+        step = trainer.global_step
+        seconds = self.seconds
+        if self.later_seconds is not None and step >= self.later_from:
+            seconds = self.later_seconds
+        first = self.first_extra if step == 0 else 0.0
+        StepClock.now += (seconds + first) * (1 + trainer.global_rank * self.skew)
 
 
-def tick(seconds: float, first_extra: float = 0.0, skew: float = 0.0) -> list[str]:
+def tick(
+    seconds: float,
+    first_extra: float = 0.0,
+    skew: float = 0.0,
+    later_from: int = 0,
+    later_seconds: float | None = None,
+) -> list[str]:
     """Overrides that move the run's clock `seconds` a batch (tests/ must be on the path)."""
     return [
         "+callbacks.tick._target_=step_clock.Tick",
         f"+callbacks.tick.seconds={seconds}",
         f"+callbacks.tick.first_extra={first_extra}",
         f"+callbacks.tick.skew={skew}",
+        f"+callbacks.tick.later_from={later_from}",
+        f"+callbacks.tick.later_seconds={'null' if later_seconds is None else later_seconds}",
     ]

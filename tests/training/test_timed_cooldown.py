@@ -47,22 +47,27 @@ def paper(update):
     return inverse_sqrt_warmup(update, 64, 50, factor=0.2)  # the toy's model and module
 
 
-def test_the_window_fits_the_pace_so_far_into_what_is_left():
-    assert cooldown_window(step=35, elapsed=70.0, left=30.0) == (50, 15)
-    assert cooldown_window(step=30, elapsed=70.0, left=30.0) == (42, 12)  # floor: 12.86 updates
-    assert cooldown_window(step=10, elapsed=100.0, left=1.0) == (11, 1)  # at least one
+def test_the_window_fits_the_pace_into_what_is_left():
+    assert cooldown_window(step=35, left=30.0, pace=0.5) == (50, 15)
+    assert cooldown_window(step=30, left=30.0, pace=3 / 7) == (42, 12)  # floor: 12.86 updates
+    assert cooldown_window(step=10, left=1.0, pace=0.1) == (11, 1)  # at least one
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "first_extra, start, last",
+    "clock, start, last",
     [
-        (0.0, 35, 50),  # 2 s an update: 30 s are left after update 35, and hold 15 more
-        (10.0, 30, 42),  # a slow start: 70 s for 30 updates predicts 12 more, ending early
+        ((2.0,), 35, 50),  # 2 s an update: 30 s are left after update 35, and hold 15 more
+        # A slow start: 70 s for 30 updates, but the last 30 s held 15, as the next 30 s will.
+        ((2.0, 10.0), 30, 45),
+        # 1 s an update, then 3 s from update 36: 29 s are left after update 47, and the last
+        # 30 s held 10 updates (37 to 47), so 9 more, ending at 98 s. The whole run's pace (47 in
+        # 71 s) would plan 19, and the budget would end the run at update 56 with the rate at half.
+        ((1.0, 0.0, 0.0, 35, 3.0), 47, 56),
     ],
 )
-def test_the_rate_falls_to_zero_over_the_budgets_last_minutes(tmp_path, first_extra, start, last):
-    rates = run(tmp_path, tick(2.0, first_extra))
+def test_the_rate_falls_to_zero_over_the_budgets_last_minutes(tmp_path, clock, start, last):
+    rates = run(tmp_path, tick(*clock))
     assert max(rates) == last - 1  # the last update is the predicted one
     for step, lr in rates.items():  # `step` updates done: this is update step + 1's rate
         expected = paper(step + 1) * min(1.0, (last - step) / (last - start))

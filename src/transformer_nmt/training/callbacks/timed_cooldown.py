@@ -2,6 +2,7 @@
 
 import logging
 import math
+from collections import deque
 from typing import Any
 
 import lightning as L
@@ -18,11 +19,13 @@ class TimedCooldown(L.Callback):
     A step budget (`module.cooldown_steps`) fixes the cool-down's updates in advance, but how
     many updates an hour holds depends on the machine: the same 2-core EPYC made 205 a minute
     one day and 153 another, and a cool-down planned for the first never starts on the second.
-    This one starts when `minutes` of the budget are left. From the pace so far (updates per
-    second of training, validation included, as the budget counts it) it predicts the update at
-    which the budget runs out; the rate reaches zero there, and training stops there, with a
-    last validation as when the budget ends it. If the pace slows after that,
-    `trainer.max_time` still ends the run.
+    This one starts when `minutes` of the budget are left. From the pace of the `minutes` before
+    (updates per second of training, validation included, as the budget counts it) it predicts
+    the update at which the budget runs out; the rate reaches zero there, and training stops
+    there, with a last validation as when the budget ends it. The recent pace, not the whole
+    run's, because the pace changes: R-Drop switched on late (`callbacks.late_dropout`) more
+    than halves it, and a whole-run pace would plan updates the budget cannot hold. If the pace
+    slows after the start, `trainer.max_time` still ends the run.
 
     Added by the module when `module.cooldown_minutes` is set. The clock is read every
     `trainer.log_every_n_steps` updates, and rank zero's plan is broadcast so every rank cools
@@ -34,6 +37,7 @@ class TimedCooldown(L.Callback):
         self.window: tuple[int, int] | None = None  # (last update, updates), once started
         self._timer: Timer | None = None
         self._last_checked = -1
+        self._clock: deque[tuple[float, int]] = deque()  # (elapsed seconds, update) at checks
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         self._timer = budget_timer(
@@ -55,10 +59,13 @@ class TimedCooldown(L.Callback):
         if step % trainer.log_every_n_steps or step == self._last_checked:
             return
         self._last_checked = step
-        left = self._timer.time_remaining()
+        left, elapsed = self._timer.time_remaining(), self._timer.time_elapsed()
+        while self._clock and self._clock[0][0] < elapsed - self.minutes * 60:
+            self._clock.popleft()
         plan = None
         if trainer.is_global_zero and step and left <= self.minutes * 60:
-            plan = cooldown_window(step, self._timer.time_elapsed(), left)
+            plan = cooldown_window(step, left, self._pace(elapsed, step))
+        self._clock.append((elapsed, step))
         self.window = trainer.strategy.broadcast(plan, src=0)
         if self.window is not None:
             pl_module.cool_down(*self.window)
@@ -69,6 +76,12 @@ class TimedCooldown(L.Callback):
                 self.window[0],
             )
 
+    def _pace(self, elapsed: float, step: int) -> float:
+        """Updates a second since the earliest check in the last `minutes`, or since the start
+        of the budget if there is none (the first check, or the first after a resume)."""
+        since, since_step = self._clock[0] if self._clock else (0.0, 0)
+        return (step - since_step) / (elapsed - since)
+
     def state_dict(self) -> dict[str, Any]:
         return {"window": self.window}
 
@@ -76,9 +89,9 @@ class TimedCooldown(L.Callback):
         self.window = state_dict["window"]
 
 
-def cooldown_window(step: int, elapsed: float, left: float) -> tuple[int, int]:
-    """(last update, updates) of a cool-down starting after update `step`, `elapsed` seconds
-    into the budget with `left` seconds of it remaining: as many updates as the pace so far
-    fits into what is left, at least one."""
-    steps = max(1, math.floor(left * step / elapsed))
+def cooldown_window(step: int, left: float, pace: float) -> tuple[int, int]:
+    """(last update, updates) of a cool-down starting after update `step` with `left` seconds
+    of the budget remaining: as many updates as `pace` (updates a second) fits into what is
+    left, at least one."""
+    steps = max(1, math.floor(left * pace))
     return step + steps, steps
