@@ -5,6 +5,7 @@ import pytest
 from hydra.errors import InstantiationException
 from omegaconf import open_dict
 
+from csv_metrics import logged
 from hydra_compose import compose_train
 from step_clock import StepClock, tick
 from transformer_nmt.train import train
@@ -48,17 +49,12 @@ def late_config(tmp_path, overrides=(), base=LATE):
 def run(tmp_path, overrides=(), base=LATE):
     """The rate each update trained with (the first dropout module's), by update."""
     train(late_config(tmp_path, overrides, base))
-    return logged(tmp_path, "train/dropout")
+    return logged_rounded(tmp_path, "train/dropout")
 
 
-def logged(tmp_path, metric):
-    """A run's logged `metric`, by update."""
-    (metrics,) = (tmp_path / "run").glob("csv/version_*/metrics.csv")
-    return {  # logged as float32: 0.3 reads 0.30000001
-        int(r["step"]): round(float(r[metric]), 6)
-        for r in csv.DictReader(metrics.open())
-        if r[metric]
-    }
+def logged_rounded(tmp_path, metric):
+    """A run's logged `metric`, by update: logged as float32, 0.3 reads 0.30000001."""
+    return {step: round(value, 6) for step, value in logged(tmp_path / "run", metric).items()}
 
 
 @pytest.mark.slow
@@ -79,7 +75,7 @@ def test_r_drop_turns_on_once_the_clock_passes_the_switch(tmp_path, monkeypatch)
 
     monkeypatch.setattr(module, "doubled", counted)
     rates = run(tmp_path, ["callbacks.late_dropout.p=null", "callbacks.late_dropout.rdrop_alpha=2"])
-    alphas = logged(tmp_path, "train/rdrop_alpha")
+    alphas = logged_rounded(tmp_path, "train/rdrop_alpha")
     assert alphas == {step: 0.0 if step < 15 else 2.0 for step in range(len(alphas))}
     assert len(doubled_batches) == len(alphas) - 15  # only the updates after the switch
     assert set(rates.values()) == {0.0}  # p=null: the model's own rate throughout
@@ -96,7 +92,7 @@ def test_a_run_resumed_after_the_switch_keeps_the_raised_rate_and_r_drop(tmp_pat
     checkpoint = tmp_path / "whole/run/checkpoints/step20.ckpt"
     rates = run(tmp_path / "resumed", [*every_10, f"ckpt_path={checkpoint}"])
     assert min(rates) == 20 and set(rates.values()) == {0.3}
-    assert set(logged(tmp_path / "resumed", "train/rdrop_alpha").values()) == {2.0}
+    assert set(logged_rounded(tmp_path / "resumed", "train/rdrop_alpha").values()) == {2.0}
 
 
 @pytest.mark.slow

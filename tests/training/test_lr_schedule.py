@@ -1,9 +1,9 @@
-import csv
 import itertools
 
 import pytest
 from omegaconf import open_dict
 
+from csv_metrics import logged
 from hydra_compose import compose_train
 from transformer_nmt.train import train
 from transformer_nmt.training.lr_schedule import (
@@ -70,14 +70,9 @@ def test_training_follows_the_cooldown_to_its_last_update(tmp_path):
         del cfg.hydra  # the CSV logger records the resolved config, but no sweep runs here
     train(cfg)
 
-    (metrics,) = (tmp_path / "run").glob("csv/version_*/metrics.csv")
-    logged = {
-        int(r["step"]): float(r["train/lr"])
-        for r in csv.DictReader(metrics.open())
-        if r["train/lr"]
-    }
-    assert sorted(logged) == list(range(12))
-    for step, lr in logged.items():  # `step` updates done: this is update step + 1's rate
+    rates = logged(tmp_path / "run", "train/lr")
+    assert sorted(rates) == list(range(12))
+    for step, lr in rates.items():  # `step` updates done: this is update step + 1's rate
         paper = inverse_sqrt_warmup(step + 1, 64, 50, factor=0.2)  # the toy's model and module
         expected = paper if step < 8 else paper * (12 - step) / 4
         assert lr == pytest.approx(expected, rel=1e-6), step

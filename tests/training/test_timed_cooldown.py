@@ -1,4 +1,3 @@
-import csv
 import subprocess
 import sys
 
@@ -6,6 +5,7 @@ import lightning.pytorch.callbacks.timer
 import pytest
 from omegaconf import open_dict
 
+from csv_metrics import logged
 from ddp_helpers import assert_same_weights, ddp_env, weights_callback
 from hydra_compose import ROOT, compose_train
 from step_clock import StepClock, tick
@@ -35,12 +35,7 @@ def run(tmp_path, overrides):
     with open_dict(cfg):
         del cfg.hydra  # the CSV logger records the resolved config, but no sweep runs here
     train(cfg)
-    (metrics,) = (tmp_path / "run").glob("csv/version_*/metrics.csv")
-    return {
-        int(r["step"]): float(r["train/lr"])
-        for r in csv.DictReader(metrics.open())
-        if r["train/lr"]
-    }
+    return logged(tmp_path / "run", "train/lr")
 
 
 def paper(update):
@@ -57,17 +52,17 @@ def test_the_window_fits_the_pace_into_what_is_left():
 @pytest.mark.parametrize(
     "clock, start, last",
     [
-        ((2.0,), 35, 50),  # 2 s an update: 30 s are left after update 35, and hold 15 more
+        (dict(seconds=2.0), 35, 50),  # 30 s are left after update 35, and hold 15 more
         # A slow start: 70 s for 30 updates, but the last 30 s held 15, as the next 30 s will.
-        ((2.0, 10.0), 30, 45),
+        (dict(seconds=2.0, first_extra=10.0), 30, 45),
         # 1 s an update, then 3 s from update 36: 29 s are left after update 47, and the last
         # 30 s held 10 updates (37 to 47), so 9 more, ending at 98 s. The whole run's pace (47 in
         # 71 s) would plan 19, and the budget would end the run at update 56 with the rate at half.
-        ((1.0, 0.0, 0.0, 35, 3.0), 47, 56),
+        (dict(seconds=1.0, later_from=35, later_seconds=3.0), 47, 56),
     ],
 )
 def test_the_rate_falls_to_zero_over_the_budgets_last_minutes(tmp_path, clock, start, last):
-    rates = run(tmp_path, tick(*clock))
+    rates = run(tmp_path, tick(**clock))
     assert max(rates) == last - 1  # the last update is the predicted one
     for step, lr in rates.items():  # `step` updates done: this is update step + 1's rate
         expected = paper(step + 1) * min(1.0, (last - step) / (last - start))
@@ -103,12 +98,8 @@ def test_ddp_ranks_cool_down_alike_on_rank_zeros_clock(tmp_path):
     )  # fmt: skip
 
     assert_same_weights(tmp_path / "weights")  # every update's rate was the same on both
-    (metrics,) = (tmp_path / "outputs").glob("toy/runs/*/csv/version_*/metrics.csv")
-    rates = {
-        int(r["step"]): float(r["train/lr"])
-        for r in csv.DictReader(metrics.open())
-        if r["train/lr"]
-    }
+    (run_dir,) = (tmp_path / "outputs").glob("toy/runs/*")
+    rates = logged(run_dir, "train/lr")
     assert max(rates) == 49  # rank zero's plan: 15 updates after update 35
     assert rates[49] == pytest.approx(paper(50) / 15, rel=1e-6)
 
