@@ -1,6 +1,7 @@
 import math
 
 import lightning as L
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -8,6 +9,7 @@ from ddp_helpers import batch, sentences, tiny_module
 from hydra_compose import compose_train
 from transformer_nmt.model import Transformer
 from transformer_nmt.train import train
+from transformer_nmt.training import loss as loss_module
 from transformer_nmt.training.loss import label_smoothed_nll
 from transformer_nmt.training.module import real_target_logits
 from transformer_nmt.training.rdrop import doubled, symmetric_kl
@@ -26,19 +28,32 @@ def test_symmetric_kl_equals_torch_kl_div_both_ways_and_ignores_rows_after_the_p
     assert symmetric_kl(torch.cat([logits[:3], logits[:3], logits[6:]]), 3) == 0
 
 
-def test_loss_plus_kl_has_the_gradient_of_the_plain_autograd_reference():
+# 11 classes, the KL's blocks a quarter of the loss's: one row, two (the last shorter), all rows.
+@pytest.mark.parametrize("block_elements", [44, 88, 2**18])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_loss_plus_kl_has_the_gradient_of_the_plain_autograd_reference(
+    monkeypatch, block_elements, dtype
+):
     """The label-smoothed loss's backward overwrites the logits with their gradient: the KL term
     beside it must still get its own gradient right."""
+    monkeypatch.setattr(loss_module, "CPU_BLOCK_ELEMENTS", block_elements)
     g = torch.Generator().manual_seed(1)
-    leaf = torch.randn(7, 11, generator=g, requires_grad=True)
+    logits = torch.randn(7, 11, generator=g).to(dtype)
     target = torch.randint(0, 11, (6,), generator=g)
+    leaf = logits.clone().requires_grad_()
     loss, _ = label_smoothed_nll(leaf * 1, target, 0.1)
-    (grad,) = torch.autograd.grad(loss + 5 * symmetric_kl(leaf * 1, 3), leaf)
+    kl = symmetric_kl(leaf * 1, 3)
+    (grad,) = torch.autograd.grad(loss + 5 * kl, leaf)
 
-    rows = leaf[:6]
+    ref_leaf = logits.float().requires_grad_()
+    rows = ref_leaf[:6]
     ref = F.cross_entropy(rows, target, label_smoothing=0.1, reduction="sum")
-    (ref_grad,) = torch.autograd.grad(ref + 5 * reference_kl(rows[:3], rows[3:]), leaf)
-    torch.testing.assert_close(grad, ref_grad)
+    ref_kl = reference_kl(rows[:3], rows[3:])
+    (ref_grad,) = torch.autograd.grad(ref + 5 * ref_kl, ref_leaf)
+    tolerance = {"atol": 2e-2, "rtol": 1e-2} if dtype == torch.bfloat16 else {}
+    torch.testing.assert_close(kl, ref_kl)
+    assert grad.dtype == dtype
+    torch.testing.assert_close(grad.float(), ref_grad, **tolerance)
     assert grad[6].abs().sum() == 0
 
 

@@ -28,10 +28,12 @@ def label_smoothed_nll(logits: Tensor, target: Tensor, epsilon: float) -> tuple[
 CPU_BLOCK_ELEMENTS = 2**18
 
 
-def _row_blocks(logits: Tensor, n: int) -> list[slice]:
-    """Slices covering logits' first n rows."""
+def row_blocks(logits: Tensor, n: int, share: int = 1) -> list[slice]:
+    """Slices covering logits' first n rows; on CPUs a 1/share of the elements in each."""
     vocab = logits.size(-1)
-    rows = max(1, CPU_BLOCK_ELEMENTS // vocab) if logits.device.type == "cpu" else max(n, 1)
+    rows = (
+        max(1, CPU_BLOCK_ELEMENTS // share // vocab) if logits.device.type == "cpu" else max(n, 1)
+    )
     return [slice(start, min(start + rows, n)) for start in range(0, n, rows)]
 
 
@@ -52,7 +54,7 @@ class _LabelSmoothedNLL(torch.autograd.Function):
         n = target.size(0)  # rows past n are ignored
         lse = logits.new_empty(n, dtype=torch.float32)  # (N,)
         nll, mean = torch.empty_like(lse), torch.empty_like(lse)
-        for rows in _row_blocks(logits, n):
+        for rows in row_blocks(logits, n):
             z = logits[rows].float()  # a view of fp32 logits, an fp32 copy of others
             lse[rows] = torch.logsumexp(z, dim=-1)
             nll[rows] = lse[rows] - z.gather(-1, target[rows].unsqueeze(-1)).squeeze(-1)
@@ -74,7 +76,7 @@ class _LabelSmoothedNLL(torch.autograd.Function):
         hit = -(grad_loss * (1.0 - eps) + grad_nll)
         n, grad = target.size(0), logits  # the logits become their gradient
         grad[n:].zero_()  # the ignored rows
-        for rows in _row_blocks(logits, n):
+        for rows in row_blocks(logits, n):
             block = logits[rows].float()  # the rows themselves in fp32, a copy in 16 bits
             block.sub_(lse[rows].unsqueeze(-1)).exp_()  # softmax(z)
             block.mul_(scale).sub_(shift)
