@@ -26,7 +26,7 @@ class LateDropout(L.Callback):
     Multi30k a fast CPU overfits the recipe from minute 22 of the hour, while a higher rate
     from the start learns too slowly (experiments/multi30k_sweep/): this keeps the recipe's
     rate while the validation loss still falls and raises it after. R-Drop regularizes at
-    2.3x the cost of an update there; late, the hour's first part keeps the plain pace.
+    about twice the cost of an update there; late, the hour's first part keeps the plain pace.
 
     The point is one of:
     - `after_minutes` into `trainer.max_time`, on the `Timer`'s clock as for
