@@ -455,9 +455,7 @@ def training_batches(
     Budget and padding as the data module's for data=multi30k when training in `precision`.
     """
     multiple = pad_multiple(DATA.pad_to_multiple_of, LIGHTNING_PRECISION[precision])
-    sampler = TokenBatchSampler(
-        src_lengths, tgt_lengths, DATA.max_tokens, seed=0, pad_to_multiple_of=multiple
-    )
+    sampler = TokenBatchSampler(src_lengths, tgt_lengths, DATA.max_tokens, seed=0)
     rng = np.random.default_rng(0)
     return [
         collate(

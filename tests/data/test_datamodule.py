@@ -162,6 +162,14 @@ def test_auto_padding_follows_the_trainers_precision(tmp_path, precision, multip
         assert any(width % 8 for width in model.widths)  # not padded to 8 after all
 
 
+def test_batches_hold_the_same_pairs_in_any_precision(tmp_path):
+    # The rounding to multiples of 8 is not counted in data.max_tokens: bf16 takes the same steps.
+    bf16 = fit_recorder(tmp_path, max_epochs=1, precision="bf16-mixed")
+    fp32 = fit_recorder(tmp_path, max_epochs=1, precision="32-true")
+    assert bf16.seen == fp32.seen
+    assert bf16.widths != fp32.widths
+
+
 def test_a_resumed_run_continues_with_the_next_epochs_order(tmp_path):
     def fit(max_epochs: int, ckpt_path=None) -> tuple[Recorder, L.Trainer]:
         model = Recorder()

@@ -5,17 +5,18 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 from torch.utils.data import Sampler
 
-from transformer_nmt.data.framing import decoder_input, decoder_target, pad_batch, round_up
+from transformer_nmt.data.framing import decoder_input, decoder_target, pad_batch
 
 
 class TokenBatchSampler(Sampler[list[int]]):
-    """Yields one rank's lists of example indices whose padded size stays within a token budget.
+    """Yields one rank's lists of example indices whose size stays within a token budget.
 
     Examples are sorted by length, so a batch wastes little on padding, and cut greedily so that
-    `len(batch) * max(longest source, longest target) <= max_tokens`, the lengths rounded up to
-    `pad_to_multiple_of` as `collate` pads them. Ties in length are broken at
-    random and the batch order is shuffled, both from (seed, epoch). Batch sizes depend only on the
-    sorted lengths, so every epoch has the same number of batches.
+    `len(batch) * max(longest source, longest target) <= max_tokens`. `collate`'s rounding of
+    lengths to a multiple (16-bit precision) comes on top, as in fairseq, so which pairs share a
+    batch does not depend on the precision. Ties in length are broken at random and the batch
+    order is shuffled, both from (seed, epoch). Batch sizes depend only on the sorted lengths, so
+    every epoch has the same number of batches.
 
     Under DDP every rank builds the same batches and takes every `world_size`-th one. The largest
     batches are halved until their count divides by `world_size`, so every rank runs the same
@@ -32,19 +33,17 @@ class TokenBatchSampler(Sampler[list[int]]):
         seed: int = 0,
         rank: int = 0,
         world_size: int = 1,
-        pad_to_multiple_of: int = 1,
     ):
         """Fix the batch sizes; which examples fill them is drawn per epoch.
 
         Args:
             src_lengths: tokens per source sequence as the model sees it (EOS included).
             tgt_lengths: tokens per target sequence as the model sees it (BOS or EOS included).
-            max_tokens: budget of padded tokens per side of a batch.
+            max_tokens: budget of tokens per side of a batch, padding to the longest included.
             shuffle: randomize ties and batch order per epoch; if False, batches run shortest first.
             seed: with the epoch, seeds the randomness; must be the same on every rank.
             rank: this process's global rank, 0 <= rank < world_size.
             world_size: number of DDP processes sharing the batches.
-            pad_to_multiple_of: `collate`'s rounding of padded lengths, counted in the budget.
         """
         super().__init__()
         if not 0 <= rank < world_size:
@@ -56,12 +55,11 @@ class TokenBatchSampler(Sampler[list[int]]):
                 f"{len(src_lengths)} source lengths but {len(tgt_lengths)} target lengths"
             )
         self.longest = np.maximum(self.src_lengths, self.tgt_lengths)
-        padded = round_up(self.longest, pad_to_multiple_of)  # what a batch holds per example
-        if len(padded) and padded.max() > max_tokens:
-            index = int(padded.argmax())
+        if len(self.longest) and self.longest.max() > max_tokens:
+            index = int(self.longest.argmax())
             raise ValueError(
-                f"example {index} has {self.longest[index]} tokens, padded to {padded[index]}, "
-                f"more than max_tokens={max_tokens}; filter long examples or raise max_tokens"
+                f"example {index} has {self.longest[index]} tokens, more than "
+                f"max_tokens={max_tokens}; filter long examples or raise max_tokens"
             )
         self.max_tokens = max_tokens
         self.shuffle = shuffle
@@ -69,7 +67,9 @@ class TokenBatchSampler(Sampler[list[int]]):
         self.rank = rank
         self.world_size = world_size
         self.epoch = 0
-        self.sizes = _split_to_multiple(_greedy_sizes(np.sort(padded), max_tokens), world_size)
+        self.sizes = _split_to_multiple(
+            _greedy_sizes(np.sort(self.longest), max_tokens), world_size
+        )
         self.consumed = 0  # batches of this epoch already yielded by this rank
         self._resume_at = 0
 

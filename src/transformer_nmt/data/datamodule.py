@@ -12,7 +12,7 @@ from transformer_nmt.data.batching import TokenBatchSampler, collate
 from transformer_nmt.data.bpe_dropout import BPEDropout
 from transformer_nmt.data.corpus import Corpus, DataFormatError
 from transformer_nmt.data.dataset import TranslationDataset
-from transformer_nmt.data.framing import ADDED_TOKENS, round_up
+from transformer_nmt.data.framing import ADDED_TOKENS
 from transformer_nmt.data.store import open_or_build, store_path
 from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer, load_or_train
 
@@ -65,7 +65,9 @@ class TranslationDataModule(L.LightningDataModule):
             tgt_lang: language translated to, e.g. "de".
             vocab_size: upper bound on the joint BPE vocabulary.
             min_frequency: a pair seen fewer times is never merged into a BPE token.
-            max_tokens: padded tokens per side of a batch.
+            max_tokens: tokens per side of a batch, padding to the longest pair included and
+                `pad_to_multiple_of`'s rounding not, so batches hold the same pairs in any
+                precision.
             tokens_per_update: tokens per side of an optimizer step; training derives
                 `trainer.accumulate_grad_batches` from it (None: one batch per device a step).
             max_len: pairs with more BPE tokens on either side are dropped (specials not counted).
@@ -82,12 +84,11 @@ class TranslationDataModule(L.LightningDataModule):
         super().__init__()
         if not 0 <= bpe_dropout < 1:
             raise ValueError(f"data.bpe_dropout={bpe_dropout} must lie in [0, 1)")
-        # A pair of max_len tokens plus EOS, padded ("auto" at its largest), must fit in a batch.
-        longest = round_up(max_len + ADDED_TOKENS, pad_multiple(pad_to_multiple_of, "16-mixed"))
+        longest = max_len + ADDED_TOKENS
         if max_tokens < longest:
             raise ValueError(
                 f"max_tokens={max_tokens} cannot hold one pair of max_len={max_len} tokens "
-                f"plus EOS, padded to {longest}; set max_tokens >= {longest} or lower max_len"
+                f"plus EOS; set max_tokens >= {longest} or lower max_len"
             )
         self.save_hyperparameters(ignore=["corpus"])
         self.corpus = corpus
@@ -209,7 +210,6 @@ class TranslationDataModule(L.LightningDataModule):
             seed=self.hparams.seed,
             rank=trainer.global_rank if trainer else 0,
             world_size=trainer.world_size if trainer else 1,
-            pad_to_multiple_of=multiple,
         )
         if trainer:
             # A resumed run must continue with the restored epoch's order, not replay epoch 0's.

@@ -14,7 +14,7 @@ def updates_per_step(tokens_per_update: int, max_tokens: int, devices: int, num_
 
     Args:
         tokens_per_update: tokens per side wanted in one optimizer step (the paper: ~25,000).
-        max_tokens: padded tokens per side of one batch on one device.
+        max_tokens: tokens per side of one batch on one device (`TokenBatchSampler`).
         devices: devices per node.
         num_nodes: machines.
     """
@@ -35,7 +35,7 @@ def accumulate_grad_batches(cfg: DictConfig) -> int:
     batches = updates_per_step(tokens_per_update, max_tokens, devices, num_nodes)
     log.info(
         "accumulate_grad_batches=%d: data.tokens_per_update=%d over data.max_tokens=%d x "
-        "%d devices x %d nodes (%d padded tokens a side per update at most)",
+        "%d devices x %d nodes (%d tokens a side per update at most)",
         batches,
         tokens_per_update,
         max_tokens,
