@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from transformer_nmt.data.batching import TokenBatchSampler, collate
+from transformer_nmt.data.batching import TokenBatchSampler, collate, rounding_multiple
 from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID
 
 
@@ -216,3 +216,30 @@ def test_collate_rounds_lengths_up_and_indexes_the_real_target_positions():
     flat = batch["tgt_out"].flatten()
     assert batch["tgt_index"].tolist() == (flat != 0).nonzero().flatten().tolist()
     assert flat[batch["tgt_index"]].tolist() == [7, EOS_ID, 9, 10, 11, EOS_ID]
+
+
+def test_short_pairs_round_more_finely_to_stay_near_the_budget():
+    # 113 pairs of 9 tokens fill 1024; rounded to 16 they would take 1808 positions.
+    assert rounding_multiple([9] * 113, 8, max_tokens=1024) == 2  # 1130 <= 1024 * 9 / 8
+    assert rounding_multiple([9] * 64, 8, max_tokens=1024) == 8  # 1024: rounding to 8 fits
+    assert rounding_multiple([9] * 113, 8, max_tokens=None) == 8
+    assert rounding_multiple([9] * 113, 1, max_tokens=1024) == 1
+
+
+def test_rounding_keeps_every_side_within_an_eighth_over_the_budget():
+    src, tgt = random_lengths()
+    multiples = set()
+    for b in TokenBatchSampler(src, tgt, max_tokens=500):
+        examples = [{"src": [5] * (src[i] - 1) + [EOS_ID], "tgt": [5] * (tgt[i] - 1)} for i in b]
+        padded = collate(examples, pad_id=0, pad_to_multiple_of=8, max_tokens=500)
+        for side, lengths in (("src", src), ("tgt_in", tgt)):
+            rows, width = padded[side].shape
+            longest = max(lengths[i] for i in b)
+            multiple = rounding_multiple([longest] * rows, 8, max_tokens=500)
+            assert width == -(-longest // multiple) * multiple
+            assert rows * width <= 500 * 9 / 8
+            # The coarsest that fits: the next coarser multiple would pass the allowance.
+            coarser = -(-longest // (2 * multiple)) * 2 * multiple
+            assert multiple == 8 or rows * coarser > 500 * 9 / 8
+            multiples.add(multiple)
+    assert 8 in multiples and len(multiples) > 1

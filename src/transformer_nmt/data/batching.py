@@ -5,7 +5,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 from torch.utils.data import Sampler
 
-from transformer_nmt.data.framing import decoder_input, decoder_target, pad_batch
+from transformer_nmt.data.framing import decoder_input, decoder_target, pad_batch, round_up
 
 
 class TokenBatchSampler(Sampler[list[int]]):
@@ -14,9 +14,9 @@ class TokenBatchSampler(Sampler[list[int]]):
     Examples are sorted by length, so a batch wastes little on padding, and cut greedily so that
     `len(batch) * max(longest source, longest target) <= max_tokens`. `collate`'s rounding of
     lengths to a multiple (16-bit precision) comes on top, as in fairseq, so which pairs share a
-    batch does not depend on the precision. Ties in length are broken at random and the batch
-    order is shuffled, both from (seed, epoch). Batch sizes depend only on the sorted lengths, so
-    every epoch has the same number of batches.
+    batch does not depend on the precision; `rounding_multiple` bounds what it adds. Ties in
+    length are broken at random and the batch order is shuffled, both from (seed, epoch). Batch
+    sizes depend only on the sorted lengths, so every epoch has the same number of batches.
 
     Under DDP every rank builds the same batches and takes every `world_size`-th one. The largest
     batches are halved until their count divides by `world_size`, so every rank runs the same
@@ -166,7 +166,27 @@ def _split_to_multiple(sizes: list[int], world_size: int) -> list[int]:
     return sizes
 
 
-def collate(examples: list[dict], pad_id: int, pad_to_multiple_of: int = 1) -> dict:
+# The rounding may add this share of max_tokens to a side of a batch, no more.
+ROUNDING_ALLOWANCE = 1 / 8
+
+
+def rounding_multiple(lengths: Sequence[int], multiple: int, max_tokens: int | None) -> int:
+    """The coarsest of `multiple`, its half, its quarter... that keeps a side within the budget.
+
+    A batch of short pairs holds them by the hundred: rounding 9 tokens up to 16 would nearly
+    double the positions it computes and holds. So the multiple halves until
+    `len(lengths)` rows of the rounded longest length fit in `max_tokens` plus
+    `ROUNDING_ALLOWANCE` of it; None keeps `multiple` as it is.
+    """
+    budget = None if max_tokens is None else max_tokens * (1 + ROUNDING_ALLOWANCE)
+    while budget and multiple > 1 and len(lengths) * round_up(max(lengths), multiple) > budget:
+        multiple //= 2
+    return multiple
+
+
+def collate(
+    examples: list[dict], pad_id: int, pad_to_multiple_of: int = 1, max_tokens: int | None = None
+) -> dict:
     """Pad a list of examples into a batch, framing the target (BOS + tgt in, tgt + EOS out).
 
     Args:
@@ -175,6 +195,8 @@ def collate(examples: list[dict], pad_id: int, pad_to_multiple_of: int = 1) -> d
         pad_id: fills each sequence up to the longest of the batch.
         pad_to_multiple_of: round the padded lengths up to a multiple of this, as the tensor
             cores of GPUs prefer; 1 pads to the longest only.
+        max_tokens: if given, each side rounds to `rounding_multiple`'s multiple instead, which
+            keeps it within this budget plus `ROUNDING_ALLOWANCE` of it.
 
     Returns:
         "src" (B, S), "tgt_in" (B, T) = BOS + tgt, "tgt_out" (B, T) = tgt + EOS as LongTensors;
@@ -182,12 +204,14 @@ def collate(examples: list[dict], pad_id: int, pad_to_multiple_of: int = 1) -> d
         the host so that selecting them on a GPU needs no device sync; plus "src_text" and
         "tgt_text" (lists of B strings) when the examples carry them.
     """
-    tgt_out = pad_batch([decoder_target(ex["tgt"]) for ex in examples], pad_to_multiple_of, pad_id)
+    src = [ex["src"] for ex in examples]
+    tgt_in = [decoder_input(ex["tgt"]) for ex in examples]
+    src_multiple = rounding_multiple(list(map(len, src)), pad_to_multiple_of, max_tokens)
+    tgt_multiple = rounding_multiple(list(map(len, tgt_in)), pad_to_multiple_of, max_tokens)
+    tgt_out = pad_batch([decoder_target(ex["tgt"]) for ex in examples], tgt_multiple, pad_id)
     batch = {
-        "src": pad_batch([ex["src"] for ex in examples], pad_to_multiple_of, pad_id),
-        "tgt_in": pad_batch(
-            [decoder_input(ex["tgt"]) for ex in examples], pad_to_multiple_of, pad_id
-        ),
+        "src": pad_batch(src, src_multiple, pad_id),
+        "tgt_in": pad_batch(tgt_in, tgt_multiple, pad_id),
         "tgt_out": tgt_out,
         "tgt_index": (tgt_out.flatten() != pad_id).nonzero().squeeze(1),
     }

@@ -76,7 +76,9 @@ class TranslationDataModule(L.LightningDataModule):
                 every epoch); 0, the paper, keeps the one segmentation.
             pad_to_multiple_of: batches are padded to lengths that are multiples of this, which
                 16-bit kernels prefer; 1 saves the extra padding where nothing gains from it.
-                "auto": 8 when the trainer's precision is 16-bit, else 1 (`pad_multiple`).
+                "auto": 8 when the trainer's precision is 16-bit, else 1 (`pad_multiple`), and
+                finer for a batch of short pairs, so that the rounding adds at most an eighth
+                of `max_tokens` (`rounding_multiple`).
             num_workers: DataLoader worker processes.
             cache_dir: folder of cached tokenizers and token stores.
             seed: seeds batch composition and order.
@@ -201,6 +203,7 @@ class TranslationDataModule(L.LightningDataModule):
     def _loader(self, dataset: TranslationDataset, shuffle: bool) -> DataLoader:
         """A loader of token-budget batches over one split."""
         trainer = self.trainer  # None outside a Trainer: one process holds every batch
+        auto = self.hparams.pad_to_multiple_of == "auto"
         multiple = pad_multiple(self.hparams.pad_to_multiple_of, trainer and trainer.precision)
         sampler = TokenBatchSampler(
             dataset.src_lengths,
@@ -220,7 +223,13 @@ class TranslationDataModule(L.LightningDataModule):
         return DataLoader(
             dataset,
             batch_sampler=sampler,
-            collate_fn=functools.partial(collate, pad_id=PAD_ID, pad_to_multiple_of=multiple),
+            collate_fn=functools.partial(
+                collate,
+                pad_id=PAD_ID,
+                pad_to_multiple_of=multiple,
+                # "auto" rounds short batches more finely; a number given is kept as given.
+                max_tokens=self.hparams.max_tokens if auto else None,
+            ),
             num_workers=workers,
             # Restarting workers every epoch would ship the dataset to each of them again.
             persistent_workers=workers > 0,
