@@ -107,10 +107,10 @@ def ours_loss(model: Transformer, batch: dict) -> Tensor:
     """Our training loss per target token, as TranslationModule computes it; one place to switch.
 
     Only the non-pad target positions (collate's "tgt_index") get the output projection, in
-    bf16 a multiple of 8 of them as training projects.
+    bf16 rounded up as training rounds them (`projected_rows`).
     """
     precision = "bf16-mixed" if torch.is_autocast_enabled("cpu") else "32-true"
-    logits, target = real_target_logits(model, batch, pad_multiple("auto", precision))
+    logits, target = real_target_logits(model, batch, precision)
     loss, _ = label_smoothed_nll(logits, target, EPSILON)
     return loss / target.numel()
 

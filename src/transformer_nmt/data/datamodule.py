@@ -22,11 +22,11 @@ log = logging.getLogger(__name__)
 # --split test` scores a test split with beam search, reading it with the same corpus classes.
 STAGE_SPLITS = {"fit": ("train", "val"), "validate": ("val",), None: ("train", "val")}
 
-# `pad_to_multiple_of="auto"` under 16-bit precision, and the training step's count of projected
-# target rows (`real_target_logits`). 16-bit matmul kernels want few distinct shapes: tensor
-# cores run multiples of 8 at full speed, and oneDNN generates a bf16 CPU kernel for each new
-# shape, which costs more than the product itself at narrow widths (1-3 ms against 0.1-1 ms,
-# experiments/speed/README.md). In fp32 on CPUs the padding only costs: "auto" is 1.
+# `pad_to_multiple_of="auto"` under 16-bit precision, and the least multiple of the training
+# step's projected target rows (`projected_rows`). 16-bit matmul kernels want few distinct
+# shapes: tensor cores run multiples of 8 at full speed, and oneDNN generates a bf16 CPU kernel
+# for each new shape, which costs more than the product itself at narrow widths (1-3 ms against
+# 0.1-1 ms, experiments/speed/README.md). In fp32 on CPUs the padding only costs: "auto" is 1.
 HALF_PRECISION_PAD_MULTIPLE = 8
 
 
