@@ -29,12 +29,12 @@ MAX_ROW_MULTIPLE = 128
 def projected_rows(n: int, precision: str | None) -> int:
     """How many rows the output projection computes for a batch's n real target positions.
 
-    n in fp32. In 16 bits, n rounded up to a multiple of 8 or of the largest power of two up to
-    `MAX_ROW_MULTIPLE` that is at most n / 8, so the rounding adds under an eighth. n is new
-    nearly every batch, and each new row count costs a new bf16 CPU kernel, as every new length
-    does (`pad_multiple`); the 8,000-word projection's kernels also keep memory in oneDNN's
-    cache: rounding to 128 rather than 8 kept an R-Drop epoch of Multi30k 0.3 GB lower at the
-    same pace (experiments/speed/README.md).
+    In fp32, n itself. In 16 bits, n rounded up to a multiple of 8 or of the largest power of
+    two up to `MAX_ROW_MULTIPLE` that is at most n / 8, so the rounding adds under an eighth. n
+    is new nearly every batch, and each new row count costs a new bf16 CPU kernel, as every new
+    length does (`pad_multiple`); the 8,000-word projection's kernels also keep memory in
+    oneDNN's cache: rounding to 128 rather than 8 kept an R-Drop epoch of Multi30k 0.3 GB lower
+    at the same pace (experiments/speed/README.md).
     """
     multiple = pad_multiple("auto", precision)
     if multiple == 1:
