@@ -33,8 +33,8 @@ def projected_rows(n: int, precision: str | None) -> int:
     two up to `MAX_ROW_MULTIPLE` that is at most n / 8, so the rounding adds under an eighth. n
     is new nearly every batch, and each new row count costs a new bf16 CPU kernel, as every new
     length does (`pad_multiple`); the 8,000-word projection's kernels also keep memory in
-    oneDNN's cache: rounding to 128 rather than 8 kept an R-Drop epoch of Multi30k 0.3 GB lower
-    at the same pace (experiments/speed/README.md).
+    oneDNN's cache: rounding to 128 rather than 8 kept an R-Drop epoch of Multi30k 0.3 GB lower,
+    with no change of pace shown either way (experiments/speed/README.md).
     """
     multiple = pad_multiple("auto", precision)
     if multiple == 1:
