@@ -220,10 +220,10 @@ def test_collate_rounds_lengths_up_and_indexes_the_real_target_positions():
 
 def test_short_pairs_round_more_finely_to_stay_near_the_budget():
     # 113 pairs of 9 tokens fill 1024; rounded to 16 they would take 1808 positions.
-    assert rounding_multiple([9] * 113, 8, max_tokens=1024) == 2  # 1130 <= 1024 * 9 / 8
-    assert rounding_multiple([9] * 64, 8, max_tokens=1024) == 8  # 1024: rounding to 8 fits
-    assert rounding_multiple([9] * 113, 8, max_tokens=None) == 8
-    assert rounding_multiple([9] * 113, 1, max_tokens=1024) == 1
+    assert rounding_multiple(113, 9, 8, max_tokens=1024) == 2  # 1130 <= 1024 * 9 / 8
+    assert rounding_multiple(64, 9, 8, max_tokens=1024) == 8  # 1024: rounding to 8 fits
+    assert rounding_multiple(113, 9, 8, max_tokens=None) == 8
+    assert rounding_multiple(113, 9, 1, max_tokens=1024) == 1
 
 
 def test_rounding_keeps_every_side_within_an_eighth_over_the_budget():
@@ -235,7 +235,7 @@ def test_rounding_keeps_every_side_within_an_eighth_over_the_budget():
         for side, lengths in (("src", src), ("tgt_in", tgt)):
             rows, width = padded[side].shape
             longest = max(lengths[i] for i in b)
-            multiple = rounding_multiple([longest] * rows, 8, max_tokens=500)
+            multiple = rounding_multiple(rows, longest, 8, max_tokens=500)
             assert width == -(-longest // multiple) * multiple
             assert rows * width <= 500 * 9 / 8
             # The coarsest that fits: the next coarser multiple would pass the allowance.

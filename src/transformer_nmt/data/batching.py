@@ -170,16 +170,18 @@ def _split_to_multiple(sizes: list[int], world_size: int) -> list[int]:
 ROUNDING_ALLOWANCE = 1 / 8
 
 
-def rounding_multiple(lengths: Sequence[int], multiple: int, max_tokens: int | None) -> int:
+def rounding_multiple(rows: int, longest: int, multiple: int, max_tokens: int | None) -> int:
     """The coarsest of `multiple`, its half, its quarter... that keeps a side within the budget.
 
     A batch of short pairs holds them by the hundred: rounding 9 tokens up to 16 would nearly
-    double the positions it computes and holds. So the multiple halves until
-    `len(lengths)` rows of the rounded longest length fit in `max_tokens` plus
-    `ROUNDING_ALLOWANCE` of it; None keeps `multiple` as it is.
+    double the positions it computes and holds. So the multiple halves until `rows` rows of
+    `longest` rounded up fit in `max_tokens` plus `ROUNDING_ALLOWANCE` of it; None keeps
+    `multiple` as it is.
     """
-    budget = None if max_tokens is None else max_tokens * (1 + ROUNDING_ALLOWANCE)
-    while budget and multiple > 1 and len(lengths) * round_up(max(lengths), multiple) > budget:
+    if max_tokens is None:
+        return multiple
+    budget = max_tokens * (1 + ROUNDING_ALLOWANCE)
+    while multiple > 1 and rows * round_up(longest, multiple) > budget:
         multiple //= 2
     return multiple
 
@@ -206,8 +208,9 @@ def collate(
     """
     src = [ex["src"] for ex in examples]
     tgt_in = [decoder_input(ex["tgt"]) for ex in examples]
-    src_multiple = rounding_multiple(list(map(len, src)), pad_to_multiple_of, max_tokens)
-    tgt_multiple = rounding_multiple(list(map(len, tgt_in)), pad_to_multiple_of, max_tokens)
+    rows = len(examples)
+    src_multiple = rounding_multiple(rows, max(map(len, src)), pad_to_multiple_of, max_tokens)
+    tgt_multiple = rounding_multiple(rows, max(map(len, tgt_in)), pad_to_multiple_of, max_tokens)
     tgt_out = pad_batch([decoder_target(ex["tgt"]) for ex in examples], tgt_multiple, pad_id)
     batch = {
         "src": pad_batch(src, src_multiple, pad_id),
