@@ -455,6 +455,7 @@ def training_batches(
     Budget and padding as the data module's for data=multi30k when training in `precision`.
     """
     multiple = pad_multiple(DATA.pad_to_multiple_of, LIGHTNING_PRECISION[precision])
+    budget = DATA.max_tokens if DATA.pad_to_multiple_of == "auto" else None  # as the data module
     sampler = TokenBatchSampler(src_lengths, tgt_lengths, DATA.max_tokens, seed=0)
     rng = np.random.default_rng(0)
     return [
@@ -468,6 +469,7 @@ def training_batches(
             ],
             PAD_ID,
             multiple,
+            budget,
         )
         for batch in sampler.all_batches()[:count]
     ]

@@ -1,8 +1,10 @@
 """experiments/speed/benchmark.py: ratios to the fastest reference, round by round."""
 
+import numpy as np
 import pytest
 
 from scripts import load_script
+from transformer_nmt.data.batching import ROUNDING_ALLOWANCE
 
 TRAINING = "training bf16, target tokens/s"
 
@@ -52,3 +54,13 @@ def test_one_round_gives_the_plain_ratio_and_sizes_and_measures_stay_apart(bench
         ("small", TRAINING, "1.50x"),
         ("base", TRAINING, "0.50x"),
     ]
+
+
+def test_bf16_batches_round_as_the_data_module_does(bench):
+    # Short pairs, many to a batch: rounding each side up to 8 would add about half the budget.
+    rng = np.random.default_rng(0)
+    src, tgt = rng.integers(4, 17, size=3000), rng.integers(4, 17, size=3000)
+    batches = bench.training_batches(src, tgt, vocab=100, count=20, precision="bf16")
+    budget = bench.DATA.max_tokens * (1 + ROUNDING_ALLOWANCE)
+    sides = [b[side].numel() for b in batches for side in ("src", "tgt_in")]
+    assert bench.DATA.max_tokens < max(sides) <= budget
