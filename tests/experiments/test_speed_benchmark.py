@@ -1,4 +1,4 @@
-"""experiments/speed/benchmark.py: ratios to the fastest reference, round by round."""
+"""experiments/speed/benchmark.py: its batches, and ratios to the fastest reference by round."""
 
 import numpy as np
 import pytest
@@ -57,7 +57,7 @@ def test_one_round_gives_the_plain_ratio_and_sizes_and_measures_stay_apart(bench
 
 
 def test_bf16_batches_round_as_the_data_module_does(bench):
-    # Short pairs, many to a batch: rounding each side up to 8 would add about half the budget.
+    # Short pairs, many to a batch: rounding each side up to 8 would pass the budget's eighth.
     rng = np.random.default_rng(0)
     src, tgt = rng.integers(4, 17, size=3000), rng.integers(4, 17, size=3000)
     batches = bench.training_batches(src, tgt, vocab=100, count=20, precision="bf16")
