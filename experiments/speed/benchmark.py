@@ -49,7 +49,7 @@ if __name__ == "__main__" and sys.platform == "linux" and "GLIBC_TUNABLES" not i
 from transformer_nmt.cli.compose import compose_group  # noqa: E402
 from transformer_nmt.data.batching import TokenBatchSampler, collate  # noqa: E402
 from transformer_nmt.data.bitext import TextCorpus, read_lines  # noqa: E402
-from transformer_nmt.data.datamodule import pad_multiple  # noqa: E402
+from transformer_nmt.data.datamodule import pad_multiple, rounding_budget  # noqa: E402
 from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, load_or_train  # noqa: E402
 from transformer_nmt.model import Transformer, beam_search, greedy_search  # noqa: E402
 from transformer_nmt.training.loss import label_smoothed_nll  # noqa: E402
@@ -455,7 +455,6 @@ def training_batches(
     Budget and padding as the data module's for data=multi30k when training in `precision`.
     """
     multiple = pad_multiple(DATA.pad_to_multiple_of, LIGHTNING_PRECISION[precision])
-    budget = DATA.max_tokens if DATA.pad_to_multiple_of == "auto" else None  # as the data module
     sampler = TokenBatchSampler(src_lengths, tgt_lengths, DATA.max_tokens, seed=0)
     rng = np.random.default_rng(0)
     return [
@@ -469,7 +468,7 @@ def training_batches(
             ],
             PAD_ID,
             multiple,
-            budget,
+            rounding_budget(DATA.pad_to_multiple_of, DATA.max_tokens),
         )
         for batch in sampler.all_batches()[:count]
     ]

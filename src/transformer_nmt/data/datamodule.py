@@ -38,6 +38,12 @@ def pad_multiple(setting: int | str, precision: str | None) -> int:
     return HALF_PRECISION_PAD_MULTIPLE if half else 1
 
 
+def rounding_budget(setting: int | str, max_tokens: int) -> int | None:
+    """The budget `collate` keeps the rounding near: "auto" rounds short batches more finely; a
+    number given is kept as given (None)."""
+    return max_tokens if setting == "auto" else None
+
+
 class TranslationDataModule(L.LightningDataModule):
     """Serves one corpus in one direction as batches of padded token ids."""
 
@@ -203,7 +209,6 @@ class TranslationDataModule(L.LightningDataModule):
     def _loader(self, dataset: TranslationDataset, shuffle: bool) -> DataLoader:
         """A loader of token-budget batches over one split."""
         trainer = self.trainer  # None outside a Trainer: one process holds every batch
-        auto = self.hparams.pad_to_multiple_of == "auto"
         multiple = pad_multiple(self.hparams.pad_to_multiple_of, trainer and trainer.precision)
         sampler = TokenBatchSampler(
             dataset.src_lengths,
@@ -227,8 +232,9 @@ class TranslationDataModule(L.LightningDataModule):
                 collate,
                 pad_id=PAD_ID,
                 pad_to_multiple_of=multiple,
-                # "auto" rounds short batches more finely; a number given is kept as given.
-                max_tokens=self.hparams.max_tokens if auto else None,
+                max_tokens=rounding_budget(
+                    self.hparams.pad_to_multiple_of, self.hparams.max_tokens
+                ),
             ),
             num_workers=workers,
             # Restarting workers every epoch would ship the dataset to each of them again.
