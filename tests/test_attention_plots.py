@@ -37,8 +37,14 @@ def test_one_panel_per_head_on_a_shared_scale_titled_by_layer_head_and_step():
     assert fig._suptitle.get_text() == "encoder self-attention, layer 2, step 7"
     images: list[AxesImage] = [ax.images[0] for ax in panels]
     assert {im.get_clim() for im in images} == {(0.0, 1.0)}  # comparable across heads and steps
-    assert [t.get_text() for t in panels[0].get_yticklabels()] == list("abc")
-    assert [t.get_text() for t in panels[0].get_xticklabels()] == list("vwxyz")
+    # 2 x 4 panels, the last two cells empty: rows labelled on the left column, columns on the
+    # panels with nothing below them (heads 3 to 6), no ticks elsewhere.
+    y_labelled = [[t.get_text() for t in ax.get_yticklabels()] == list("abc") for ax in panels]
+    x_labelled = [[t.get_text() for t in ax.get_xticklabels()] == list("vwxyz") for ax in panels]
+    assert y_labelled == [True, False, False, False, True, False]
+    assert x_labelled == [False, False, True, True, True, True]
+    ticks = [(len(ax.get_xticks()), len(ax.get_yticks())) for ax in panels]
+    assert ticks == [(0, 3), (0, 0), (5, 0), (5, 0), (5, 3), (5, 0)]
     assert len(fig.axes) == 6 + 1  # the panels and one colour bar; empty grid cells removed
 
 

@@ -25,7 +25,7 @@ KINDS = {
     "decoder_src": "encoder-decoder attention",
 }
 MAX_COLS = 4  # heads per row of the grid
-PANEL_INCHES = 2.4  # each head's heatmap; small figures keep drawing to ~0.1 s per layer
+PANEL_INCHES = 2.4  # each head's heatmap: small figures draw fast (0.4 s a base-size layer)
 MARGIN_INCHES = (1.0, 0.8)  # (width, height) for the colour bar and the title
 DPI = 80
 
@@ -78,11 +78,19 @@ def attention_grid(
             weights[head].float().cpu().numpy(), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto"
         )
         ax.set_title(f"head {head + 1}", fontsize=8)
-        ax.set_xticks(range(len(key_tokens)), key_tokens, rotation=90, fontsize=fontsize)
-        ax.set_yticks(range(len(query_tokens)), query_tokens, fontsize=fontsize)
+        # Every head has the same tokens, so only the grid's outer edges are labelled: a tick per
+        # token on every panel made drawing a base-size layer 2.3x slower (experiments/speed/).
+        if head + cols >= h:  # nothing below it
+            ax.set_xticks(range(len(key_tokens)), key_tokens, rotation=90, fontsize=fontsize)
+        else:
+            ax.set_xticks([])
+        if head % cols == 0:
+            ax.set_yticks(range(len(query_tokens)), query_tokens, fontsize=fontsize)
+        else:
+            ax.set_yticks([])
         ax.tick_params(length=0)
     fig.suptitle(title, fontsize=9)
-    fig.subplots_adjust(left=0.1, right=0.86, bottom=0.14, top=0.84, wspace=0.6, hspace=0.6)
+    fig.subplots_adjust(left=0.1, right=0.86, bottom=0.14, top=0.84, wspace=0.15, hspace=0.3)
     fig.colorbar(image, cax=fig.add_axes((0.9, 0.15, 0.02, 0.7)))
     return fig
 
