@@ -152,11 +152,15 @@ def test_the_cpu_choice_is_made_once_and_inherited_by_the_ranks(cpu):
     assert child.stdout.strip() == "bf16-mixed", child.stderr
 
 
-def test_the_matmul_probe_measures_this_cpu_and_gives_back_its_threads(undecided):
-    threads = torch.get_num_threads()
+def test_the_matmul_probe_measures_this_cpu_and_gives_back_its_threads_and_random_state(
+    undecided,
+):
+    threads, random_state = torch.get_num_threads(), torch.get_rng_state()
     speedup = cpu_bf16_matmul_speedup(n=128, pairs=2)
     assert 0 < speedup < 100
     assert torch.get_num_threads() == threads
+    # The seed's dropout masks are the same whether precision=auto measured or not.
+    assert torch.equal(torch.get_rng_state(), random_state)
     if not cpu_has_native_bf16():  # emulated bf16 (~30x slower steps) can never win
         assert speedup < precision.BF16_MIN_MATMUL_SPEEDUP
         assert auto_cpu_precision() == "32-true"

@@ -53,8 +53,11 @@ def cpu_bf16_matmul_speedup(n: int = 1024, pairs: int = 5) -> float:
     this read 0.51-0.61 on a Xeon where two threads timing each dtype in its own block read
     0.22-1.84, 3 times in 30 above the bar (experiments/speed/precision_probe.py).
     """
+    # Its own generator: drawn from the global one, the operands shifted every later dropout
+    # mask, so that precision=auto and the precision it picks trained differently on one seed.
+    generator = torch.Generator().manual_seed(0)
     operands = {
-        dtype: torch.randn(2, n, n, device="cpu").to(dtype)
+        dtype: torch.randn(2, n, n, generator=generator).to(dtype)
         for dtype in (torch.float32, torch.bfloat16)
     }
     threads = torch.get_num_threads()
