@@ -57,7 +57,7 @@ def cpu_bf16_matmul_speedup(n: int = 1024, pairs: int = 5) -> float:
     # mask, so that precision=auto and the precision it picks trained differently on one seed.
     generator = torch.Generator().manual_seed(0)
     operands = {
-        dtype: torch.randn(2, n, n, generator=generator).to(dtype)
+        dtype: torch.randn(2, n, n, generator=generator, device="cpu").to(dtype)
         for dtype in (torch.float32, torch.bfloat16)
     }
     threads = torch.get_num_threads()
