@@ -14,7 +14,6 @@ import argparse
 import os
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -29,7 +28,7 @@ if __name__ == "__main__" and sys.platform == "linux" and "GLIBC_TUNABLES" not i
     os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
 
 import benchmark  # noqa: E402
-from benchmark import SIZES, build, make_optimizer, real_lengths, train_step  # noqa: E402
+from benchmark import SIZES, build, time_training, training_work  # noqa: E402
 from experiments.machine import cpu_description  # noqa: E402
 
 
@@ -38,15 +37,10 @@ def tokens_per_second(size_name: str, batches: list[dict], warmup: int, mode: st
     impl = build("ours", SIZES[size_name])
     if mode == "bf16 weights":
         impl.model.to(torch.bfloat16)
-    optimizer = make_optimizer(impl.model)
     precision = "bf16" if mode == "autocast" else "fp32"  # "fp32": no autocast
-    for batch in batches[:warmup]:
-        train_step(impl, optimizer, batch, precision)
-    start = time.perf_counter()
-    for batch in batches[warmup:]:
-        train_step(impl, optimizer, batch, precision)
-    seconds = time.perf_counter() - start
-    return sum(int(real_lengths(b["tgt_out"]).sum()) for b in batches[warmup:]) / seconds
+    seconds = time_training(impl, batches, warmup, precision)
+    tokens, _ = training_work(SIZES[size_name], batches[warmup:])
+    return tokens / seconds
 
 
 def main() -> None:
