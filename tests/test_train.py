@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from hydra_compose import ROOT, compose_train
-from transformer_nmt.cli.train import FAST_MALLOC
+from transformer_nmt.allocator import FAST_MALLOC
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.data.toy import ToyCorpus
 from transformer_nmt.model import RNNAttention

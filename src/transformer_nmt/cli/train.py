@@ -11,16 +11,9 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from transformer_nmt.allocator import use_fast_malloc
 from transformer_nmt.configs import checkout_root, config_dir
 
-# glibc's default allocator returns large blocks to the kernel and maps them again every step:
-# CPU training then spends a large share of its time in the kernel (experiments/allocator/).
-# Keeping freed memory in the process avoids that; set GLIBC_TUNABLES yourself to opt out.
-# hugetlb=1 asks for transparent huge pages where the kernel gives them on request: far fewer
-# page faults as the heap grows (glibc 2.35+; older ones ignore it).
-FAST_MALLOC = (
-    "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=68719476736:glibc.malloc.hugetlb=1"
-)
 # Printed after Hydra's own message when the command line does not compose into a config.
 HINT = (
     "hint: `--help` lists every config group, its options and every key; `--cfg job` prints "
@@ -40,16 +33,9 @@ def task(cfg: DictConfig) -> float | None:
     return optimized_metric(cfg, train(cfg))
 
 
-def restart_with_fast_malloc() -> None:
-    """Start this command again with FAST_MALLOC: glibc reads GLIBC_TUNABLES at start-up only."""
-    if sys.platform == "linux" and "GLIBC_TUNABLES" not in os.environ:
-        os.environ["GLIBC_TUNABLES"] = FAST_MALLOC
-        os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
-
-
 def main(root: Path | None = None) -> None:
     """Run Hydra on the command line; `root` is the checkout `python train.py` lives in."""
-    restart_with_fast_malloc()
+    use_fast_malloc()  # first: glibc reads its allocator setting at start-up only
     import hydra
 
     root = root or checkout_root()
