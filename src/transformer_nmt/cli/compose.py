@@ -5,8 +5,10 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
+from hydra.errors import HydraException
 from hydra.utils import instantiate
 from omegaconf import DictConfig
+from omegaconf.errors import OmegaConfBaseException
 
 import transformer_nmt
 from transformer_nmt.data.corpus import DataError
@@ -45,8 +47,12 @@ def read_split(
     """Compose `conf/train.yaml` with `data=<data>` and `overrides`, and read `split`.
 
     Returns the cleaned (source, target) pairs and the source and target languages. Only
-    `cfg.data.corpus` is built, so no tokenizer is trained and no store is encoded.
+    `cfg.data.corpus` is built, so no tokenizer is trained and no store is encoded. A config
+    or override that does not compose is a DataError naming both.
     """
-    cfg = compose_group("data", data, overrides)
-    corpus = instantiate(cfg.corpus)
+    try:
+        cfg = compose_group("data", data, overrides)
+        corpus = instantiate(cfg.corpus)
+    except (HydraException, OmegaConfBaseException) as e:
+        raise DataError(f"data config {data!r} with overrides {list(overrides)}: {e}") from e
     return corpus.read(split, cfg.src_lang, cfg.tgt_lang), cfg.src_lang, cfg.tgt_lang
