@@ -2,10 +2,13 @@
 
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
+from hydra.errors import HydraException
 from hydra.utils import instantiate
 from omegaconf import DictConfig
+from omegaconf.errors import OmegaConfBaseException
 
 from transformer_nmt.configs import config_dir, project_root
+from transformer_nmt.data.corpus import DataError
 
 
 def compose_group(group: str, option: str, overrides: list[str] = ()) -> DictConfig:
@@ -29,8 +32,12 @@ def read_split(
     """Compose `conf/train.yaml` with `data=<data>` and `overrides`, and read `split`.
 
     Returns the cleaned (source, target) pairs and the source and target languages. Only
-    `cfg.data.corpus` is built, so no tokenizer is trained and no store is encoded.
+    `cfg.data.corpus` is built, so no tokenizer is trained and no store is encoded. A config
+    or override that does not compose is a DataError naming both.
     """
-    cfg = compose_group("data", data, overrides)
-    corpus = instantiate(cfg.corpus)
+    try:
+        cfg = compose_group("data", data, overrides)
+        corpus = instantiate(cfg.corpus)
+    except (HydraException, OmegaConfBaseException) as e:
+        raise DataError(f"data config {data!r} with overrides {list(overrides)}: {e}") from e
     return corpus.read(split, cfg.src_lang, cfg.tgt_lang), cfg.src_lang, cfg.tgt_lang
