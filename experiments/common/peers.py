@@ -238,13 +238,15 @@ PEERS = {
     "ours": Ours, "ours-compiled": OursCompiled, "torch": Torch, "marian": Marian,
     "x-transformers": XTransformers,
 }  # fmt: skip
-PACKAGES = {"marian": "transformers", "x-transformers": "x_transformers"}  # not dependencies
+PACKAGES = {"marian": "transformers", "x-transformers": "x-transformers"}  # not dependencies
 
 
 def missing(name: str) -> str | None:
-    """The package peer `name` needs that is not installed here, or None."""
+    """The package (as pip names it) that peer `name` needs and is not installed here, or None."""
     package = PACKAGES.get(name)
-    return package if package and importlib.util.find_spec(package) is None else None
+    if package and importlib.util.find_spec(package.replace("-", "_")) is None:
+        return package
+    return None
 
 
 def build(name: str, size: Size):

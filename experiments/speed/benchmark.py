@@ -221,7 +221,7 @@ def main() -> None:
     for name in list(args.implementations):
         if package := missing(name):
             print(
-                f"{package} is not importable: skipping the {name} column "
+                f"{package} is not installed: skipping the {name} column "
                 f"(`pip install {package}` into this environment, for the benchmark only)\n"
             )
             args.implementations.remove(name)

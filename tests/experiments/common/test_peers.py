@@ -9,6 +9,8 @@ from experiments.common.batches import training_batches
 from experiments.common.training import make_optimizer, train_step
 from transformer_nmt.data.tokenizer import EOS_ID, PAD_ID
 
+# nn.Transformer's encoder says on every inference call that its nested tensors are a prototype.
+pytestmark = pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
 TINY = peers.Size(N=1, d_model=16, d_ff=32, h=2, vocab=40)
 # ours-compiled is ours behind torch.compile, whose first step compiles for minutes on a CPU.
 TRAINING = [name for name in peers.PEERS if name != "ours-compiled"]
