@@ -13,14 +13,14 @@ from optuna.distributions import FloatDistribution
 from optuna.samplers import TPESampler
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
 from ddp_helpers import ddp_env
 from hold_until import hold_until
 from hydra_compose import ROOT
 from hydra_plugins.transformer_nmt_sweeper._impl import StudyWorker
 from hydra_plugins.transformer_nmt_sweeper._space import SearchSpaceChanged, keep_search_space
-from hydra_plugins.transformer_nmt_sweeper._trials import INTERRUPTED
+from hydra_plugins.transformer_nmt_sweeper._trials import INTERRUPTED, SURPLUS
 from postgres_server import create_database, postgres_server
 from sweep_runs import TOY_SPACE, train_command, wait_for
 
@@ -73,6 +73,14 @@ def trial_folders(sweep: Path) -> list[int]:
     return sorted(int(p.name) for p in sweep.iterdir() if p.name.isdigit())
 
 
+def assert_only_surplus_besides(study: optuna.Study, trials: list[FrozenTrial]) -> None:
+    """Every other trial of the study was withdrawn, two workers having asked for the last one."""
+    numbers = {t.number for t in trials}
+    for trial in study.trials:
+        if trial.number not in numbers:
+            assert trial.state == FAIL and trial.user_attrs[SURPLUS], trial
+
+
 def lr_factor(folder: Path) -> float:
     overrides = OmegaConf.load(folder / ".hydra" / "overrides.yaml")
     return float(next(o for o in overrides if o.startswith("module.lr_factor=")).split("=")[1])
@@ -84,10 +92,12 @@ def test_two_workers_run_n_trials_together_each_trial_in_its_own_folder(tmp_path
     for name, worker in workers.items():
         finish(tmp_path, name, worker)
 
-    trials = optuna.load_study(study_name=STUDY, storage=database).trials
-    assert [t.state for t in trials] == [COMPLETE] * 6  # 6 in all, not 6 each
+    study = optuna.load_study(study_name=STUDY, storage=database)
+    trials = study.get_trials(states=(COMPLETE,))
+    assert len(trials) == 6  # 6 in all, not 6 each
+    assert_only_surplus_besides(study, trials)
     sweep = tmp_path / "toy" / "sweeps" / STUDY
-    assert trial_folders(sweep) == [0, 1, 2, 3, 4, 5]
+    assert trial_folders(sweep) == [t.number for t in trials]
     for trial in trials:
         folder = sweep / str(trial.number)
         assert (folder / "train.log").read_text().count("Optimized metric val/loss") == 1
@@ -127,9 +137,11 @@ def test_a_killed_worker_s_trial_fails_and_the_study_still_ends_with_n_trials(tm
     finish(tmp_path, "second", second)
     finish(tmp_path, "restarted", restarted)
 
-    trials = study.trials
-    assert [t.state for t in trials] == [FAIL, COMPLETE, COMPLETE, COMPLETE]
-    assert trial_folders(sweep) == [0, 1, 2, 3]
+    complete = study.get_trials(states=(COMPLETE,))
+    assert len(complete) == 3  # the study's n_trials, the dead trial not counted
+    assert [1, 2] == [t.number for t in complete[:2]]
+    assert_only_surplus_besides(study, [study.trials[0], *complete])
+    assert trial_folders(sweep) == [0, *(t.number for t in complete)]
     assert "Optimized metric" not in (sweep / "0" / "train.log").read_text()
 
 

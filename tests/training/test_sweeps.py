@@ -7,11 +7,12 @@ from pathlib import Path
 
 import optuna
 import pytest
+import sqlalchemy
 import yaml
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf, open_dict, read_write
 from optuna.distributions import CategoricalDistribution, FloatDistribution
-from optuna.storages import JournalStorage
+from optuna.storages import JournalStorage, RDBStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 from wandb.sdk.launch.sweeps.utils import create_sweep_command_args
@@ -20,10 +21,14 @@ from hydra_compose import ROOT, compose_train
 from hydra_plugins.transformer_nmt_sweeper._space import search_space
 from hydra_plugins.transformer_nmt_sweeper._trials import (
     INTERRUPTED,
+    SURPLUS,
     WORKER,
     claim_trials,
+    counted_trials,
     fail_dead_trials,
     finished_trials,
+    keep_if_counted,
+    this_worker,
 )
 from sweep_runs import TOY_SPACE, dead_worker, train_command
 from transformer_nmt.model.config import settings_problems
@@ -156,6 +161,44 @@ def test_finished_trials_count_every_end_but_an_interruption():
     assert study.trials[running.number].state == TrialState.FAIL
     assert [t.number for t in finished_trials(study)] == [complete.number, failed.number]
     assert fail_dead_trials(study, study._storage) == []  # nothing is left running
+
+
+def test_only_trials_whose_worker_is_provably_dead_are_failed(tmp_path):
+    storage = RDBStorage(f"sqlite:///{tmp_path}/optuna.db", heartbeat_interval=60)
+    study = optuna.create_study(storage=storage)
+    gone, alive, elsewhere, silent, unowned = (study.ask() for _ in range(5))
+    gone.set_user_attr(WORKER, dead_worker())
+    alive.set_user_attr(WORKER, this_worker())
+    elsewhere.set_user_attr(WORKER, "elsewhere:1:1")  # another host: its pid proves nothing
+    silent.set_user_attr(WORKER, "elsewhere:2:2")
+    for trial in (elsewhere, silent):
+        storage.record_heartbeat(trial._trial_id)
+    with storage.engine.begin() as db:  # silent's last heartbeat was long ago
+        db.execute(
+            sqlalchemy.text("UPDATE trial_heartbeats SET heartbeat = :then WHERE trial_id = :id"),
+            {"then": "2000-01-01 00:00:00.000000", "id": silent._trial_id},
+        )
+
+    assert fail_dead_trials(study, storage) == [gone.number, silent.number]
+    for trial in (gone, silent):
+        assert study.trials[trial.number].state == TrialState.FAIL
+        assert study.trials[trial.number].user_attrs[INTERRUPTED]
+    for trial in (alive, elsewhere, unowned):
+        assert study.trials[trial.number].state == TrialState.RUNNING
+
+
+@pytest.mark.parametrize("order", [("early", "late"), ("late", "early")])
+def test_of_two_workers_asking_for_the_last_trial_at_once_only_the_later_one_withdraws(order):
+    study = optuna.create_study()
+    study.tell(study.ask(), 1.0)  # n_trials=2: one left
+    asked = {"early": study.ask(), "late": study.ask()}  # both asked before either checked
+
+    kept = {name: keep_if_counted(study, asked[name], n_trials=2) for name in order}
+    assert kept == {"early": True, "late": False}
+    assert study.trials[asked["late"].number].user_attrs[SURPLUS]
+    states = [TrialState.COMPLETE, TrialState.RUNNING, TrialState.FAIL]
+    assert [t.state for t in study.trials] == states
+    assert len(counted_trials(study)) == 2
 
 
 def test_an_enqueued_trial_runs_first_under_its_own_number():

@@ -1,8 +1,10 @@
 """Where a study lives: a journal file (one machine, or a shared filesystem) or a database URL."""
 
 import time
+import warnings
 from pathlib import Path
 
+import optuna
 import sqlalchemy.exc
 from optuna.storages import BaseStorage, InMemoryStorage, JournalStorage, RDBStorage
 from optuna.storages.journal import JournalFileBackend
@@ -38,12 +40,14 @@ def open_storage(storage: str | None, heartbeat_interval: int | None = None) -> 
 
 def _rdb_storage(storage: str, heartbeat_interval: int | None, tries: int = 3) -> RDBStorage:
     """An RDBStorage, tried again when another worker creates the same tables at the same time."""
-    for attempt in range(tries - 1):
-        try:
-            return RDBStorage(storage, heartbeat_interval=heartbeat_interval)
-        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError):
-            time.sleep(0.1 * (attempt + 1))  # let the other worker's transaction commit
-    return RDBStorage(storage, heartbeat_interval=heartbeat_interval)
+    with warnings.catch_warnings():  # heartbeats are "experimental" since Optuna 2.9
+        warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+        for attempt in range(tries - 1):
+            try:
+                return RDBStorage(storage, heartbeat_interval=heartbeat_interval)
+            except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError):
+                time.sleep(0.1 * (attempt + 1))  # let the other worker's transaction commit
+        return RDBStorage(storage, heartbeat_interval=heartbeat_interval)
 
 
 def _unreachable(url: sqlalchemy.engine.URL, error: Exception) -> str:

@@ -9,6 +9,7 @@ run exactly `n_trials`, however many there are.
 import logging
 import os
 import socket
+import warnings
 from pathlib import Path
 
 import optuna
@@ -103,22 +104,31 @@ def fail_dead_trials(study: optuna.Study, storage: BaseStorage) -> list[int]:
 def claim_trials(
     study: optuna.Study, n_trials: int, batch: int, space: dict[str, BaseDistribution]
 ) -> list[optuna.Trial]:
-    """Asks up to `batch` trials, as many as the study's n_trials still leave free.
-
-    Two workers may ask for the last free trial at once. A trial's claim stands if fewer than
-    n_trials counted trials have a lower number, which only trials asked earlier decide: of two
-    racing workers, the later trial is withdrawn (surplus), and never both.
-    """
+    """Asks up to `batch` trials, as many as the study's n_trials still leave free."""
     free = n_trials - len(counted_trials(study))
     claimed = []
     for _ in range(min(batch, free)):
-        trial = study.ask(space)
+        with warnings.catch_warnings():  # that heartbeats are for Study.optimize: ours run them
+            warnings.filterwarnings("ignore", "Heartbeat of storage", UserWarning)
+            trial = study.ask(space)
         trial.set_user_attr(WORKER, this_worker())
-        ahead = [t for t in counted_trials(study) if t.number < trial.number]
-        if len(ahead) >= n_trials:
-            trial.set_user_attr(SURPLUS, True)
-            study.tell(trial, state=TrialState.FAIL)
-            log.info("Trial %d: the study's %d trials are taken; withdrawn", trial.number, n_trials)
+        if not keep_if_counted(study, trial, n_trials):
             break
         claimed.append(trial)
     return claimed
+
+
+def keep_if_counted(study: optuna.Study, trial: optuna.Trial, n_trials: int) -> bool:
+    """Whether a trial just asked is one of the study's n_trials; withdrawn (surplus) if not.
+
+    Two workers may ask for the last free trial at once. A trial stays if fewer than n_trials
+    counted trials have a lower number, which only trials asked earlier decide: of two racing
+    workers the later trial is withdrawn, and never both.
+    """
+    ahead = [t for t in counted_trials(study) if t.number < trial.number]
+    if len(ahead) < n_trials:
+        return True
+    trial.set_user_attr(SURPLUS, True)
+    study.tell(trial, state=TrialState.FAIL)
+    log.info("Trial %d: the study's %d trials are taken; withdrawn", trial.number, n_trials)
+    return False
