@@ -27,8 +27,8 @@ from transformer_nmt.cli.compose import compose_group  # noqa: E402
 from transformer_nmt.data.batching import collate  # noqa: E402
 from transformer_nmt.data.tokenizer import EOS_ID, PAD_ID
 from transformer_nmt.model import Transformer
-from transformer_nmt.model.attention import MultiHeadAttention, attention_kernel
 from transformer_nmt.model.masks import padding_mask
+from transformer_nmt.model.transformer.attention import MultiHeadAttention, attention_kernel
 from transformer_nmt.training.loss import label_smoothed_nll
 from transformer_nmt.training.precision import cpu_has_native_bf16
 

@@ -31,7 +31,7 @@ from hydra_plugins.transformer_nmt_sweeper._trials import (
     this_worker,
 )
 from sweep_runs import TOY_SPACE, dead_worker, train_command
-from transformer_nmt.model.config import settings_problems
+from transformer_nmt.model.transformer.config import settings_problems
 from transformer_nmt.training.loggers import group_wandb_runs_by_sweep
 from transformer_nmt.training.sweeps import optimized_metric, raise_if_diverged
 

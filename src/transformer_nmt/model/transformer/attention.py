@@ -7,8 +7,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from transformer_nmt.model.dropout import dropout
 from transformer_nmt.model.masks import causal_mask
+from transformer_nmt.model.transformer.dropout import dropout
 
 
 def attention(
@@ -39,7 +39,7 @@ def attention_kernel(device_type: str, dtype: torch.dtype, grad: bool, dropout: 
     """
     if device_type == "cpu" and dropout:
         # SDPA drops weights with its math backend and one Bernoulli draw per weight on CPUs;
-        # the explicit path takes the cheaper mask (model/dropout.py): 1.06x and 1.12x SDPA's
+        # the explicit path takes the cheaper mask (dropout.py): 1.06x and 1.12x SDPA's
         # tokens/s in the Multi30k recipe with attention and activation dropout 0.1, fp32, on
         # a Xeon without AMX (experiments/speed/README.md, session 29).
         return "explicit"
