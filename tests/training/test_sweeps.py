@@ -163,6 +163,9 @@ def test_finished_trials_count_every_end_but_an_interruption():
     assert fail_dead_trials(study, study._storage) == []  # nothing is left running
 
 
+@pytest.mark.filterwarnings(
+    "ignore::optuna.exceptions.ExperimentalWarning", "ignore:Heartbeat of storage:UserWarning"
+)
 def test_only_trials_whose_worker_is_provably_dead_are_failed(tmp_path):
     storage = RDBStorage(f"sqlite:///{tmp_path}/optuna.db", heartbeat_interval=60)
     study = optuna.create_study(storage=storage)
