@@ -2,6 +2,7 @@
 
 import math
 
+import torch
 from torch import Tensor, nn
 
 
@@ -12,6 +13,13 @@ class Embeddings(nn.Module):
         super().__init__()
         self.d_model = d_model
         self.lut = nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
+
+    def reset_parameters(self) -> None:
+        """N(0, d_model^-0.5), as fairseq and tensor2tensor, so that the scaled embeddings (and
+        tied output logits) start at about unit scale; the padding row stays zero."""
+        nn.init.normal_(self.weight, 0.0, self.d_model**-0.5)
+        with torch.no_grad():
+            self.weight[self.lut.padding_idx].zero_()
 
     @property
     def weight(self) -> nn.Parameter:

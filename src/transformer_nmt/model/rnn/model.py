@@ -56,13 +56,9 @@ class RNNAttention(nn.Module):
         return cls(**asdict(config))
 
     def _reset_embeddings(self) -> None:
-        # As the Transformer's: N(0, embed_dim^-0.5), so the sqrt(embed_dim)-scaled embeddings
-        # start at unit scale and tied output logits at about unit scale; padding stays zero.
         # Each matrix once, source first: a set's order follows addresses, not the seed.
         for embed in dict.fromkeys((self.src_embed, self.tgt_embed)):
-            nn.init.normal_(embed.weight, 0.0, self.config.embed_dim**-0.5)
-            with torch.no_grad():
-                embed.weight[self.config.pad_id].zero_()
+            embed.reset_parameters()
 
     def encode(self, src: Tensor, need_weights: bool = False) -> Tensor | tuple[Tensor, list]:
         """Encode source ids.

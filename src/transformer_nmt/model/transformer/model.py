@@ -4,7 +4,6 @@ import copy
 from dataclasses import asdict
 from typing import Any
 
-import torch
 from torch import Tensor, nn
 
 from transformer_nmt.model.embeddings import Embeddings
@@ -117,13 +116,9 @@ class Transformer(nn.Module):
         for module in self.modules():
             if isinstance(module, MultiHeadAttention):
                 module.reset_parameters()
-        # As fairseq and tensor2tensor: N(0, d_model^-0.5), so the sqrt(d_model)-scaled embeddings
-        # start at unit scale; the padding row stays zero.
         # Each matrix once, source first: a set's order follows addresses, not the seed.
         for embed in dict.fromkeys((self.src_embed, self.tgt_embed)):
-            nn.init.normal_(embed.weight, 0.0, self.config.d_model**-0.5)
-            with torch.no_grad():
-                embed.weight[self.config.pad_id].zero_()
+            embed.reset_parameters()
 
     def encode(
         self, src: Tensor, need_weights: bool = False
