@@ -30,10 +30,10 @@ class PeriodicCheckpoint(ModelCheckpoint):
 
     A day writes 144 periodic checkpoints at the 10-minute interval: only the last `keep_last`
     are kept (the paper averages 5 or 20), each written whole before the oldest is deleted, so
-    K whole files are always on disk. They hold the weights, EMA and the
-    loops' state but, unless `optimizer_state`, no optimizer state (a third of the size);
-    `last.ckpt` (`save_last`) keeps everything a resumed run needs. The kept files are part of the callback's state, so a
-    resumed run goes on deleting the files of its first part.
+    K whole files are always on disk. They hold the weights, EMA and the loops' state but, unless
+    `optimizer_state`, no optimizer state (a third of the size); `last.ckpt` (`save_last`) keeps
+    everything a resumed run needs. The kept files are part of the callback's state, so a resumed
+    run goes on deleting the files of its first part.
 
     Args:
         check_every_n_steps: optimizer steps between two looks at the clock.
