@@ -15,6 +15,7 @@ from transformer_nmt.data.datamodule import pad_multiple
 from transformer_nmt.data.framing import ADDED_TOKENS, round_up
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.model.families import DEFAULT_FAMILY, Family, family_of_model
+from transformer_nmt.training.loggers import wandb_problems
 from transformer_nmt.training.lr_schedule import cooldown_problem
 from transformer_nmt.training.sweeps import is_multirun
 
@@ -36,6 +37,7 @@ def check_config(cfg: DictConfig) -> None:
         *_batch_problems(cfg),
         *_retention_problems(cfg),
         *_resume_problems(cfg),
+        *wandb_problems(cfg),
     ]
     _warn_about_positions(cfg)
     if problems:
