@@ -6,6 +6,8 @@ that a hung rank fails the test instead of blocking CI.
 """
 
 import csv
+import re
+import signal
 import socket
 import subprocess
 import sys
@@ -29,6 +31,7 @@ from ddp_helpers import (
     weights_callback,
 )
 from hydra_compose import ROOT, compose_train
+from signal_at_step import signal_at
 from transformer_nmt.data.tokenizer import PAD_ID
 from transformer_nmt.model import Transformer
 from transformer_nmt.training.config_checks import check_config
@@ -102,6 +105,39 @@ def test_two_process_ddp_writes_one_run_and_scores_bleu_as_one_process(tmp_path)
     single = validate_in_one_process(tmp_path, run / "checkpoints" / "last.ckpt")
     assert single["val/bleu"] == pytest.approx(ddp_bleu, abs=1e-4)
     assert single["val/loss"] == pytest.approx(last_logged(metrics_csv, "val/loss"), rel=1e-4)
+
+
+@pytest.mark.slow
+def test_a_lost_rank_ends_the_run_naming_it_and_the_same_command_resumes(tmp_path):
+    """Rank 1 is killed as step 5 starts (last.ckpt: step 3); rank 0 must not hang."""
+    run = tmp_path / "run"
+    command = [
+        sys.executable, "train.py", "experiment=toy", "trainer=ddp_cpu", "logger=none",
+        "data.corpus.num_train=300", "data.max_tokens=192", "trainer.max_epochs=-1",
+        "trainer.max_steps=8", "+trainer.limit_val_batches=0", "+trainer.num_sanity_val_steps=0",
+        "trainer.precision=32-true", "callbacks.periodic_checkpoint.train_time_interval=null",
+        "+callbacks.periodic_checkpoint.every_n_train_steps=3", "ddp_timeout_minutes=10",
+        f"paths.log_dir={tmp_path}", f"paths.cache_dir={tmp_path}/cache", f"hydra.run.dir={run}",
+        *signal_at(5, signal.SIGKILL, once=f"{tmp_path}/killed_once", rank=1),
+    ]  # fmt: skip
+    lost = subprocess.run(
+        command, cwd=ROOT, env=ddp_env(), timeout=TIMEOUT, capture_output=True, text=True
+    )
+    assert lost.returncode != 0
+    # Named by LostRank if a collective fails first, else by Lightning's process observer.
+    said = lost.stderr + (run / "train.log").read_text()
+    assert re.search(r"DDP rank 1 \(pid \d+\) was lost|\[rank: 1\] Child process", said), said[
+        -3000:
+    ]
+    checkpoint = run / "checkpoints" / "last.ckpt"
+    assert torch.load(checkpoint, weights_only=True)["global_step"] == 3  # whole, as saved
+
+    again = subprocess.run(
+        command, cwd=ROOT, env=ddp_env(), timeout=TIMEOUT, capture_output=True, text=True
+    )
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"Resuming from {checkpoint}" in (run / "train.log").read_text()
+    assert torch.load(checkpoint, weights_only=True)["global_step"] == 8
 
 
 def free_port() -> int:

@@ -201,6 +201,30 @@ def test_resuming_after_sigkill_and_sigterm_matches_the_uninterrupted_run(interr
         torch.testing.assert_close(adam[1][index]["exp_avg_sq"], state["exp_avg_sq"])
 
 
+@pytest.mark.slow
+def test_the_same_command_after_sigterm_resumes_in_its_folder_and_ends_as_the_uninterrupted_run(
+    interrupted,
+):
+    """No ckpt_path: the restart finds the run folder's last.ckpt (as a requeued job does)."""
+    runs = interrupted["dir"]
+    command = signal_at(9, signal.SIGTERM, once=f"{runs}/terminated_once")
+    for expected_exit in (SIGTERM_EXIT, 0):
+        run = start(runs, "restarted", *command)
+        _, stderr = run.communicate(timeout=600)
+        assert run.returncode == expected_exit, stderr[-3000:]
+        if expected_exit:  # the batch under way when SIGTERM came is finished first
+            assert 9 <= last_step(runs / "restarted") < 18
+    log = (runs / "restarted" / "train.log").read_text()
+    assert f"Resuming from {runs}/restarted/checkpoints/last.ckpt" in log
+    ends = [
+        torch.load(runs / run / "checkpoints" / "last.ckpt", weights_only=True)
+        for run in ("uninterrupted", "restarted")
+    ]
+    assert ends[0]["global_step"] == ends[1]["global_step"] == 18
+    for key, weights in ends[0]["state_dict"].items():
+        torch.testing.assert_close(ends[1]["state_dict"][key], weights, rtol=1e-4, atol=1e-5)
+
+
 def test_last_checkpoint_holds_the_final_step_when_the_last_validation_is_not_the_best(tmp_path):
     # 15 toy steps an epoch: stopping at step 40 is mid-epoch. Monitoring val/loss for its
     # maximum keeps the first validation the best, so the best checkpoint is saved only at step

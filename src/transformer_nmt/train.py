@@ -15,9 +15,11 @@ from omegaconf import DictConfig
 
 from transformer_nmt.data.datamodule import TranslationDataModule
 from transformer_nmt.data.tokenizer import PAD_ID
+from transformer_nmt.training.auto_resume import found_in_run_folder_hint, resume_from_run_folder
 from transformer_nmt.training.batch_size import resolve_update_size
 from transformer_nmt.training.callbacks.logged_config import LoggedConfig
-from transformer_nmt.training.config_checks import check_config, check_resume
+from transformer_nmt.training.config_checks import ConfigError, check_config, check_resume
+from transformer_nmt.training.ddp import ddp_strategy
 from transformer_nmt.training.loggers import (
     finish_wandb_runs,
     group_wandb_runs_by_sweep,
@@ -42,7 +44,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
     loss became non-finite, so that a sweep records the trial as failed, and `SystemExit(143)`
     after a SIGTERM, once the `last_checkpoint` callback has saved.
     """
-    check_config(cfg)
+    check_config_or_resumed(cfg)
     resolve_update_size(cfg)
     # Two runs writing one folder would overwrite each other's checkpoints: the second is refused.
     with RunLock(cfg.paths.output_dir, enabled=is_global_rank_zero()):
@@ -50,6 +52,17 @@ def train(cfg: DictConfig) -> dict[str, float]:
         datamodule, module = build_data_and_module(cfg)
         loggers = build_loggers(cfg)
         return fit_and_report(cfg, datamodule, module, loggers)
+
+
+def check_config_or_resumed(cfg: DictConfig) -> None:
+    """`check_config`, once `ckpt_path` is the run folder's `last.ckpt` if none is given."""
+    found = resume_from_run_folder(cfg)
+    try:
+        check_config(cfg)
+    except ConfigError as error:
+        if found is None:
+            raise
+        raise ConfigError(f"{error}\n  {found_in_run_folder_hint(found)}") from None
 
 
 def fit_and_report(
@@ -111,6 +124,7 @@ def build_trainer(cfg: DictConfig, loggers: list[Logger]) -> L.Trainer:
         logger=loggers or False,
         callbacks=callbacks,
         precision=precision,
+        strategy=ddp_strategy(cfg.trainer.strategy, cfg.ddp_timeout_minutes),
         # BPE-dropout segments the training pairs anew in each epoch's loader.
         reload_dataloaders_every_n_epochs=1 if cfg.data.get("bpe_dropout") else 0,
     )

@@ -56,7 +56,8 @@ class LastCheckpoint(L.Callback):
         if isinstance(exception, SIGTERMException):
             trainer.save_checkpoint(self.path, weights_only=False)  # all it takes to resume
             log.warning(
-                "SIGTERM at step %d: saved %s; resume with ckpt_path=%s",
+                "SIGTERM at step %d: saved %s; resume with ckpt_path=%s, or the same command "
+                "in the same run folder",
                 trainer.global_step,
                 self.path,
                 self.path,

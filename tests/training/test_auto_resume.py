@@ -1,0 +1,44 @@
+"""A run started in a folder holding last.ckpt resumes from it; another model's is refused."""
+
+import pytest
+import torch
+
+from hydra_compose import compose_train
+from transformer_nmt.model import TransformerConfig
+from transformer_nmt.train import train
+from transformer_nmt.training.auto_resume import resume_from_run_folder
+from transformer_nmt.training.config_checks import ConfigError
+
+TOY = ["experiment=toy", "logger=none"]
+
+
+def left_checkpoint(tmp_path, d_model: int) -> bytes:
+    """A last.ckpt of the toy model (with `d_model`) in tmp_path's run folder; its bytes."""
+    trained = TransformerConfig(300, 0, N=2, d_model=d_model, d_ff=128, h=4, max_positions=128)
+    path = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    path.parent.mkdir(parents=True)
+    torch.save({"model_config": trained.to_dict(), "global_step": 7}, path)
+    return path.read_bytes()
+
+
+def test_the_run_folders_last_checkpoint_is_resumed_without_ckpt_path(tmp_path):
+    cfg = compose_train(tmp_path, TOY)
+    assert resume_from_run_folder(cfg) is None and cfg.ckpt_path is None  # a fresh folder
+    left_checkpoint(tmp_path, d_model=64)
+    found = resume_from_run_folder(cfg)
+    assert cfg.ckpt_path == str(found) == str(tmp_path / "run" / "checkpoints" / "last.ckpt")
+    given = compose_train(tmp_path, [*TOY, "ckpt_path=/elsewhere/last.ckpt"])
+    assert resume_from_run_folder(given) is None and given.ckpt_path == "/elsewhere/last.ckpt"
+
+
+def test_a_run_folder_holding_another_models_checkpoint_is_refused_before_any_write(tmp_path):
+    saved = left_checkpoint(tmp_path, d_model=64)
+    with pytest.raises(ConfigError) as info:
+        train(compose_train(tmp_path, [*TOY, "model.d_model=128"]))
+    assert "was trained with model.d_model=64" in str(info.value)
+    assert "resumed from automatically" in str(info.value)
+    assert "hydra.run.dir=" in str(info.value)
+    run = tmp_path / "run"
+    assert sorted(p.name for p in run.rglob("*")) == ["checkpoints", "last.ckpt"]
+    assert (run / "checkpoints" / "last.ckpt").read_bytes() == saved
+    assert not (tmp_path / "cache").exists()  # refused before any data was read
