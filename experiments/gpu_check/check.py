@@ -170,7 +170,7 @@ def section_wmt(
         f"{rate.tokens_per_s:,.0f} ({rate.peak_gb:.1f} GB)",
     )
     rows.add(
-        f"2. {name}: MFU over the measured {peak / 1e12:.0f} TFLOP/s",
+        f"2. {name}: MFU over the measured {peak / 1e12:.3g} TFLOP/s",
         f"{mfu:.1%}",
         f">= {target:.0%}" if target else "-",
         None if target is None else mfu >= target,
