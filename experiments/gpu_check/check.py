@@ -192,11 +192,10 @@ def variants(shape: Shape) -> dict[str, dict]:
     out = {"default (eager, SDPA auto, fused Adam, our loss)": {}}
     if shape.device.type == "cuda":  # on CPUs its compile time outlasts a check (experiments/speed)
         out["torch.compile"] = {"compile": True}
-    for label, backend in (
-        ("flash", SDPBackend.FLASH_ATTENTION),
-        ("memory-efficient", SDPBackend.EFFICIENT_ATTENTION),
-        ("math", SDPBackend.MATH),
-    ):
+    backends = {"flash": SDPBackend.FLASH_ATTENTION, "math": SDPBackend.MATH}
+    if shape.device.type == "cuda":  # a CUDA kernel only
+        backends["memory-efficient"] = SDPBackend.EFFICIENT_ATTENTION
+    for label, backend in backends.items():
         out[f"SDPA {label} only"] = {"sdpa": backend}
     out["foreach Adam"] = {"adam": "foreach"}
     out["F.cross_entropy over full logits"] = {"loss": cross_entropy_loss}
