@@ -75,11 +75,11 @@ def transformer(size: Size) -> Transformer:
 
 def auto_budget(model: nn.Module, shape: Shape, longest: int) -> int:
     """`data.max_tokens=auto` for this model on this device, as training resolves it."""
-    probe = StepProbe(model, shape.device, LIGHTNING[shape.precision], shape.autocast, longest)
-    if shape.device.type == "cuda":
+    if shape.device.type == "cuda":  # read before the probe's copy of the model arrives
         memory = CudaMemory(shape.device)
     else:
         memory = HostMemory(shape.host_memory)
+    probe = StepProbe(model, shape.device, LIGHTNING[shape.precision], shape.autocast, longest)
     budget = search_max_tokens(probe, memory, cap=shape.tokens_per_update)
     del probe
     free_device(shape.device)
