@@ -25,7 +25,7 @@ from transformer_nmt.data.datamodule import pad_multiple
 from transformer_nmt.data.token_budget import BudgetError
 from transformer_nmt.data.tokenizer import EOS_ID, PAD_ID
 from transformer_nmt.model import Transformer
-from transformer_nmt.training.batch_size import updates_per_step
+from transformer_nmt.training.batch_size import plan_update
 from transformer_nmt.training.callbacks.auto_max_tokens import (
     CudaMemory,
     HostMemory,
@@ -191,7 +191,9 @@ def is_out_of_memory(error: BaseException) -> bool:
 
 
 def setup_size(shape: Shape, name: str, lengths: tuple) -> tuple[int, int]:
-    """The auto budget of `model=name` and the accumulation to tokens_per_update."""
+    """The auto budget of `model=name` and the accumulation to tokens_per_update, as training
+    plans them on one device."""
     longest = int(max(lengths[0].max(), lengths[1].max()))
     budget = auto_budget(transformer(shape.size(name)), shape, longest)
-    return budget, updates_per_step(shape.tokens_per_update, budget, 1, 1)
+    plan = plan_update(shape.tokens_per_update, budget, world_size=1)
+    return plan.max_tokens, plan.accumulate_grad_batches
