@@ -124,8 +124,8 @@ def section_end_to_end(rows: Rows, args, work: Path) -> None:
             (args.out / name).write_bytes(source.read_bytes())
     clean = not result["warnings"]
     rows.add(
-        "1. end-to-end: train.py model=base, validation, attention maps, checkpoint, "
-        "nmt-evaluate beam 4",
+        f"1. end-to-end: train.py model={'tiny' if args.cpu else 'base'}, validation, attention "
+        "maps, checkpoint, nmt-evaluate beam 4",
         f"completes in {result['precision']}: val BLEU {result['val_bleu']:.2f}, nmt-evaluate "
         f"BLEU {result['test_bleu']:.2f} ({result['eval_device']}), "
         f"{result['attention_maps']} attention maps, {result['tokens_per_sec']:,.0f} tokens/s, "
