@@ -15,6 +15,7 @@ from transformer_nmt.data.datamodule import pad_multiple
 from transformer_nmt.data.framing import ADDED_TOKENS, round_up
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.model.families import DEFAULT_FAMILY, Family, family_of_model
+from transformer_nmt.training.loggers import wandb_problems
 from transformer_nmt.training.lr_schedule import cooldown_problem
 from transformer_nmt.training.sweeps import is_multirun
 
@@ -34,7 +35,9 @@ def check_config(cfg: DictConfig) -> None:
         *_compile_problems(cfg),
         *_schedule_problems(cfg),
         *_batch_problems(cfg),
+        *_retention_problems(cfg),
         *_resume_problems(cfg),
+        *wandb_problems(cfg),
     ]
     _warn_about_positions(cfg)
     if problems:
@@ -183,6 +186,19 @@ def _batch_problems(cfg: DictConfig) -> list[str]:
         f"{tokens_per_update} both set the batches per optimizer step: drop "
         "trainer.accumulate_grad_batches to derive it from the tokens, or set "
         "data.tokens_per_update=null to accumulate that many batches"
+    ]
+
+
+def _retention_problems(cfg: DictConfig) -> list[str]:
+    """Periodic checkpoints kept fewer than the recipe averages: the average would be refused."""
+    periodic = (cfg.get("callbacks") or {}).get("periodic_checkpoint")
+    keep, average = (periodic or {}).get("keep_last"), cfg.get("average_last")
+    if keep is None or average is None or keep >= average:
+        return []
+    return [
+        f"callbacks.periodic_checkpoint.keep_last={keep} keeps fewer checkpoints than "
+        f"average_last={average} averages (nmt-evaluate --average-last {average}): keep at "
+        f"least {average}, or lower average_last"
     ]
 
 
