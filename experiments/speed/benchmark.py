@@ -49,7 +49,7 @@ if __name__ == "__main__" and sys.platform == "linux" and "GLIBC_TUNABLES" not i
 from transformer_nmt.cli.compose import compose_group  # noqa: E402
 from transformer_nmt.data.batching import TokenBatchSampler, collate  # noqa: E402
 from transformer_nmt.data.bitext import TextCorpus, read_lines  # noqa: E402
-from transformer_nmt.data.datamodule import pad_multiple, rounding_budget  # noqa: E402
+from transformer_nmt.data.padding import pad_multiple, rounding_budget  # noqa: E402
 from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, load_or_train  # noqa: E402
 from transformer_nmt.model import Transformer, beam_search, greedy_search  # noqa: E402
 from transformer_nmt.training.loss import label_smoothed_nll  # noqa: E402

@@ -9,8 +9,7 @@ from lightning.fabric.accelerators.cuda import num_cuda_devices
 from lightning.pytorch.callbacks import WeightAveraging
 from omegaconf import DictConfig, OmegaConf
 
-from transformer_nmt.data.datamodule import pad_multiple
-from transformer_nmt.data.framing import ADDED_TOKENS, round_up
+from transformer_nmt.data.padding import longest_padded
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.model.families import DEFAULT_FAMILY, Family, family_of_model
 from transformer_nmt.training.checkpoint import read_checkpoint
@@ -259,16 +258,17 @@ def _warn_about_positions(cfg: DictConfig) -> None:
     Only a warning: corpora of short sentences (the toy task) train fine with a small table.
     """
     data, max_positions = cfg.data, cfg.model.get("max_positions", 1024)
-    multiple = pad_multiple(data.get("pad_to_multiple_of", 1), "16-mixed")  # "auto" at its largest
-    positions = round_up(data.max_len + ADDED_TOKENS, multiple)
+    setting = data.get("pad_to_multiple_of", 1)
+    positions = longest_padded(data.max_len, setting)
     if max_positions < positions:
         log.warning(
-            "data.max_len=%d allows batches of %d positions (max_len + 1 padded to a multiple of "
-            "data.pad_to_multiple_of=%s), more than model.max_positions=%d: a sentence that long "
-            "would stop training; raise model.max_positions or lower data.max_len",
+            "data.max_len=%d allows batches of %d positions (max_len + 1 padded as "
+            "data.pad_to_multiple_of=%s pads in 16 bits), more than model.max_positions=%d: a "
+            "sentence that long would stop training; raise model.max_positions or lower "
+            "data.max_len",
             data.max_len,
             positions,
-            multiple,
+            setting,
             max_positions,
         )
 

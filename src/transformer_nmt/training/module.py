@@ -7,8 +7,8 @@ import torch
 from torch import Tensor
 from torchmetrics import SumMetric
 
-from transformer_nmt.data.datamodule import pad_multiple
-from transformer_nmt.data.framing import TARGET_FRAME, cut_at_eos, round_up
+from transformer_nmt.data.framing import TARGET_FRAME, cut_at_eos
+from transformer_nmt.data.padding import projected_rows
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.model import EncoderDecoder, greedy_search
 from transformer_nmt.training.bleu import SacreBLEU
@@ -21,27 +21,6 @@ from transformer_nmt.training.lr_schedule import (
     linear_cooldown,
 )
 from transformer_nmt.training.rdrop import doubled, symmetric_kl
-
-# The coarsest multiple the projected rows round to in 16 bits (`projected_rows`).
-MAX_ROW_MULTIPLE = 128
-
-
-def projected_rows(n: int, precision: str | None) -> int:
-    """How many rows the output projection computes for a batch's n real target positions.
-
-    In fp32, n itself. In 16 bits, n rounded up to a multiple of 8 or of the largest power of
-    two up to `MAX_ROW_MULTIPLE` that is at most n / 8, so the rounding adds under an eighth. n
-    is new nearly every batch, and each new row count costs a new bf16 CPU kernel, as every new
-    length does (`pad_multiple`); the 8,000-word projection's kernels also keep memory in
-    oneDNN's cache: rounding to 128 rather than 8 kept an R-Drop epoch of Multi30k 0.3 GB lower,
-    with no change of pace shown either way (experiments/speed/README.md).
-    """
-    multiple = pad_multiple("auto", precision)
-    if multiple == 1:
-        return n
-    while multiple < MAX_ROW_MULTIPLE and 2 * multiple <= n / 8:
-        multiple *= 2
-    return round_up(n, multiple)
 
 
 def real_target_logits(
@@ -279,8 +258,8 @@ class TranslationModule(L.LightningModule):
 def can_fuse_adam(trainer: L.Trainer) -> bool:
     """Whether Adam can update every weight in one fused kernel instead of a loop over tensors.
 
-    On a CPU torch otherwise loops in Python: 11-17 ms against 3-4 ms a step for 5.2M weights in 97
-    tensors (experiments/speed/). Not with a loss scaler (fp16) and gradient clipping: the fused
+    On a CPU torch otherwise loops over the tensors in Python, several times slower
+    (experiments/speed/README.md). Not with a loss scaler (fp16) and gradient clipping: the fused
     step unscales the gradients itself, after Lightning would have clipped them.
     """
     scaler = getattr(trainer.precision_plugin, "scaler", None)
