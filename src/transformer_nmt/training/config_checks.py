@@ -1,7 +1,6 @@
 """Every guard a training config passes before any data is read, each problem named by its key."""
 
 import logging
-from pathlib import Path
 from typing import Any
 
 from hydra.utils import get_class
@@ -12,8 +11,8 @@ from omegaconf import DictConfig, OmegaConf
 from transformer_nmt.data.padding import longest_padded
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.model.families import DEFAULT_FAMILY, Family, family_of_model
-from transformer_nmt.training.checkpoint import read_checkpoint
 from transformer_nmt.training.lr_schedule import cooldown_problem
+from transformer_nmt.training.resume import ResumePoint
 from transformer_nmt.training.sweeps import is_multirun
 
 log = logging.getLogger(__name__)
@@ -23,8 +22,12 @@ class ConfigError(ValueError):
     """Settings that cannot train together."""
 
 
-def check_config(cfg: DictConfig) -> None:
-    """Raise a `ConfigError` listing every inconsistent setting of a training config."""
+def check_config(cfg: DictConfig, resume: ResumePoint | None = None) -> None:
+    """Raise a `ConfigError` listing every inconsistent setting of a training config.
+
+    `resume` is the run's resume point, `cfg.ckpt_path`'s if not given.
+    """
+    resume = resume or ResumePoint(cfg.get("ckpt_path"))
     problems = [
         *_multirun_problems(cfg),
         *_device_problems(cfg),
@@ -32,7 +35,7 @@ def check_config(cfg: DictConfig) -> None:
         *_compile_problems(cfg),
         *_schedule_problems(cfg),
         *_batch_problems(cfg),
-        *_resume_problems(cfg),
+        *_resume_problems(cfg, resume),
     ]
     _warn_about_positions(cfg)
     if problems:
@@ -180,32 +183,22 @@ def _single_process(trainer: DictConfig) -> bool:
     return one_device and trainer.get("num_nodes", 1) == 1
 
 
-def _resume_problems(cfg: DictConfig) -> list[str]:
+def _resume_problems(cfg: DictConfig, resume: ResumePoint) -> list[str]:
     """A `ckpt_path` that is no file, or whose training the config does not continue."""
-    path = cfg.get("ckpt_path")
-    if path is None:
+    if not resume.resuming:
         return []
-    if not Path(path).is_file():
-        state = "is a folder" if Path(path).is_dir() else "does not exist"
-        return [
-            f"ckpt_path={path} {state}: give a checkpoint file such as "
-            "<run dir>/checkpoints/last.ckpt, or drop ckpt_path to start afresh"
-        ]
-    # mmap: the settings without reading the tensors, which Lightning loads next anyway.
-    checkpoint = read_checkpoint(path, mmap=True)
-    return [
-        *_resumed_average_problems(cfg, path, checkpoint),
-        *_resumed_model_problems(cfg, path, checkpoint),
-    ]
+    if problem := resume.path_problem():
+        return [problem]
+    return [*_resumed_average_problems(cfg, resume), *_resumed_model_problems(cfg, resume)]
 
 
-def _resumed_average_problems(cfg: DictConfig, path: str, checkpoint: dict[str, Any]) -> list[str]:
+def _resumed_average_problems(cfg: DictConfig, resume: ResumePoint) -> list[str]:
     """A run trained with `callbacks=ema` keeps its trained weights beside the average (its
     `state_dict`), which only the callback puts back: without it, training would go on from
     the average."""
-    if "current_model_state" in checkpoint and not _averages_weights(cfg):
+    if resume.averages_weights and not _averages_weights(cfg):
         return [
-            f"ckpt_path={path} was trained with callbacks=ema: its weights are the moving "
+            f"ckpt_path={resume.path} was trained with callbacks=ema: its weights are the moving "
             "average, and the trained ones come back only through that callback; resume with "
             "callbacks=ema (and the run's callbacks.ema settings)"
         ]
@@ -224,12 +217,12 @@ def _averages_weights(cfg: DictConfig) -> bool:
     return False
 
 
-def _resumed_model_problems(cfg: DictConfig, path: str, checkpoint: dict[str, Any]) -> list[str]:
+def _resumed_model_problems(cfg: DictConfig, resume: ResumePoint) -> list[str]:
     """Model settings of the config that differ from those the checkpoint was trained with."""
     if _model_problems(cfg):
         return []  # reported on their own
     family, settings = model_family(cfg), model_settings(cfg)
-    saved = checkpoint.get("model_config")
+    path, saved = resume.path, resume.model_config
     if saved is None:
         return []
     saved_family = saved.get("family", DEFAULT_FAMILY)
@@ -273,18 +266,13 @@ def _warn_about_positions(cfg: DictConfig) -> None:
         )
 
 
-def check_resume(ckpt_path: str | None, tokenizer: BPETokenizer) -> None:
-    """Refuse to resume from a checkpoint that is unsafe, unreadable, or of another tokenizer.
-
-    Read weights-only first, so that a checkpoint carrying code is refused before Lightning
-    loads it; a tokenizer other than the data's would silently give every id another meaning.
-    """
-    if ckpt_path is None:
-        return
-    saved = read_checkpoint(ckpt_path, mmap=True).get("tokenizer")
+def check_resume(resume: ResumePoint, tokenizer: BPETokenizer) -> None:
+    """Refuse to resume from a checkpoint of another tokenizer than the data's, which would
+    silently give every id another meaning."""
+    saved = resume.tokenizer
     if saved is not None and saved != tokenizer.to_str():
         raise ConfigError(
-            f"ckpt_path={ckpt_path} was trained with another tokenizer than the one the data "
+            f"ckpt_path={resume.path} was trained with another tokenizer than the one the data "
             "settings give (data.corpus, data.src_lang, data.tgt_lang, data.vocab_size, "
             "data.min_frequency): resume with the run's own data settings"
         )
