@@ -1,6 +1,7 @@
 """Every guard a training config passes before any data is read, each problem named by its key."""
 
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 from hydra.utils import get_class
@@ -11,7 +12,8 @@ from omegaconf import DictConfig, OmegaConf
 from transformer_nmt.data.padding import longest_padded
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.model.families import DEFAULT_FAMILY, Family, family_of_model
-from transformer_nmt.training.lr_schedule import cooldown_problem
+from transformer_nmt.training.callbacks.timed_cooldown import TimedCooldown
+from transformer_nmt.training.lr_schedule import cooldown_problem, timed_cooldown_problems
 from transformer_nmt.training.resume import ResumePoint
 from transformer_nmt.training.sweeps import is_multirun
 
@@ -134,19 +136,9 @@ def _schedule_problems(cfg: DictConfig) -> list[str]:
     steps = cfg.module.get("cooldown_steps", 0)
     problem = cooldown_problem(steps, cfg.trainer.get("max_steps", -1))
     problems = [problem] if problem else []
-    minutes = cfg.module.get("cooldown_minutes", 0)
-    if not minutes:
-        return problems
-    if steps:
-        problems.append(
-            f"module.cooldown_steps={steps} and module.cooldown_minutes={minutes} both set the "
-            "cool-down: keep the steps for a step budget, the minutes for a time budget"
-        )
-    if minutes < 0 or cfg.trainer.get("max_time") is None:
-        problems.append(
-            f"module.cooldown_minutes={minutes} needs a positive number of minutes and "
-            f"trainer.max_time (now {cfg.trainer.get('max_time')}), whose last minutes it takes"
-        )
+    for key, callback in _configured(cfg, TimedCooldown):
+        minutes, max_time = callback.get("minutes", 0), cfg.trainer.get("max_time")
+        problems += timed_cooldown_problems(f"callbacks.{key}.minutes", minutes, steps, max_time)
     return problems
 
 
@@ -208,13 +200,18 @@ def _resumed_average_problems(cfg: DictConfig, resume: ResumePoint) -> list[str]
 def _averages_weights(cfg: DictConfig) -> bool:
     """Whether a configured callback is a Lightning `WeightAveraging` (`callbacks=ema`'s is,
     under whatever key): those write, and read back, `current_model_state`."""
-    for callback in (cfg.callbacks or {}).values():
+    return any(_configured(cfg, WeightAveraging))
+
+
+def _configured(cfg: DictConfig, kind: type) -> Iterator[tuple[str, DictConfig]]:
+    """(key, config) of each configured callback that builds a `kind`, under whatever key."""
+    for key, callback in (cfg.callbacks or {}).items():
         try:
-            if issubclass(get_class(callback._target_), WeightAveraging):
-                return True
+            builds = issubclass(get_class(callback._target_), kind)
         except Exception:  # no class: instantiating it fails later, naming it
             continue
-    return False
+        if builds:
+            yield key, callback
 
 
 def _resumed_model_problems(cfg: DictConfig, resume: ResumePoint) -> list[str]:

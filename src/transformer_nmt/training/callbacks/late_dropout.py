@@ -30,7 +30,7 @@ class LateDropout(L.Callback):
 
     The point is one of:
     - `after_minutes` into `trainer.max_time`, on the `Timer`'s clock as for
-      `module.cooldown_minutes`. Each rank reads its own clock, so ranks may switch a few
+      `callbacks.timed_cooldown`. Each rank reads its own clock, so ranks may switch a few
       updates apart, which no collective depends on. The same minute falls at a third of the
       updates on a machine a third as fast;
     - `patience` validations in a row without a new lowest `val/loss` (synchronised across
