@@ -4,17 +4,10 @@ import os
 import sys
 from pathlib import Path
 
-# glibc's default allocator returns large blocks to the kernel and maps them again every step:
-# CPU training then spends a large share of its time in the kernel (experiments/allocator/).
-# Keeping freed memory in the process avoids that; set GLIBC_TUNABLES yourself to opt out.
-# hugetlb=1 asks for transparent huge pages where the kernel gives them on request: far fewer
-# page faults as the heap grows (glibc 2.35+; older ones ignore it).
-FAST_MALLOC = (
-    "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=68719476736:glibc.malloc.hugetlb=1"
-)
-if __name__ == "__main__" and sys.platform == "linux" and "GLIBC_TUNABLES" not in os.environ:
-    os.environ["GLIBC_TUNABLES"] = FAST_MALLOC  # read by glibc at start-up only: start again
-    os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
+if __name__ == "__main__":
+    from transformer_nmt.allocator import use_fast_malloc
+
+    use_fast_malloc()  # first: glibc reads its allocator setting at start-up only
 
 import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402

@@ -6,9 +6,9 @@ import sys
 
 import pytest
 import torch
-from train import FAST_MALLOC
 
 from hydra_compose import ROOT, compose_train
+from transformer_nmt.allocator import FAST_MALLOC
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.data.toy import ToyCorpus
 from transformer_nmt.model import RNNAttention
