@@ -23,8 +23,8 @@ class LateDropout(L.Callback):
 
     Not the paper. "Late dropout" (Liu et al., 2023, "Dropout Reduces Underfitting") trains
     without dropout first and adds it for the rest of training, against overfitting. On
-    Multi30k a fast CPU overfits the recipe from minute 22 of the hour, while a higher rate
-    from the start learns too slowly (experiments/multi30k_sweep/): this keeps the recipe's
+    Multi30k a fast CPU overfits the recipe late in the hour, while a higher rate from the
+    start learns too slowly (experiments/multi30k_sweep/README.md): this keeps the recipe's
     rate while the validation loss still falls and raises it after. R-Drop regularizes at
     about twice the cost of an update there; late, the hour's first part keeps the plain pace.
 
