@@ -5,7 +5,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from transformer_nmt.training.checkpoint import read_checkpoint
+from transformer_nmt.checkpoint import read_checkpoint
 
 
 class ResumePoint:
