@@ -1,4 +1,4 @@
-"""The race's numbers from its run folders (reproduce.sh calls each; none has been run yet).
+"""The race's numbers from its run folders; reproduce.sh calls each.
 
     python race.py checkpoint <run dir> <minutes>    the last checkpoint saved by then
     python race.py attention-layer <checkpoint>      the layer whose alignment the record shows

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The race from the repository root (NOT RUN YET): train each row for an hour on the same data,
+# The race from the repository root: train each row for an hour on the same data,
 # score val at 10/20/40/60 minutes, choose the decoding setting on val, score test_2016_flickr
 # once per row with it, then the table, the plot and one attention image per model.
 #   NMT_DATA_DIR=../shared/data bash experiments/transformer_vs_rnn/reproduce.sh [train] [val] [test] [record]

@@ -2,15 +2,15 @@
 
 import optuna
 import pytest
-from optuna.distributions import CategoricalDistribution, UniformDistribution
+from optuna.distributions import CategoricalDistribution, FloatDistribution
+from optuna.storages import JournalStorage
+from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState, create_trial
 
-from scripts import load_script
+from experiments.multi30k_sweep import study as study_py
 
-# add_trial and create_trial are "experimental" in optuna 2.10.
-pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
 SPACE = {
-    "model.dropout": UniformDistribution(0.0, 0.4),
+    "model.dropout": FloatDistribution(0.0, 0.4),
     "model.d_model": CategoricalDistribution([256, 512]),
 }
 # (dropout, d_model, value): the value follows the dropout only; None: the trial failed.
@@ -23,18 +23,15 @@ def cells(line: str) -> list[str]:
     return [cell.strip() for cell in line.strip().strip("|").split("|")]
 
 
-@pytest.fixture(scope="module")
-def study_py():
-    return load_script("experiments/multi30k_sweep/study.py", "study")
-
-
 @pytest.fixture
 def sweep(tmp_path):
     """A sweep folder as a search leaves it: its study, and a curve from trials that validated."""
     sweep = tmp_path / "my_search"
     sweep.mkdir()
     study = optuna.create_study(
-        study_name="my_search", storage=f"sqlite:///{sweep}/optuna.db", direction="maximize"
+        study_name="my_search",
+        storage=JournalStorage(JournalFileBackend(str(sweep / "optuna.journal"))),
+        direction="maximize",
     )
     for dropout, d_model, value in TRIALS:
         study.add_trial(
@@ -51,7 +48,7 @@ def sweep(tmp_path):
     return sweep
 
 
-def test_the_table_ranks_every_trial_by_value_failed_ones_last(study_py, sweep, capsys):
+def test_the_table_ranks_every_trial_by_value_failed_ones_last(sweep, capsys):
     study_py.main([str(sweep)])
     out = capsys.readouterr().out
 
@@ -71,14 +68,14 @@ def test_the_table_ranks_every_trial_by_value_failed_ones_last(study_py, sweep, 
     assert (rows[-1]["state"], rows[-1]["value"]) == ("fail", "")
 
 
-def test_importance_puts_the_parameter_that_decides_the_value_first(study_py, sweep):
+def test_importance_puts_the_parameter_that_decides_the_value_first(sweep):
     text = study_py.importance_table(study_py.load_study(sweep))
     (first, first_value), (second, second_value) = (cells(line) for line in text.splitlines()[2:])
     assert first == "model.dropout" and float(first_value) > float(second_value)
     assert float(first_value) + float(second_value) == pytest.approx(1.0, abs=2e-3)
 
 
-def test_the_plot_draws_the_trials_that_have_a_curve(study_py, sweep, tmp_path):
+def test_the_plot_draws_the_trials_that_have_a_curve(sweep, tmp_path):
     out = tmp_path / "curves.png"
     drawn = study_py.plot_curves(study_py.load_study(sweep), sweep, out)
     assert drawn == [1, 0, 2]  # ranked; 3 and 4 left no curve
