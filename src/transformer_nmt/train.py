@@ -11,11 +11,12 @@ import lightning as L
 from hydra.utils import instantiate
 from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities.exceptions import SIGTERMException
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from transformer_nmt.data.datamodule import TranslationDataModule
 from transformer_nmt.data.tokenizer import PAD_ID
-from transformer_nmt.training.batch_size import accumulate_grad_batches
+from transformer_nmt.training.batch_size import resolve_update_size
+from transformer_nmt.training.callbacks.logged_config import LoggedConfig
 from transformer_nmt.training.config_checks import check_config, check_resume
 from transformer_nmt.training.loggers import (
     finish_wandb_runs,
@@ -44,6 +45,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
     """
     resume = ResumePoint(cfg.get("ckpt_path"))
     check_config(cfg, resume)
+    resolve_update_size(cfg)
     # Two runs writing one folder would overwrite each other's checkpoints: the second is refused.
     with RunLock(cfg.paths.output_dir, enabled=is_global_rank_zero()):
         L.seed_everything(cfg.seed, workers=True)
@@ -95,18 +97,16 @@ def build_data_and_module(
 
 
 def build_loggers(cfg: DictConfig) -> list[Logger]:
-    """The configured experiment loggers, each given the resolved config."""
+    """The configured experiment loggers; `LoggedConfig` gives them the config as fit starts."""
     group_wandb_runs_by_sweep(cfg)
     loggers = [instantiate(c) for c in (cfg.logger or {}).values()]
-    for logger in loggers:
-        logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
     start_wandb_runs(loggers)
     return loggers
 
 
 def build_trainer(cfg: DictConfig, loggers: list[Logger], resume: ResumePoint) -> L.Trainer:
     """The Trainer with its callbacks and the precision the hardware runs fastest."""
-    callbacks = [instantiate(c) for c in (cfg.callbacks or {}).values()]
+    callbacks = [instantiate(c) for c in (cfg.callbacks or {}).values()] + [LoggedConfig(cfg)]
     precision = resolve_precision(
         cfg.trainer.precision, cfg.trainer.accelerator, resume.cpu_precision
     )
@@ -116,7 +116,6 @@ def build_trainer(cfg: DictConfig, loggers: list[Logger], resume: ResumePoint) -
         logger=loggers or False,
         callbacks=callbacks,
         precision=precision,
-        accumulate_grad_batches=accumulate_grad_batches(cfg),
         # BPE-dropout segments the training pairs anew in each epoch's loader.
         reload_dataloaders_every_n_epochs=1 if cfg.data.get("bpe_dropout") else 0,
     )

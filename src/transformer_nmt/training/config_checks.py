@@ -14,6 +14,7 @@ from transformer_nmt.data.padding import longest_padded
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.model.families import DEFAULT_FAMILY, Family, family_of_model
 from transformer_nmt.training.callbacks.timed_cooldown import TimedCooldown
+from transformer_nmt.training.loggers import wandb_problems
 from transformer_nmt.training.lr_schedule import cooldown_problem, timed_cooldown_problems
 from transformer_nmt.training.resume import ResumePoint
 from transformer_nmt.training.sweeps import is_multirun
@@ -38,7 +39,9 @@ def check_config(cfg: DictConfig, resume: ResumePoint | None = None) -> None:
         *_compile_problems(cfg),
         *_schedule_problems(cfg),
         *_batch_problems(cfg),
+        *_retention_problems(cfg),
         *_resume_problems(cfg, resume),
+        *wandb_problems(cfg),
     ]
     _warn_about_positions(cfg)
     if problems:
@@ -177,6 +180,19 @@ def _batch_problems(cfg: DictConfig) -> list[str]:
         f"{tokens_per_update} both set the batches per optimizer step: drop "
         "trainer.accumulate_grad_batches to derive it from the tokens, or set "
         "data.tokens_per_update=null to accumulate that many batches"
+    ]
+
+
+def _retention_problems(cfg: DictConfig) -> list[str]:
+    """Periodic checkpoints kept fewer than the recipe averages: the average would be refused."""
+    periodic = (cfg.get("callbacks") or {}).get("periodic_checkpoint")
+    keep, average = (periodic or {}).get("keep_last"), cfg.get("average_last")
+    if keep is None or average is None or keep >= average:
+        return []
+    return [
+        f"callbacks.periodic_checkpoint.keep_last={keep} keeps fewer checkpoints than "
+        f"average_last={average} averages (nmt-evaluate --average-last {average}): keep at "
+        f"least {average}, or lower average_last"
     ]
 
 
