@@ -11,7 +11,7 @@ import lightning as L
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from transformer_nmt.data.datamodule import pad_multiple
+from transformer_nmt.data.padding import pad_multiple
 from transformer_nmt.data.token_budget import (
     CPU_MAX_TOKENS,
     MAX_AUTO_TOKENS,
