@@ -71,7 +71,8 @@ def keep_search_space(study: optuna.Study, space: dict[str, BaseDistribution]) -
     stored = study.user_attrs.get(SEARCH_SPACE)
     if stored is None:
         study.set_user_attr(SEARCH_SPACE, wanted)
-        return
+        # Read back: of two workers creating the study at once, a database keeps the first's.
+        stored = study.user_attrs[SEARCH_SPACE]
     if stored == wanted:
         return
     changed = sorted(

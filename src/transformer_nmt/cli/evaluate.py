@@ -31,6 +31,7 @@ from transformer_nmt.cli.search_args import (
 )
 from transformer_nmt.data.bitext import read_lines
 from transformer_nmt.data.corpus import DataError
+from transformer_nmt.export import ExportError
 from transformer_nmt.translator import Translator
 from transformer_nmt.wandb_run import RUN_FILE, WandbRunError, add_to_run, run_dir_of, saved_run
 
@@ -239,7 +240,7 @@ def main(argv: list[str] | None = None) -> None:
             cell = output_dir if len(grid) == 1 else output_dir / setting.name
             write_atomically(cell / "hypotheses.txt", "".join(f"{h}\n" for h in hypotheses))
             write_atomically(cell / "report.json", json.dumps(report, indent=2) + "\n")
-        except (CheckpointError, OSError) as e:
+        except (CheckpointError, ExportError, OSError) as e:  # ExportError: --engine ct2
             sys.exit(f"error: {e}")
         rows.append((setting, scores))
 
