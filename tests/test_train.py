@@ -8,7 +8,7 @@ import pytest
 import torch
 from train import FAST_MALLOC
 
-from hydra_compose import ROOT, compose_train
+from helpers.hydra_compose import ROOT, compose_train
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.data.toy import ToyCorpus
 from transformer_nmt.model import RNNAttention

@@ -9,7 +9,7 @@ from pathlib import Path
 from matplotlib.figure import Figure
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
-from wandb_records import history  # noqa: E402  (the offline run reader the tests use)
+from helpers.wandb_records import history  # noqa: E402  (the offline run reader the tests use)
 
 PANELS = (("train/loss", None), ("val/loss", "o"), ("val/bleu", "o"))
 

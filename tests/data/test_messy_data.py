@@ -12,7 +12,7 @@ from transformer_nmt.data import hub
 from transformer_nmt.data.bitext import TextCorpus
 from transformer_nmt.data.corpus import DataFormatError, DataNotFoundError
 from transformer_nmt.data.datamodule import TranslationDataModule
-from transformer_nmt.data.hub import HubCorpus
+from transformer_nmt.data.hub_corpus import HubCorpus
 from transformer_nmt.data.tokenizer import cache_path, load_or_train
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from checkpoint_files import SENTENCES, write_checkpoint
-from scripts import load_script
+from helpers.checkpoint_files import SENTENCES, write_checkpoint
+from helpers.scripts import load_script
 from transformer_nmt.data.tokenizer import BPETokenizer
 
 

@@ -5,7 +5,7 @@ import pytest
 from optuna.distributions import CategoricalDistribution, UniformDistribution
 from optuna.trial import TrialState, create_trial
 
-from scripts import load_script
+from helpers.scripts import load_script
 
 # add_trial and create_trial are "experimental" in optuna 2.10.
 pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from scripts import load_script
+from helpers.scripts import load_script
 from transformer_nmt.data.batching import ROUNDING_ALLOWANCE
 
 TRAINING = "training bf16, target tokens/s"

@@ -4,7 +4,7 @@ import logging
 
 import pytest
 
-from hydra_compose import compose_train
+from helpers.hydra_compose import compose_train
 from transformer_nmt.training.batch_size import accumulate_grad_batches, updates_per_step
 from transformer_nmt.training.config_checks import ConfigError, check_config
 

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from checkpoint_files import SENTENCES, TINY, write_checkpoint
-from full_disk import fill_disk_after
+from helpers.checkpoint_files import SENTENCES, TINY, write_checkpoint
+from helpers.full_disk import fill_disk_after
 from transformer_nmt import atomic
 from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer
 from transformer_nmt.model import RNNAttention, Transformer

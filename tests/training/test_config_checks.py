@@ -9,7 +9,7 @@ import torch
 from hydra.errors import InstantiationException
 from train import HINT
 
-from hydra_compose import ROOT, compose_train
+from helpers.hydra_compose import ROOT, compose_train
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.model import RNNConfig, TransformerConfig
 from transformer_nmt.train import train

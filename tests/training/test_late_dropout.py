@@ -5,9 +5,9 @@ import pytest
 from hydra.errors import InstantiationException
 from omegaconf import open_dict
 
-from csv_metrics import logged
-from hydra_compose import compose_train
-from step_clock import StepClock, tick
+from helpers.csv_metrics import logged
+from helpers.hydra_compose import compose_train
+from helpers.step_clock import StepClock, tick
 from transformer_nmt.train import train
 from transformer_nmt.training import module
 

@@ -16,7 +16,7 @@ from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState
 from wandb.sdk.launch.sweeps.utils import create_sweep_command_args
 
-from hydra_compose import ROOT, compose_train
+from helpers.hydra_compose import ROOT, compose_train
 from hydra_plugins.transformer_nmt_sweeper._impl import (
     INTERRUPTED,
     fail_interrupted_trials,

@@ -3,7 +3,7 @@
 import importlib.util
 from types import ModuleType
 
-from hydra_compose import ROOT
+from helpers.hydra_compose import ROOT
 
 
 def load_script(relative_path: str, name: str) -> ModuleType:

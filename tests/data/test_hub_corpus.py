@@ -6,10 +6,10 @@ import datasets
 import pytest
 from hydra.utils import instantiate
 
-from hydra_compose import compose_train
+from helpers.hydra_compose import compose_train
 from transformer_nmt.data import hub
 from transformer_nmt.data.corpus import DataError, DataFormatError, DataNotFoundError
-from transformer_nmt.data.hub import HubCorpus
+from transformer_nmt.data.hub_corpus import HubCorpus
 
 HUB_SPLITS = ("train", "validation", "test")
 
@@ -159,7 +159,7 @@ def test_multi30k_experiment_reads_the_hub_copy_through_the_datamodule(multi30k_
     ]
     cfg = compose_train(tmp_path, overrides)
     assert cfg.task_name == "multi30k_de_en"  # the experiment's settings stay
-    assert cfg.data.corpus._target_ == "transformer_nmt.data.hub.HubCorpus"
+    assert cfg.data.corpus._target_ == "transformer_nmt.data.hub_corpus.HubCorpus"
     dm = instantiate(cfg.data)
     dm.prepare_data()
     dm.setup("fit")

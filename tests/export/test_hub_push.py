@@ -3,7 +3,7 @@
 import huggingface_hub
 import pytest
 
-from checkpoint_files import SENTENCES, write_checkpoint
+from helpers.checkpoint_files import SENTENCES, write_checkpoint
 from transformer_nmt.cli.export import main as export_main
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.export import hub
