@@ -154,3 +154,12 @@ def test_the_race_rows_share_data_time_and_validation(tmp_path):
     differ = {k for k in transformer.model if transformer.model[k] != rezero.model[k]}
     assert differ == {"rezero"} and rezero.model.rezero
     assert transformer.module == rezero.module and transformer.trainer == rezero.trainer
+
+
+@pytest.mark.parametrize(
+    "name", ["multi30k_de_en_small", "multi30k_de_en_rnn", "multi30k_de_en_rezero"]
+)
+def test_the_recorded_recipes_train_without_rdrop(tmp_path, name):
+    """The hand-tuned recipe and the race's rows were recorded without R-Drop, which the
+    experiment they derive from (multi30k_de_en) adopted later."""
+    assert compose_train(tmp_path, [f"experiment={name}"]).module.rdrop_alpha == 0

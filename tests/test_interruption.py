@@ -14,14 +14,15 @@ from hydra.utils import instantiate
 
 from helpers.hydra_compose import ROOT, compose_train
 from helpers.signal_at_step import signal_at
+from transformer_nmt.checkpoint import load_checkpoint, save_atomically
 from transformer_nmt.train import SIGTERM_EXIT, train
-from transformer_nmt.training.checkpoint import AtomicCheckpointIO, load_checkpoint, save_atomically
+from transformer_nmt.training.checkpoint_io import AtomicCheckpointIO
 from transformer_nmt.training.module import TranslationModule
 from transformer_nmt.training.sweeps import optimized_metric
 
 DIES_MID_SAVE = """
 import io, os, signal, sys, torch
-from transformer_nmt.training.checkpoint import save_atomically
+from transformer_nmt.checkpoint import save_atomically
 
 path = sys.argv[1]
 save_atomically({"step": 1, "w": torch.zeros(100_000)}, path)

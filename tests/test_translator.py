@@ -8,14 +8,14 @@ import torch
 from helpers.checkpoint_files import SENTENCES, write_checkpoint
 from transformer_nmt import Translator
 from transformer_nmt import translator as translator_module
-from transformer_nmt.data.framing import TARGET_FRAME, source_batch
-from transformer_nmt.data.tokenizer import BPETokenizer
-from transformer_nmt.model import beam_search
-from transformer_nmt.training.checkpoint import (
+from transformer_nmt.checkpoint import (
     average_checkpoints,
     load_checkpoint,
     translator_from,
 )
+from transformer_nmt.data.framing import TARGET_FRAME, source_batch
+from transformer_nmt.data.tokenizer import BPETokenizer
+from transformer_nmt.model import beam_search
 
 INPUTS = ["one two three", "", "fünf sechs", "four five six seven", "zwei"]
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from transformer_nmt.checkpoint import CheckpointError, last_checkpoints, read_checkpoint
 from transformer_nmt.cli.evaluate import main as evaluate_main
 from transformer_nmt.cli.translate import main as translate_main
 from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer
 from transformer_nmt.model import Transformer
-from transformer_nmt.training.checkpoint import CheckpointError, last_checkpoints, read_checkpoint
 
 WORDS = ["one two three", "four five six", "seven eight nine", "ten eleven twelve"] * 5
 

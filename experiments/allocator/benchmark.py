@@ -14,7 +14,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from train import FAST_MALLOC  # noqa: E402
+from transformer_nmt.allocator import FAST_MALLOC  # noqa: E402
 
 STEP = """
 import sys, time, torch

@@ -44,8 +44,8 @@ def translate_hf(checkpoint: str, args: argparse.Namespace) -> Callable[[list[st
     import torch
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
+    from transformer_nmt.checkpoint import load_checkpoint
     from transformer_nmt.export.hf import export_hf
-    from transformer_nmt.training.checkpoint import load_checkpoint
 
     folder = tempfile.mkdtemp()
     export_hf(*load_checkpoint(checkpoint), folder)
@@ -107,8 +107,8 @@ def run_one(args: argparse.Namespace) -> None:
     import torch
     from sacrebleu.metrics import BLEU
 
+    from transformer_nmt.checkpoint import load_checkpoint
     from transformer_nmt.data.bitext import read_lines
-    from transformer_nmt.training.checkpoint import load_checkpoint
 
     torch.set_num_threads(args.threads)
     sources = [line.strip() for line in read_lines(Path(args.src))]

@@ -39,12 +39,11 @@ from torch import Tensor, nn
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from experiments.machine import cpu_description, load_average  # noqa: E402
-from train import FAST_MALLOC  # noqa: E402
 
-# The allocator train.py runs with (experiments/allocator/); the same for every implementation.
-if __name__ == "__main__" and sys.platform == "linux" and "GLIBC_TUNABLES" not in os.environ:
-    os.environ["GLIBC_TUNABLES"] = FAST_MALLOC  # read by glibc at start-up only: start again
-    os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
+from transformer_nmt.allocator import use_fast_malloc  # noqa: E402
+
+if __name__ == "__main__":
+    use_fast_malloc()  # the allocator train.py runs with (experiments/allocator/)
 
 from transformer_nmt.cli.compose import compose_group  # noqa: E402
 from transformer_nmt.data.batching import TokenBatchSampler, collate  # noqa: E402

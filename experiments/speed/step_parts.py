@@ -11,7 +11,6 @@ speed of the step's matrix products in each operand layout.
 """
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -22,12 +21,10 @@ from torch import nn
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "experiments" / "speed")]
-from train import FAST_MALLOC  # noqa: E402
+from transformer_nmt.allocator import use_fast_malloc  # noqa: E402
 
-# The allocator train.py runs with (experiments/allocator/).
-if __name__ == "__main__" and sys.platform == "linux" and "GLIBC_TUNABLES" not in os.environ:
-    os.environ["GLIBC_TUNABLES"] = FAST_MALLOC  # read by glibc at start-up only: start again
-    os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
+if __name__ == "__main__":
+    use_fast_malloc()  # the allocator train.py runs with (experiments/allocator/)
 
 import benchmark  # noqa: E402
 from experiments.machine import cpu_name, load_average  # noqa: E402

@@ -7,6 +7,7 @@ cli/       the nmt-* commands
 export/    Hugging Face, CTranslate2 and safetensors exports, each with its model card
 train.py   `train(cfg)`, what `python train.py` runs
 translator.py  `Translator`, the Python API: `from transformer_nmt import Translator`
+checkpoint.py  reading, averaging and saving checkpoint files, without Lightning or Hydra
 """
 
 from typing import Any

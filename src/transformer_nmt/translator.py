@@ -17,11 +17,11 @@ from typing import Protocol
 
 import torch
 
+from transformer_nmt.checkpoint import load_translator, resolve_checkpoints
 from transformer_nmt.data.framing import ADDED_TOKENS, TARGET_FRAME, source_batch
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.model import EncoderDecoder, Hypothesis, beam_search
 from transformer_nmt.model.quantization import quantize_int8
-from transformer_nmt.training.checkpoint import load_translator, resolve_checkpoints
 
 log = logging.getLogger(__name__)
 

@@ -12,11 +12,11 @@ import torch
 
 import transformer_nmt
 from helpers.hydra_compose import compose_train
+from transformer_nmt.checkpoint import load_checkpoint
 from transformer_nmt.cli.evaluate import main as evaluate_main
 from transformer_nmt.cli.evaluate import score
 from transformer_nmt.cli.translate import main as translate_main
 from transformer_nmt.train import train
-from transformer_nmt.training.checkpoint import load_checkpoint
 
 pytestmark = pytest.mark.slow
 SOURCES = ["three one four", "", "nine two five three", "one"]

@@ -1,7 +1,5 @@
 """Framing: the one definition of what the encoder reads and the decoder reads and predicts."""
 
-import subprocess
-import sys
 from pathlib import Path
 
 from transformer_nmt.data.batching import collate
@@ -60,13 +58,3 @@ def test_special_ids_are_framed_in_one_module_only():
         if "BOS_ID" in path.read_text() or "EOS_ID" in path.read_text()
     )
     assert users == ["data/framing.py", "data/tokenizer.py"]
-
-
-def test_the_model_package_imports_neither_lightning_nor_hydra():
-    code = (
-        "import sys, transformer_nmt.model; "
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('lightning', 'hydra', "
-        "'pytorch_lightning', 'omegaconf')))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"

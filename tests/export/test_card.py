@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 
 from helpers.checkpoint_files import SENTENCES, write_checkpoint
+from transformer_nmt.checkpoint import load_checkpoint
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.export.card import model_card, run_record
-from transformer_nmt.training.checkpoint import load_checkpoint
 
 CONFIG = """\
 data:

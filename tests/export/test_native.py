@@ -8,11 +8,11 @@ from safetensors import safe_open
 
 from helpers.checkpoint_files import SENTENCES, write_checkpoint
 from transformer_nmt import Translator
+from transformer_nmt.checkpoint import load_checkpoint
 from transformer_nmt.cli.export import main as export_main
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.export import ExportError
 from transformer_nmt.export.native import load_safetensors, save_safetensors
-from transformer_nmt.training.checkpoint import load_checkpoint
 
 
 @pytest.fixture(scope="module")

@@ -7,13 +7,13 @@ import sys
 import pytest
 import torch
 from hydra.errors import InstantiationException
-from train import HINT
 
 from helpers.hydra_compose import ROOT, compose_train
+from transformer_nmt.checkpoint import CheckpointError
+from transformer_nmt.cli.train import HINT
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.model import RNNConfig, TransformerConfig
 from transformer_nmt.train import train
-from transformer_nmt.training.checkpoint import CheckpointError
 from transformer_nmt.training.config_checks import ConfigError, check_config
 
 TOY = ["experiment=toy", "logger=none"]

@@ -4,13 +4,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from transformer_nmt.cli.search_args import positive_int
-from transformer_nmt.training.checkpoint import (
+from transformer_nmt.checkpoint import (
     CheckpointError,
     average_checkpoints,
     resolve_checkpoints,
     save_atomically,
 )
+from transformer_nmt.cli.search_args import positive_int
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -15,14 +15,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from hydra.errors import HydraException
-from omegaconf.errors import OmegaConfBaseException
 from sacrebleu.metrics import BLEU, CHRF
 from sacremoses import MosesTokenizer
 from tqdm import tqdm
 
 from transformer_nmt.atomic import write_atomically
-from transformer_nmt.cli.compose import read_split
+from transformer_nmt.checkpoint import CheckpointError, resolve_checkpoints
 from transformer_nmt.cli.grid import settings, table
 from transformer_nmt.cli.search_args import (
     add_search_arguments,
@@ -33,7 +31,6 @@ from transformer_nmt.cli.search_args import (
 )
 from transformer_nmt.data.bitext import read_lines
 from transformer_nmt.data.corpus import DataError
-from transformer_nmt.training.checkpoint import CheckpointError, resolve_checkpoints
 from transformer_nmt.translator import Translator
 
 # A hyphen between two non-spaces: the compound splitting of get_ende_bleu.sh.
@@ -96,6 +93,9 @@ def read_test_set(
 ) -> tuple[list[str], list[str], dict[str, Any]]:
     """Sources, references and what the report names them by: files, or a config's split."""
     if args.data is not None:
+        # Imported here: composing a data config loads Hydra, which scoring files does not need.
+        from transformer_nmt.cli.compose import read_split
+
         pairs, src_lang, tgt_lang = read_split(args.data, args.split, overrides)
         where = {"data": args.data, "split": args.split, "overrides": overrides}
         where |= {"langs": [src_lang, tgt_lang]}
@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> None:
         averages = dict.fromkeys(s.average_last for s in grid)
         paths = {n: resolve_checkpoints(checkpoints, n) for n in averages}
         sources, references, test_set = read_test_set(args, overrides)
-    except (CheckpointError, DataError, OSError, HydraException, OmegaConfBaseException) as e:
+    except (CheckpointError, DataError, OSError) as e:
         sys.exit(f"error: {e}")
     tok_lang = args.tgt_lang or test_set.get("langs", [None, "en"])[1]
     output_dir = args.output_dir or paths[grid[0].average_last][-1].parent / "evaluation"

@@ -13,14 +13,14 @@ import sys
 from pathlib import Path
 
 from transformer_nmt.atomic import write_atomically
-from transformer_nmt.cli.search_args import positive_int
-from transformer_nmt.data.corpus import DataError
-from transformer_nmt.export import ExportError
-from transformer_nmt.training.checkpoint import (
+from transformer_nmt.checkpoint import (
     CheckpointError,
     load_translator,
     resolve_checkpoints,
 )
+from transformer_nmt.cli.search_args import positive_int
+from transformer_nmt.data.corpus import DataError
+from transformer_nmt.export import ExportError
 
 FORMATS = {
     "hf": "Hugging Face transformers: MarianMT config, safetensors weights, fast tokenizer",

@@ -13,9 +13,9 @@ from pathlib import Path
 import torch
 
 from transformer_nmt.attention_plots import draw_sentence_attention
+from transformer_nmt.checkpoint import load_checkpoint
 from transformer_nmt.cli.search_args import add_device_arguments, torch_dtype
 from transformer_nmt.data.framing import source_ids
-from transformer_nmt.training.checkpoint import load_checkpoint
 
 
 def plot_attention(

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from transformer_nmt.checkpoint import CheckpointError
 from transformer_nmt.cli.search_args import (
     add_search_arguments,
     engine_options,
@@ -15,7 +16,6 @@ from transformer_nmt.cli.search_args import (
 )
 from transformer_nmt.data.bitext import decode_lines, read_lines
 from transformer_nmt.data.corpus import DataError
-from transformer_nmt.training.checkpoint import CheckpointError
 from transformer_nmt.translator import Translator
 
 

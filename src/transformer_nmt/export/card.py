@@ -15,8 +15,8 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from transformer_nmt.checkpoint import read_checkpoint
 from transformer_nmt.model import Transformer
-from transformer_nmt.training.checkpoint import read_checkpoint
 
 LOG_TIME = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d+\]")
 

@@ -9,11 +9,11 @@ from lightning.fabric.accelerators.cuda import num_cuda_devices
 from lightning.pytorch.callbacks import WeightAveraging
 from omegaconf import DictConfig, OmegaConf
 
+from transformer_nmt.checkpoint import read_checkpoint
 from transformer_nmt.data.datamodule import pad_multiple
 from transformer_nmt.data.framing import ADDED_TOKENS, round_up
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.model.families import DEFAULT_FAMILY, Family, family_of_model
-from transformer_nmt.training.checkpoint import read_checkpoint
 from transformer_nmt.training.lr_schedule import cooldown_problem
 from transformer_nmt.training.sweeps import is_multirun
 

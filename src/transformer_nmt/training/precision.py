@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from transformer_nmt.training.checkpoint import read_checkpoint
+from transformer_nmt.checkpoint import read_checkpoint
 
 log = logging.getLogger(__name__)
 

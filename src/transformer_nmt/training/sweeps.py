@@ -9,7 +9,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from transformer_nmt.training.checkpoint import read_checkpoint
+from transformer_nmt.checkpoint import read_checkpoint
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,6 @@
-"""Checkpoint files: atomic saves (also Lightning's), weights-only loading into a translator,
-averaging."""
+"""Checkpoint files without the trainer: weights-only reading, rebuilding the model and tokenizer,
+averaging the last K, atomic saving. Imports neither Lightning nor Hydra, so translating does not
+load them; training reads and writes checkpoints through this module too."""
 
 import os
 import pickle
@@ -7,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from lightning.fabric.plugins import TorchCheckpointIO
 from torch import Tensor
 
 from transformer_nmt.atomic import (
@@ -61,22 +61,6 @@ def serialized_size(checkpoint: dict[str, Any]) -> int:
     counter = _ByteCounter()
     torch.save(checkpoint, counter)
     return counter.size
-
-
-class AtomicCheckpointIO(TorchCheckpointIO):
-    """Lightning's checkpoint writing through `save_atomically`: a kill mid-save keeps the old file.
-
-    Lightning's own save stages the file in the system's temporary folder and moves it: when that
-    folder is on another filesystem (usual on clusters) the move is a copy into the target, which a
-    kill cuts short; and without fsync a crash of the machine can leave an empty file behind.
-    """
-
-    def save_checkpoint(
-        self, checkpoint: dict[str, Any], path: str | os.PathLike, storage_options: Any = None
-    ) -> None:
-        if storage_options is not None:
-            raise TypeError(f"{type(self).__name__} takes no storage_options")
-        save_atomically(checkpoint, path)
 
 
 def read_checkpoint(path: str | os.PathLike, mmap: bool = False) -> dict[str, Any]:
