@@ -19,10 +19,10 @@ HOST_SIDE = {
     "data/framing.py:pad_batch": (
         "collate and the CLI pad token lists on the CPU; Lightning and translate() move them"
     ),
-    "model/embeddings.py:SinusoidalPositionalEncoding.__init__": (
+    "model/transformer/positions.py:SinusoidalPositionalEncoding.__init__": (
         "the position table, built once and registered as a buffer: it moves with the model"
     ),
-    "model/layers.py:SublayerConnection.__init__": (
+    "model/transformer/layers.py:SublayerConnection.__init__": (
         "ReZero's alpha, a parameter built at init: it moves with the module"
     ),
     "training/bleu.py:SacreBLEU.__init__": (

@@ -109,19 +109,7 @@ MIXED = [
 
 def test_length_sorted_batches_give_each_sentences_own_translation_in_input_order(folder):
     translator = Translator.from_checkpoint(folder / "step1.ckpt", device="cpu")
-    batches = []
-
-    class Spy:
-        max_positions = translator.search.max_positions
-
-        def __init__(self, search):
-            self.search = search
-
-        def __call__(self, chunk, **options):
-            batches.extend([len(t) for t in tokens] for tokens in chunk)
-            return self.search(chunk, **options)
-
-    translator.search = Spy(translator.search)
+    batches = spy_on_batches(translator)
     options = dict(beam_size=3, alpha=0.6, max_len_b=5)
     got = translator.translate(MIXED, batch_size=2, n_best=2, **options)
     model, tokenizer = load_checkpoint(folder / "step1.ckpt")
@@ -155,3 +143,67 @@ def test_stream_reads_one_chunk_before_its_first_output(folder, monkeypatch):
     rest = translator.stream(iter(SENTENCES[:3]), beam_size=1, max_len_b=3, batch_size=1)
     next(rest)  # batch_size 1 reads line by line, for interactive input
     assert len(list(rest)) == 2
+
+
+def spy_on_batches(translator: Translator) -> list[list[int]]:
+    """The token counts of each source the search is given, batch by batch, from now on."""
+    batches: list[list[int]] = []
+    search = translator.search
+
+    class Spy:
+        max_positions = search.max_positions
+
+        def __call__(self, chunk, **options):
+            batches.extend([len(t) for t in tokens] for tokens in chunk)
+            return search(chunk, **options)
+
+    translator.search = Spy()
+    return batches
+
+
+def test_token_batches_stay_within_max_tokens_and_keep_the_input_order(folder):
+    translator = Translator.from_checkpoint(folder / "step1.ckpt", device="cpu")
+    options = dict(beam_size=2, max_len_b=4, n_best=2)
+    alone = translator.translate(MIXED, batch_size=1, **options)
+    batches = spy_on_batches(translator)
+    max_tokens = 34  # lengths 3, 4, 7, 12, 16, 16 plus EOS: batches of 3, 2 and 1
+    got = translator.translate(MIXED, max_tokens=max_tokens, **options)
+    assert [[t for t, _ in n] for n in got] == [[t for t, _ in n] for n in alone]
+    lengths = [n for batch in batches for n in batch]
+    assert lengths == sorted(lengths) and len(lengths) == len([s for s in MIXED if s.strip()])
+    # Source tokens as the encoder reads them: each padded to the batch's longest, plus EOS.
+    assert all(len(b) * (max(b) + 1) <= max_tokens for b in batches)
+    assert len(batches) < len(lengths)  # short sentences shared a batch
+
+
+def test_a_sentence_longer_than_max_tokens_is_decoded_alone_in_its_batch(folder):
+    translator = Translator.from_checkpoint(folder / "step1.ckpt", device="cpu")
+    batches = spy_on_batches(translator)
+    got = translator.translate(MIXED, max_tokens=3, beam_size=1, max_len_b=3)
+    assert len(got) == len(MIXED)
+    assert all(len(b) == 1 for b in batches if max(b) + 1 > 3)
+    assert any(max(b) + 1 > 3 for b in batches)  # the case was there
+
+
+def test_a_max_tokens_below_one_is_an_error_not_an_empty_output(folder):
+    translator = Translator.from_checkpoint(folder / "step1.ckpt", device="cpu")
+    with pytest.raises(ValueError, match="max_tokens must be >= 1, got 0"):
+        next(translator.stream(MIXED, max_tokens=0))
+
+
+def test_autocast_keeps_float32_weights_and_runs_the_matmuls_in_bfloat16(folder):
+    translator = Translator.from_checkpoint(
+        folder / "step1.ckpt", device="cpu", autocast=torch.bfloat16
+    )
+    assert {p.dtype for p in translator.model.parameters()} == {torch.float32}
+    seen = set()
+    hook = translator.model.generator.register_forward_hook(lambda m, i, out: seen.add(out.dtype))
+    got = translator.translate(INPUTS, beam_size=2, max_len_b=5)
+    hook.remove()
+    assert seen == {torch.bfloat16}
+    assert len(got) == len(INPUTS) and got[1] == ""
+    plain = Translator.from_checkpoint(folder / "step1.ckpt", device="cpu")
+    seen.clear()
+    plain.model.generator.register_forward_hook(lambda m, i, out: seen.add(out.dtype))
+    plain.translate(INPUTS[:1], beam_size=1, max_len_b=2)
+    assert seen == {torch.float32}  # the autocast did not leak out of its search

@@ -2,7 +2,7 @@
 
 Runs the same short training job in two fresh processes, one with GLIBC_TUNABLES unset and one
 with train.py's setting, and prints wall time per step and the share of CPU time spent in the
-kernel. Usage: python experiments/allocator/benchmark.py [--steps 20] [--preset small]
+kernel. Usage: python -m experiments.allocator.benchmark [--steps 20] [--preset small]
 """
 
 import argparse
@@ -12,9 +12,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from transformer_nmt.allocator import FAST_MALLOC
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-from transformer_nmt.allocator import FAST_MALLOC  # noqa: E402
 
 STEP = """
 import sys, time, torch

@@ -5,26 +5,22 @@ random weights for the small and base presets. A random model never predicts EOS
 max_len_b=0 makes every output exactly as long as its source, about the length of a real
 translation; every configuration decodes the same number of tokens.
 
-    python experiments/decoding_speed/benchmark.py --threads 1 --sentences 128
+    python -m experiments.decoding_speed.benchmark --threads 1 --sentences 128
 """
 
 import argparse
-import time
-from pathlib import Path
 from typing import Any
 
 import torch
 from omegaconf import OmegaConf
 
+from experiments.common.batches import DATA, MULTI30K, multi30k_tokenizer
+from experiments.common.timing import seconds
 from transformer_nmt.cli.compose import compose_group
-from transformer_nmt.data.bitext import TextCorpus, read_lines
+from transformer_nmt.data.bitext import read_lines
 from transformer_nmt.data.framing import source_batch
-from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, BPETokenizer, load_or_train
+from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, BPETokenizer
 from transformer_nmt.model import Transformer, beam_search, greedy_search
-
-ROOT = Path(__file__).resolve().parents[2]
-MULTI30K = ROOT.parent / "shared" / "data" / "multi30k"
-DATA = compose_group("data", "multi30k")  # as training composes it, base config included
 
 
 def preset(name: str) -> dict[str, Any]:
@@ -49,12 +45,13 @@ def sentences_per_second(
     beam_size: int,
     cached: bool,
 ) -> float:
-    start = time.perf_counter()
-    for i in range(0, len(sources), batch_size):
-        ids = tokenizer.encode_batch(sources[i : i + batch_size])
-        batch = source_batch(ids, model.config.max_positions)
-        decode(model, batch, beam_size, cached)
-    return len(sources) / (time.perf_counter() - start)
+    def decode_all() -> None:
+        for i in range(0, len(sources), batch_size):
+            ids = tokenizer.encode_batch(sources[i : i + batch_size])
+            batch = source_batch(ids, model.config.max_positions)
+            decode(model, batch, beam_size, cached)
+
+    return len(sources) / seconds(decode_all)
 
 
 def main() -> None:
@@ -65,15 +62,8 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
-    corpus = TextCorpus(str(MULTI30K), dict(DATA.corpus.splits))
-    tokenizer = load_or_train(
-        ROOT / "cache",
-        lambda: (s for pair in corpus.read("train", DATA.src_lang, DATA.tgt_lang) for s in pair),
-        vocab_size=DATA.vocab_size,
-        min_frequency=DATA.min_frequency,
-        fingerprint=corpus.fingerprint("train", DATA.src_lang, DATA.tgt_lang),
-    )
-    sources = [line.strip() for line in read_lines(MULTI30K / "test_2016_flickr.de.gz")]
+    tokenizer = multi30k_tokenizer()
+    sources = [line.strip() for line in read_lines(MULTI30K / f"{DATA.corpus.splits.test}.de.gz")]
     sources = sources[: args.sentences]
     tokens = sum(map(len, tokenizer.encode_batch(sources)))
     print(

@@ -1,7 +1,7 @@
 """Sentences and output tokens per second and BLEU of one checkpoint under each engine, each in a
 fresh process.
 
-    python experiments/export/benchmark.py CKPT --src test.de.gz --ref test.en.gz --threads 2
+    python -m experiments.export.benchmark CKPT --src test.de.gz --ref test.en.gz --threads 2
 
 Engines: ours (`Translator`, what nmt-translate runs); ours with int8 linear layers
 (`--quantization int8`) and in bf16 (`--dtype bfloat16`, only on CPUs with native bf16: elsewhere
@@ -31,11 +31,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root
-from experiments.machine import cpu_name, load_average  # noqa: E402
+from experiments.common.machine import cpu_name, load_average
+from transformer_nmt.training.precision import cpu_has_native_bf16
 
-from transformer_nmt.training.precision import cpu_has_native_bf16  # noqa: E402
-
+ROOT = Path(__file__).resolve().parents[2]
 ENGINES = ("ours", "ours-int8", "ours-bf16", "hf", "ct2-float32", "ct2-int8", "ct2-int8-vmap")
 
 
@@ -179,8 +178,8 @@ def main() -> None:
             skipped[engine] = reason
             print(f"{engine}: skipped, {reason}", flush=True)
             continue
-        child = [sys.executable, __file__, *sys.argv[1:], "--engine", engine]
-        done = subprocess.run(child, env=env, check=True, capture_output=True, text=True)
+        child = [sys.executable, "-m", __spec__.name, *sys.argv[1:], "--engine", engine]
+        done = subprocess.run(child, cwd=ROOT, env=env, check=True, capture_output=True, text=True)
         results.append(json.loads(done.stdout.strip().splitlines()[-1]))
         print(json.dumps(results[-1]), flush=True)
     print_table(results, skipped, args.beam_size)

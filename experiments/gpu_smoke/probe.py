@@ -1,7 +1,7 @@
 """The smoke run's measurements, taken inside `train.py` as a callback; rank 0 writes them.
 
-Added by smoke.py with `+callbacks.smoke_probe._target_=probe.SmokeProbe`, this folder on
-PYTHONPATH (DDP's extra ranks inherit it).
+Added by smoke.py with `+callbacks.smoke_probe._target_=experiments.gpu_smoke.probe.SmokeProbe`:
+train.py's folder, the repository root, is on its path, and on DDP's extra ranks'.
 """
 
 import json

@@ -13,7 +13,6 @@ BLEU, syncs per training step, test BLEU.
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
@@ -49,7 +48,7 @@ def train_command(run_dir: Path, devices: int, cpu: bool, steps: int) -> list[st
         f"seed={SEED}",
         f"hydra.run.dir={run_dir}",
         f"paths.cache_dir={run_dir.parent / 'cache'}",
-        "+callbacks.smoke_probe._target_=probe.SmokeProbe",
+        "+callbacks.smoke_probe._target_=experiments.gpu_smoke.probe.SmokeProbe",
         f"+callbacks.smoke_probe.path={run_dir / 'probe.json'}",
     ]
 
@@ -65,11 +64,9 @@ def write_test_set(out: Path) -> tuple[Path, Path]:
 
 def run(command: list[str], log: Path) -> float:
     """Runs a command with its output in `log`; returns its wall time, fails with the log's tail."""
-    paths = [str(HERE), *filter(None, [os.environ.get("PYTHONPATH")])]  # the probe, then yours
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     start = time.perf_counter()
     with open(log, "w") as f:
-        result = subprocess.run(command, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+        result = subprocess.run(command, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT)
     if result.returncode != 0:
         tail = log.read_text().splitlines()[-30:]
         sys.exit(f"failed ({result.returncode}): {' '.join(command)}\n" + "\n".join(tail))

@@ -1,34 +1,31 @@
-"""Attention kernels side by side: which one `model.attention_kernel=auto` should pick (issue 20).
+"""Attention kernels side by side: which one `model.attention_kernel=auto` should pick.
 
 Times one MultiHeadAttention layer (projections included) with each kernel, training (forward
 and backward) and inference (forward under no_grad), for the shapes of model=small and
 model=base at Multi30k lengths; then whole training steps of model=small. The kernels alternate
 within each repeat and every number is a median, so that load on the machine hits them alike.
 fp32 always; bf16 (autocast) only where the CPU has native bf16 matmuls, since emulated bf16 is
-~30x slower and its timings say nothing about real ones. The record: experiments/speed/README.md.
+far slower and its timings say nothing about real ones. The record: experiments/speed/README.md.
 
-    OMP_NUM_THREADS=2 nice -n 10 python experiments/speed/attention_kernels.py
+    OMP_NUM_THREADS=2 nice -n 10 python -m experiments.speed.attention_kernels
 """
 
 import argparse
 import contextlib
 import statistics
-import sys
-import time
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root
-from experiments.machine import cpu_description, load_average  # noqa: E402
-
-from transformer_nmt.cli.compose import compose_group  # noqa: E402
-from transformer_nmt.data.batching import collate  # noqa: E402
+from experiments.common.batches import bucketed_batches
+from experiments.common.machine import cpu_description, load_average
+from experiments.common.timing import interleaved
+from experiments.common.training import make_optimizer
+from transformer_nmt.cli.compose import compose_group
 from transformer_nmt.data.tokenizer import EOS_ID, PAD_ID
 from transformer_nmt.model import Transformer
-from transformer_nmt.model.attention import MultiHeadAttention, attention_kernel
 from transformer_nmt.model.masks import padding_mask
+from transformer_nmt.model.transformer.attention import MultiHeadAttention, attention_kernel
 from transformer_nmt.training.loss import label_smoothed_nll
 from transformer_nmt.training.precision import cpu_has_native_bf16
 
@@ -49,24 +46,6 @@ def autocast(dtype: torch.dtype):
     if dtype == torch.float32:
         return contextlib.nullcontext()
     return torch.autocast("cpu", dtype)
-
-
-def seconds_per_call(run: Callable[[], None], calls: int) -> float:
-    start = time.perf_counter()
-    for _ in range(calls):
-        run()
-    return (time.perf_counter() - start) / calls
-
-
-def interleaved(runs: dict[str, Callable[[], None]], repeats: int, calls: int) -> dict[str, float]:
-    """Median seconds per call of each run, the runs alternating within every repeat."""
-    for run in runs.values():
-        run()  # warm-up: first-call allocations and kernel selection
-    times = {name: [] for name in runs}
-    for _ in range(repeats):
-        for name, run in runs.items():
-            times[name].append(seconds_per_call(run, calls))
-    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def layer_runs(
@@ -106,26 +85,11 @@ def set_kernel(model: Transformer, kernel: str) -> None:
             module.kernel = kernel
 
 
-def random_batches(count: int, tokens: int, seed: int = 0) -> list[dict]:
-    """Length-bucketed batches of about `tokens` target tokens, 13 to 30 tokens a sentence."""
-    g = torch.Generator().manual_seed(seed)
-    words = lambda n: torch.randint(4, VOCAB, (n,), generator=g).tolist()  # noqa: E731
-    batches = []
-    for _ in range(count):
-        length = int(torch.randint(13, 31, (), generator=g))
-        pairs = [
-            {"src": [*words(length - i % 3), EOS_ID], "tgt": words(length - i % 2)}
-            for i in range(tokens // length)
-        ]
-        batches.append(collate(pairs, PAD_ID, pad_to_multiple_of=1))
-    return batches
-
-
 def step_runs(batches: list[dict], dtype: torch.dtype) -> dict[str, Callable[[], None]]:
     """One training step per kernel of model=small: forward, loss, backward, Adam."""
     torch.manual_seed(0)
     model = Transformer(VOCAB, PAD_ID, **SIZES["small"]).train()
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    optimizer = make_optimizer(model)
     position = iter(range(10**9))
 
     def run(kernel: str) -> Callable[[], None]:
@@ -180,7 +144,7 @@ def step_table(dtypes: list[torch.dtype], args: argparse.Namespace) -> None:
     print("\nmodel=small training steps, target tokens/s; best; best / fused\n")
     print(f"| dtype | {' | '.join(KERNELS)} | best | gain |")
     print("|---" * (3 + len(KERNELS)) + "|")
-    batches = random_batches(args.steps, args.tokens)
+    batches = bucketed_batches(args.steps, args.tokens, VOCAB)
     tokens = statistics.mean(b["tgt_index"].numel() for b in batches)
     for dtype in dtypes:
         times = interleaved(step_runs(batches, dtype), args.repeats, args.steps)

@@ -4,41 +4,36 @@ Under CPU bf16 autocast every matmul casts its fp32 weight and, where the residu
 fp32, its input; the backward casts the gradients back. A model whose weights are bf16, run
 without autocast, does none of that (and is not how anyone should train: its Adam updates
 round to bf16). Its speed is therefore an upper bound on what removing the casts could buy.
-The benchmark's `ours` on the benchmark's bf16 batches, the two modes alternating, fresh
-model and Adam each run, the median of the rounds:
+Our model on the speed benchmark's bf16 batches, the two modes alternating, fresh model and
+Adam each run, the median of the rounds:
 
-    python experiments/speed/cast_bound.py --sizes small,base --rounds 3
+    python -m experiments.speed.cast_bound --sizes small,base --rounds 3
 """
 
 import argparse
 import os
 import statistics
-import sys
-from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT), str(ROOT / "experiments" / "speed")]
-from transformer_nmt.allocator import use_fast_malloc  # noqa: E402
+from experiments.common.batches import multi30k_lengths, target_tokens, training_batches
+from experiments.common.machine import cpu_description
+from experiments.common.peers import SIZES, build
+from experiments.common.timing import round_order
+from experiments.common.training import time_training
+from transformer_nmt.allocator import use_fast_malloc
 
-if __name__ == "__main__":
-    use_fast_malloc()  # the allocator train.py runs with (experiments/allocator/)
-
-import benchmark  # noqa: E402
-from benchmark import SIZES, build, time_training, training_work  # noqa: E402
-from experiments.machine import cpu_description  # noqa: E402
+MODES = ["autocast", "bf16 weights"]
 
 
 def tokens_per_second(size_name: str, batches: list[dict], warmup: int, mode: str) -> float:
     """Target tokens a second over batches[warmup:] in `mode`: "autocast" or "bf16 weights"."""
-    impl = build("ours", SIZES[size_name])
+    peer = build("ours", SIZES[size_name])
     if mode == "bf16 weights":
-        impl.model.to(torch.bfloat16)
+        peer.model.to(torch.bfloat16)
     precision = "bf16" if mode == "autocast" else "fp32"  # "fp32": no autocast
-    seconds = time_training(impl, batches, warmup, precision)
-    tokens, _ = training_work(SIZES[size_name], batches[warmup:])
-    return tokens / seconds
+    seconds = time_training(peer, batches, warmup, precision)
+    return target_tokens(batches[warmup:]) / seconds
 
 
 def main() -> None:
@@ -50,21 +45,20 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", 2)))
     print(cpu_description())
-    src, tgt, _ = benchmark.multi30k_lengths()
+    src, tgt, _ = multi30k_lengths()
     print("| size | autocast, tokens/s | bf16 weights, tokens/s | bound on the casts' share |")
     print("|---|---|---|---|")
     for size_name in args.sizes.split(","):
-        batches = benchmark.training_batches(
-            src, tgt, SIZES[size_name].vocab, args.warmup + args.steps, "bf16"
-        )
-        speeds = {"autocast": [], "bf16 weights": []}
+        vocab = SIZES[size_name].vocab
+        batches = training_batches(src, tgt, vocab, args.warmup + args.steps, "bf16")
+        speeds = {mode: [] for mode in MODES}
         for round_ in range(args.rounds):
-            modes = list(speeds) if round_ % 2 == 0 else list(speeds)[::-1]
-            for mode in modes:
+            for mode in round_order(MODES, round_):
                 speeds[mode].append(tokens_per_second(size_name, batches, args.warmup, mode))
-        auto, pure = (statistics.median(speeds[mode]) for mode in speeds)
+        auto, pure = (statistics.median(speeds[mode]) for mode in MODES)
         print(f"| {size_name} | {auto:,.0f} | {pure:,.0f} | {1 - auto / pure:.1%} |")
 
 
 if __name__ == "__main__":
+    use_fast_malloc()  # the allocator train.py runs with (experiments/allocator/)
     main()

@@ -1,35 +1,32 @@
-"""The label-smoothed loss, forward and backward on CPU logits, by block size (issue 20).
+"""The label-smoothed loss, forward and backward on CPU logits, by block size .
 
 `training/loss.py` walks the (N, V) logits `CPU_BLOCK_ELEMENTS` at a time on CPUs; "whole" is
 one block, as the loss ran before. Random logits, best of --repeats, milliseconds:
 
-    OMP_NUM_THREADS=2 python experiments/speed/loss_blocks.py
+    OMP_NUM_THREADS=2 python -m experiments.speed.loss_blocks
 """
 
 import argparse
-import sys
-import time
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root
-from experiments.machine import cpu_description, load_average  # noqa: E402
-
-from transformer_nmt.training import loss  # noqa: E402
+from experiments.common.machine import cpu_description, load_average
+from experiments.common.timing import seconds
+from transformer_nmt.training import loss
 
 SHAPES = ((1000, 8000), (3600, 32000))  # model=small's Multi30k vocabulary; base's 32k
 BLOCKS = {"whole": 2**62, "2^16": 2**16, "2^18": 2**18, "2^20": 2**20}
 
 
 def milliseconds(logits: torch.Tensor, target: torch.Tensor, repeats: int) -> float:
-    times = []
-    for _ in range(repeats + 1):  # the first call is a warm-up
-        x = logits.clone().requires_grad_()
-        start = time.perf_counter()
+    def forward_backward(x: torch.Tensor) -> None:
         loss_sum, _ = loss.label_smoothed_nll(x, target, 0.1)
         loss_sum.backward()
-        times.append(time.perf_counter() - start)
+
+    times = []
+    for _ in range(repeats + 1):  # the first call is a warm-up
+        x = logits.clone().requires_grad_()  # outside the timing
+        times.append(seconds(lambda: forward_backward(x)))  # noqa: B023 (called at once)
     return min(times[1:]) * 1e3
 
 

@@ -1,4 +1,4 @@
-"""Peak memory and speed of `experiment=multi30k_de_en` training per allocator setting (issue 20).
+"""Peak memory and speed of `experiment=multi30k_de_en` training per allocator setting .
 
 Trains for the same wall time in one fresh process per setting, one after another (`--repeats`
 cycles through them again), and prints peak RSS (GNU `time -v` where /usr/bin/time exists, else
@@ -10,7 +10,7 @@ largest `train/rss_gb` from the run's CSV log. The settings:
 - `trim_threshold 256 MiB`: mmap_max=0 as train.py, but free() returns the heap's top to the
   system once 256 MiB of it is free; no callback.
 
-    nice -n 10 python experiments/speed/memory.py --minutes 60   # the issue's one-hour run
+    nice -n 10 python -m experiments.speed.memory --minutes 60
 
 Arguments after `--` are added to every run's overrides, e.g. a smoke run that validates often:
 `--minutes 1 -- trainer.val_check_interval=10 trainer.limit_val_batches=2`. The tokenizer must be
@@ -27,9 +27,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from transformer_nmt.allocator import FAST_MALLOC
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-from transformer_nmt.allocator import FAST_MALLOC  # noqa: E402
 
 GNU_TIME = Path("/usr/bin/time")
 NO_TRIM = ["~callbacks.malloc_trim"]

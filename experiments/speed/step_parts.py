@@ -1,38 +1,29 @@
 """Where the Multi30k recipe's training step goes, and what each Adam implementation costs it.
 
-The recipe's model (`experiment=multi30k_de_en`: 3+3 layers, width 192, d_ff 1024, dropout
-0.15, 8000-token vocabulary) on its 1024-token batches: real Multi30k lengths, random ids, as
-benchmark.py builds them. Prints two tables (experiments/speed/README.md, "Adam in one fused
-kernel"): the parts of a step (forward, output projection, loss, backward, fused Adam) by wall
-clock, one Adam step over the model's weights in each implementation torch offers, and the
-speed of the step's matrix products in each operand layout.
+The recipe's model (`experiment=multi30k_de_en`, model=narrow) on its batches: real Multi30k
+lengths, random ids (experiments/common/batches.py). Prints three tables: the parts of a step
+(forward, output projection, loss, backward, fused Adam) by wall clock, one Adam step over the
+model's weights in each implementation torch offers, and the speed of the step's matrix
+products in each operand layout. The record: experiments/speed/README.md.
 
-    OMP_NUM_THREADS=2 python experiments/speed/step_parts.py
+    OMP_NUM_THREADS=2 python -m experiments.speed.step_parts
 """
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import torch
 from torch import nn
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT), str(ROOT / "experiments" / "speed")]
-from transformer_nmt.allocator import use_fast_malloc  # noqa: E402
-
-if __name__ == "__main__":
-    use_fast_malloc()  # the allocator train.py runs with (experiments/allocator/)
-
-import benchmark  # noqa: E402
-from experiments.machine import cpu_name, load_average  # noqa: E402
-
-from transformer_nmt.cli.compose import compose_group  # noqa: E402
-from transformer_nmt.data.tokenizer import PAD_ID  # noqa: E402
-from transformer_nmt.model import Transformer  # noqa: E402
-from transformer_nmt.training.loss import label_smoothed_nll  # noqa: E402
+from experiments.common.batches import multi30k_lengths, training_batches
+from experiments.common.machine import cpu_name, load_average
+from experiments.common.peers import EPSILON
+from transformer_nmt.allocator import use_fast_malloc
+from transformer_nmt.cli.compose import compose_group
+from transformer_nmt.data.tokenizer import PAD_ID
+from transformer_nmt.model import Transformer
+from transformer_nmt.training.loss import label_smoothed_nll
 
 PARTS = ["forward without the output projection", "output projection", "label-smoothed loss"]
 PARTS += ["backward", "Adam, fused"]
@@ -82,7 +73,7 @@ def step_parts(batches: list[dict], warmup: int) -> dict[str, float]:
         logits = model(batch["src"], batch["tgt_in"], index)
         t1 = time.perf_counter()
         target = batch["tgt_out"].flatten().index_select(0, index)
-        loss, _ = label_smoothed_nll(logits, target, benchmark.EPSILON)
+        loss, _ = label_smoothed_nll(logits, target, EPSILON)
         t2 = time.perf_counter()
         (loss / index.numel()).backward()
         t3 = time.perf_counter()
@@ -139,9 +130,8 @@ def main() -> None:
     print(f"CPU: {cpu_name()}, {args.threads} thread(s); torch {torch.__version__}; "
           f"{load_average()}")  # fmt: skip
 
-    benchmark.DATA.max_tokens = DATA.max_tokens  # the recipe's batches, not data=multi30k's
-    src, tgt, _ = benchmark.multi30k_lengths()
-    batches = benchmark.training_batches(src, tgt, DATA.vocab_size, args.warmup + args.steps)
+    src, tgt, _ = multi30k_lengths(DATA)
+    batches = training_batches(src, tgt, DATA.vocab_size, args.warmup + args.steps, data=DATA)
     tokens = statistics.mean(b["tgt_index"].numel() for b in batches[args.warmup :])
     print(f"\n{args.steps} steps after {args.warmup}, {tokens:.0f} target tokens a batch\n")
     print("| part of the step | ms | share |\n|---|---|---|")
@@ -174,4 +164,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    use_fast_malloc()  # the allocator train.py runs with (experiments/allocator/)
     main()

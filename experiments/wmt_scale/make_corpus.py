@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
+from transformer_nmt.data.bitext import TextCorpus
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "src"))
-from transformer_nmt.data.bitext import TextCorpus  # noqa: E402
 
 MULTI30K = ROOT.parent / "shared" / "data" / "multi30k"
 SPLITS = {"train": None, "val": 3000, "test": 3003}  # None: --pairs

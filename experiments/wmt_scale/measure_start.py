@@ -11,7 +11,6 @@ Usage: python experiments/wmt_scale/measure_start.py --corpus /tmp/wmt_scale --c
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -43,16 +42,12 @@ def start(corpus: Path, cache: Path, batches: int, workdir: Path) -> dict:
         "logger=none",
         "+trainer.num_sanity_val_steps=0",
         "+trainer.limit_val_batches=0",  # stopped before any validation: none needed
-        "+callbacks.first_steps._target_=first_steps.FirstSteps",
+        "+callbacks.first_steps._target_=experiments.wmt_scale.first_steps.FirstSteps",
         f"+callbacks.first_steps.out={out}",
         f"+callbacks.first_steps.batches={batches}",
         f"hydra.run.dir={workdir / 'run'}",
     ]
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
-    }
-    subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL)
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     return json.loads(out.read_text())
 
 

@@ -12,12 +12,13 @@
 import logging
 import os
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import islice
+from itertools import accumulate, islice
 from typing import Protocol
 
 import torch
 
 from transformer_nmt.checkpoint import load_translator, resolve_checkpoints
+from transformer_nmt.data.batching import greedy_sizes
 from transformer_nmt.data.framing import ADDED_TOKENS, TARGET_FRAME, source_batch
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.model import EncoderDecoder, Hypothesis, beam_search
@@ -53,10 +54,17 @@ class Search(Protocol):
 
 
 class TorchSearch:
-    """Our beam search on the model itself, one batch after another: the reference engine."""
+    """Our beam search on the model itself, one batch after another: the reference engine.
 
-    def __init__(self, model: EncoderDecoder, device: torch.device):
-        self.model, self.device = model, device
+    autocast: run the model's matmuls in this dtype (e.g. torch.bfloat16) under
+    `torch.autocast`, its weights and the search's scores staying float32, as training's
+    `bf16-mixed` validates; None runs in the weights' dtype.
+    """
+
+    def __init__(
+        self, model: EncoderDecoder, device: torch.device, autocast: torch.dtype | None = None
+    ):
+        self.model, self.device, self.autocast = model, device, autocast
         self.max_positions = model.config.max_positions
 
     def __call__(
@@ -71,7 +79,11 @@ class TorchSearch:
         options = dict(beam_size=beam_size, alpha=alpha, penalty=penalty, n_best=n_best)
         for tokens in batches:
             src = source_batch(tokens, self.max_positions).to(self.device)
-            yield beam_search(self.model, src, **TARGET_FRAME, max_len_b=max_len_b, **options)
+            with torch.autocast(
+                self.device.type, dtype=self.autocast, enabled=self.autocast is not None
+            ):  # not around the yield: the caller's code would run under it
+                found = beam_search(self.model, src, **TARGET_FRAME, max_len_b=max_len_b, **options)
+            yield found
 
 
 class Translator:
@@ -82,6 +94,9 @@ class Translator:
         tokenizer: the model's.
         device: where the model runs; None is CUDA where there is a GPU, else the CPU.
         dtype: the weights' floating-point type (e.g. torch.bfloat16); None keeps the model's.
+        autocast: with engine="torch", compute in this dtype under `torch.autocast` with the
+            weights kept as they are (torch.bfloat16: the mixed precision training validates
+            in, fast on GPUs with bf16 tensor cores); None: no autocast.
         engine: "torch", our search on the model; or "ct2", CTranslate2 on the model converted
             in memory (a Transformer only), several times faster on CPUs. Its search differs
             from ours in one respect: a batch shares one maximum output length, that of its
@@ -105,7 +120,10 @@ class Translator:
         engine: str = "torch",
         quantization: str | None = None,
         vmap_from: str | os.PathLike | None = None,
+        autocast: torch.dtype | None = None,
     ):
+        if autocast is not None and (engine != "torch" or quantization is not None):
+            raise ValueError("autocast is the torch engine's, without quantization")
         if vmap_from is not None and engine != "ct2":
             raise ValueError("vmap_from restricts CTranslate2's search: it needs engine='ct2'")
         if device is None:
@@ -114,7 +132,7 @@ class Translator:
         self.tokenizer = tokenizer
         if engine == "torch":
             self.model = _torch_model(model, self.device, dtype, quantization)
-            self.search: Search = TorchSearch(self.model, self.device)
+            self.search: Search = TorchSearch(self.model, self.device, autocast)
         elif engine == "ct2":
             # Imported here: ctranslate2 is needed only by this engine.
             from transformer_nmt.export.ct2 import CT2Search
@@ -136,6 +154,7 @@ class Translator:
         engine: str = "torch",
         quantization: str | None = None,
         vmap_from: str | os.PathLike | None = None,
+        autocast: torch.dtype | None = None,
     ) -> "Translator":
         """Load a checkpoint, the average of several, or the average of a folder's last N.
 
@@ -143,7 +162,7 @@ class Translator:
             path_or_paths: a .ckpt from training or `nmt-average`; several .ckpt files, whose
                 weights are averaged; or, with `average_last`, a folder of checkpoints.
             average_last: average the folder's last N checkpoints (the paper averages 5).
-            device, dtype, engine, quantization, vmap_from: as for `Translator`.
+            device, dtype, engine, quantization, vmap_from, autocast: as for `Translator`.
 
         Raises:
             CheckpointError: a file that is missing, damaged, or not a translator.
@@ -151,7 +170,7 @@ class Translator:
         many = isinstance(path_or_paths, Sequence) and not isinstance(path_or_paths, str)
         paths = [str(p) for p in path_or_paths] if many else [str(path_or_paths)]
         model, tokenizer = load_translator(resolve_checkpoints(paths, average_last))
-        return cls(model, tokenizer, device, dtype, engine, quantization, vmap_from)
+        return cls(model, tokenizer, device, dtype, engine, quantization, vmap_from, autocast)
 
     @classmethod
     def from_folder(
@@ -162,6 +181,7 @@ class Translator:
         engine: str = "torch",
         quantization: str | None = None,
         vmap_from: str | os.PathLike | None = None,
+        autocast: torch.dtype | None = None,
     ) -> "Translator":
         """Load a folder written by `nmt-export safetensors`; arguments as for `Translator`.
 
@@ -171,7 +191,7 @@ class Translator:
         from transformer_nmt.export.native import load_safetensors
 
         model, tokenizer = load_safetensors(folder)
-        return cls(model, tokenizer, device, dtype, engine, quantization, vmap_from)
+        return cls(model, tokenizer, device, dtype, engine, quantization, vmap_from, autocast)
 
     def translate(
         self,
@@ -182,6 +202,7 @@ class Translator:
         max_len_b: int = 50,
         batch_size: int = 64,
         n_best: int | None = None,
+        max_tokens: int | None = None,
     ) -> list[str] | list[Scored]:
         """Translate sentences, in input order; the defaults are the paper's (section 6.1).
 
@@ -195,12 +216,15 @@ class Translator:
             batch_size: sentences decoded together.
             n_best: None returns one string per sentence; k returns, per sentence, its k best
                 (translation, score) pairs, best first (k <= beam_size).
+            max_tokens: if given, batches hold up to this many source tokens, padding and EOS
+                included, instead of `batch_size` sentences: short sentences share large
+                batches, as a GPU wants. A longer sentence goes alone in its batch.
 
         Returns:
             One translation per sentence, or one list of n_best scored translations.
         """
         results = self.stream(
-            sentences, beam_size, alpha, penalty, max_len_b, batch_size, n_best or 1
+            sentences, beam_size, alpha, penalty, max_len_b, batch_size, n_best or 1, max_tokens
         )
         if n_best is None:
             return [hypotheses[0][0] for hypotheses in results]
@@ -215,41 +239,70 @@ class Translator:
         max_len_b: int = 50,
         batch_size: int = 64,
         n_best: int = 1,
+        max_tokens: int | None = None,
     ) -> Iterator[Scored]:
         """`translate` lazily, in input order: yields each sentence's n-best.
 
-        Reads SORT_CHUNK batches of sentences at a time and decodes them in batches of similar
-        token length, so a batch pads little; batch_size 1 reads one line at a time, for
-        interactive input. An empty (or blank) sentence translates to an empty one without
-        running the model. A sentence longer than the model's position table is cut to fit,
-        with a warning naming its line. Arguments as for `translate`.
+        Reads SORT_CHUNK batches of sentences at a time (with max_tokens, max_tokens sentences:
+        at least one full batch) and decodes them in batches of similar token length, so a
+        batch pads little; batch_size 1 reads one line at a time, for interactive input. An
+        empty (or blank) sentence translates to an empty one without running the model. A
+        sentence longer than the model's position table is cut to fit, with a warning naming
+        its line. Arguments as for `translate`.
         """
-        if batch_size < 1:  # islice would take nothing: every sentence lost without a word
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        # islice would take nothing: every sentence lost without a word
+        for name, value in (("batch_size", batch_size), ("max_tokens", max_tokens)):
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
         options = dict(beam_size=beam_size, alpha=alpha, penalty=penalty, max_len_b=max_len_b)
-        chunk_size = batch_size * SORT_CHUNK if batch_size > 1 else 1
+        if max_tokens is not None:  # a sentence has at least one token
+            chunk_size = max_tokens
+        else:
+            chunk_size = batch_size * SORT_CHUNK if batch_size > 1 else 1
         sentences = iter(sentences)
         first_line = 1
         while chunk := [s.strip() for s in islice(sentences, chunk_size)]:
-            yield from self._translate_chunk(chunk, first_line, batch_size, n_best, **options)
+            sizes = (batch_size, max_tokens)
+            yield from self._translate_chunk(chunk, first_line, sizes, n_best, **options)
             first_line += len(chunk)
 
     def _translate_chunk(
-        self, chunk: list[str], first_line: int, batch_size: int, n_best: int, **options
+        self, chunk: list[str], first_line: int, sizes: tuple, n_best: int, **options
     ) -> list[Scored]:
-        """The n-best of each sentence of `chunk`, decoded shortest first, in chunk order."""
+        """The n-best of each sentence of `chunk`, decoded shortest first, in chunk order.
+
+        sizes: (batch_size, max_tokens) as `stream` takes them.
+        """
         results = [[("", 0.0)] * n_best for _ in chunk]
         todo = [i for i, sentence in enumerate(chunk) if sentence]
         ids = self._encode([chunk[i] for i in todo], [first_line + i for i in todo])
         tokens = dict(zip(todo, ids, strict=True))
         by_length = sorted(todo, key=lambda i: len(tokens[i]))
-        batches = [by_length[s : s + batch_size] for s in range(0, len(by_length), batch_size)]
+        batches = self._batches(by_length, tokens, *sizes)
         found = self.search([[tokens[i] for i in b] for b in batches], n_best=n_best, **options)
         for batch, beams in zip(batches, found, strict=True):
             for i, hypotheses in zip(batch, beams, strict=True):
                 texts = self.tokenizer.decode_batch([h.tokens for h in hypotheses])
                 results[i] = [(t, h.score) for t, h in zip(texts, hypotheses, strict=True)]
         return results
+
+    def _batches(
+        self,
+        by_length: list[int],
+        tokens: dict[int, list[int]],
+        batch_size: int,
+        max_tokens: int | None,
+    ) -> list[list[int]]:
+        """Consecutive runs of the length-sorted sentences: batch_size each, or within
+        max_tokens source tokens as the encoder reads them (EOS and padding included)."""
+        if max_tokens is None:
+            sizes = [batch_size] * -(-len(by_length) // batch_size)
+        else:
+            limit = self.search.max_positions
+            lengths = [min(len(tokens[i]) + ADDED_TOKENS, limit) for i in by_length]
+            sizes = greedy_sizes(lengths, max_tokens)
+        ends = list(accumulate(sizes))
+        return [by_length[end - size : end] for size, end in zip(sizes, ends, strict=True)]
 
     def _encode(self, sentences: list[str], lines: list[int]) -> list[list[int]]:
         """Token ids of each sentence, warning (by line number) about those too long to fit."""

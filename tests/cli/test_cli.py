@@ -220,3 +220,21 @@ def test_a_refused_checkpoint_is_an_error_message_not_a_traceback(tmp_path, caps
     torch.save({"state_dict": {}}, tmp_path / "bad.ckpt")
     with pytest.raises(SystemExit, match="not a transformer-nmt checkpoint"):
         translate_main([str(tmp_path / "bad.ckpt"), str(tmp_path / "missing.txt")])
+
+
+def test_evaluate_in_token_batches_gives_the_sentence_batches_hypotheses(checkpoints, tmp_path):
+    (tmp_path / "src.en").write_text("\n".join(SOURCES) + "\n")
+    (tmp_path / "ref.de").write_text("\n".join(REFERENCES) + "\n")
+    files = ["--src", str(tmp_path / "src.en"), "--ref", str(tmp_path / "ref.de")]
+    ckpt, common = str(checkpoints / "last.ckpt"), ["--device", "cpu", "--threads", "1"]
+    evaluate_main([ckpt, *files, *common, "--output-dir", str(tmp_path / "sentences")])
+    evaluate_main([ckpt, *files, *common, "--max-tokens", "6", "--output-dir", str(tmp_path / "t")])
+    mixed = [*common, "--max-tokens", "6", "--dtype", "bf16-mixed"]
+    evaluate_main([ckpt, *files, *mixed, "--output-dir", str(tmp_path / "bf16")])
+    hypotheses = {
+        name: (tmp_path / name / "hypotheses.txt").read_text() for name in ("sentences", "t")
+    }
+    assert hypotheses["sentences"] == hypotheses["t"]
+    report = json.loads((tmp_path / "bf16" / "report.json").read_text())
+    assert report["search"]["max_tokens"] == 6 and report["dtype"] == "bf16-mixed"
+    assert len((tmp_path / "bf16" / "hypotheses.txt").read_text().splitlines()) == len(SOURCES)

@@ -39,6 +39,7 @@ def test_batches_keep_the_input_order(family, device):
         ("--n-best", "0", "must be an integer >= 1, got '0'"),
         ("--average-last", "0", "must be an integer >= 1, got '0'"),
         ("--batch-size", "two", "must be an integer >= 1, got 'two'"),
+        ("--max-tokens", "0", "must be an integer >= 1, got '0'"),
     ],
 )
 def test_options_out_of_range_are_refused_naming_the_range(option, value, expected, capsys):
@@ -67,3 +68,30 @@ def test_a_batch_size_below_one_is_an_error_not_an_empty_output():
     model = Transformer(tokenizer.vocab_size, PAD_ID, N=1, d_model=16, d_ff=32, h=2).eval()
     with pytest.raises(ValueError, match="batch_size must be >= 1, got 0"):
         next(Translator(model, tokenizer, device="cpu").stream(SENTENCES, batch_size=0))
+
+
+@pytest.mark.parametrize(
+    ("device", "expected"),
+    [
+        ("gpu", "--device gpu: not a device name; use cpu, cuda or cuda:N"),
+        pytest.param(
+            "cuda",
+            "--device cuda: this machine has no CUDA GPU torch can use; --device cpu",
+            marks=pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA GPU is here"),
+        ),
+        ("cuda:99", "--device cuda:99: "),
+    ],
+)
+@pytest.mark.parametrize("main", [translate_main, evaluate_main])
+def test_a_device_this_machine_lacks_is_a_message_not_a_traceback(main, device, expected, capsys):
+    args = ["--src", "a", "--ref", "b"] if main is evaluate_main else []
+    with pytest.raises(SystemExit) as info:
+        main(["some.ckpt", *args, "--device", device])
+    assert info.value.code == 2
+    assert expected in capsys.readouterr().err
+
+
+def test_batch_size_and_max_tokens_are_one_choice(capsys):
+    with pytest.raises(SystemExit):
+        translate_main(["some.ckpt", "--batch-size", "8", "--max-tokens", "4000"])
+    assert "not allowed with argument" in capsys.readouterr().err

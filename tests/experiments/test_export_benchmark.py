@@ -6,29 +6,24 @@ from pathlib import Path
 
 import pytest
 
+from experiments.export import benchmark as bench
 from helpers.checkpoint_files import SENTENCES, write_checkpoint
-from helpers.scripts import load_script
 from transformer_nmt.data.tokenizer import BPETokenizer
 
 
-@pytest.fixture(scope="module")
-def bench():
-    return load_script("experiments/export/benchmark.py", "export_benchmark")
-
-
-def test_bf16_is_skipped_with_a_reason_where_it_is_emulated(bench):
+def test_bf16_is_skipped_with_a_reason_where_it_is_emulated():
     assert "no native bf16" in bench.skip_reason("ours-bf16", False, Path("train.en"))
     assert bench.skip_reason("ours-bf16", True, Path("train.en")) is None
     others = [engine for engine in bench.ENGINES if engine != "ours-bf16"]
     assert all(bench.skip_reason(engine, False, Path("train.en")) is None for engine in others)
 
 
-def test_the_vmap_row_is_skipped_with_a_reason_without_its_text(bench):
+def test_the_vmap_row_is_skipped_with_a_reason_without_its_text():
     assert "needs --vmap-from" in bench.skip_reason("ct2-int8-vmap", True, None)
     assert bench.skip_reason("ct2-int8", True, None) is None
 
 
-def test_a_child_reports_speed_in_sentences_and_output_tokens(bench, tmp_path, capsys):
+def test_a_child_reports_speed_in_sentences_and_output_tokens(tmp_path, capsys):
     tokenizer = BPETokenizer.train(SENTENCES, vocab_size=280, min_frequency=1)
     checkpoint = write_checkpoint(tmp_path / "last.ckpt", tokenizer)
     sources = ["one two three", "fünf sechs", "zwei"]

@@ -5,7 +5,7 @@ import pytest
 from optuna.distributions import CategoricalDistribution, UniformDistribution
 from optuna.trial import TrialState, create_trial
 
-from helpers.scripts import load_script
+from experiments.multi30k_sweep import study as study_py
 
 # add_trial and create_trial are "experimental" in optuna 2.10.
 pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
@@ -21,11 +21,6 @@ CURVE = "step,epoch,minutes,val/bleu,val/loss\n100,0,1.50,2.0000,5.1\n200,1,3.00
 def cells(line: str) -> list[str]:
     """The cells of a Markdown table row."""
     return [cell.strip() for cell in line.strip().strip("|").split("|")]
-
-
-@pytest.fixture(scope="module")
-def study_py():
-    return load_script("experiments/multi30k_sweep/study.py", "study")
 
 
 @pytest.fixture
@@ -51,7 +46,7 @@ def sweep(tmp_path):
     return sweep
 
 
-def test_the_table_ranks_every_trial_by_value_failed_ones_last(study_py, sweep, capsys):
+def test_the_table_ranks_every_trial_by_value_failed_ones_last(sweep, capsys):
     study_py.main([str(sweep)])
     out = capsys.readouterr().out
 
@@ -71,14 +66,14 @@ def test_the_table_ranks_every_trial_by_value_failed_ones_last(study_py, sweep, 
     assert (rows[-1]["state"], rows[-1]["value"]) == ("fail", "")
 
 
-def test_importance_puts_the_parameter_that_decides_the_value_first(study_py, sweep):
+def test_importance_puts_the_parameter_that_decides_the_value_first(sweep):
     text = study_py.importance_table(study_py.load_study(sweep))
     (first, first_value), (second, second_value) = (cells(line) for line in text.splitlines()[2:])
     assert first == "model.dropout" and float(first_value) > float(second_value)
     assert float(first_value) + float(second_value) == pytest.approx(1.0, abs=2e-3)
 
 
-def test_the_plot_draws_the_trials_that_have_a_curve(study_py, sweep, tmp_path):
+def test_the_plot_draws_the_trials_that_have_a_curve(sweep, tmp_path):
     out = tmp_path / "curves.png"
     drawn = study_py.plot_curves(study_py.load_study(sweep), sweep, out)
     assert drawn == [1, 0, 2]  # ranked; 3 and 4 left no curve

@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+from huggingface_hub import ModelCard
 
 from helpers.checkpoint_files import SENTENCES, write_checkpoint
 from transformer_nmt.checkpoint import load_checkpoint
@@ -57,10 +58,10 @@ def run(tmp_path) -> Path:
 def test_the_card_holds_data_command_time_hardware_and_scores(run, monkeypatch):
     monkeypatch.delenv("NMT_DATA_DIR", raising=False)  # set, the card would show its value
     model, _ = load_checkpoint(run)
-    card = model_card(model, run_record([run]), "a test format", "## Usage\n\nrun it")
+    card = str(model_card(model, run_record([run]), "a test format", "## Usage\n\nrun it", "lib"))
     expected = [
         # The checkpoint lacks the datamodule's languages; the run's Hydra config has them.
-        'language: ["de", "en"]',
+        "language:\n- de\n- en",
         "# transformer-nmt de → en",
         "`transformer_nmt.data.bitext.BitextCorpus` (path=${oc.env:NMT_DATA_DIR}/multi30k)",
         "python train.py experiment=multi30k_de_en model.dropout=0.3 "
@@ -72,7 +73,8 @@ def test_the_card_holds_data_command_time_hardware_and_scores(run, monkeypatch):
         "last.ckpt, step 1200",
         f"{sum(p.numel() for p in model.parameters()):,} parameters: N=1, d_model=16",
         "## Usage\n\nrun it",
-        "# license: left for the model's owner",
+        "license: mit",
+        "MIT, the license of transformer-nmt",
     ]
     for text in expected:
         assert text in card, text
@@ -82,7 +84,37 @@ def test_a_lone_checkpoint_gets_a_card_saying_what_is_unknown(tmp_path):
     tokenizer = BPETokenizer.train(SENTENCES, vocab_size=280, min_frequency=1)
     path = write_checkpoint(tmp_path / "model.ckpt", tokenizer)
     model, _ = load_checkpoint(path)
-    card = model_card(model, run_record([path]), "a test format", "## Usage")
+    card = str(model_card(model, run_record([path]), "a test format", "## Usage", "lib"))
     for text in ("# transformer-nmt ? → ?", "data: unknown", "training time: unknown",
                  "hardware: unknown", "command: unknown", "No `nmt-evaluate` report"):  # fmt: skip
         assert text in card, text
+
+
+def test_the_card_written_loads_back_with_huggingface_hub_and_gives_the_bleu(run, tmp_path):
+    model, _ = load_checkpoint(run)
+    card = model_card(model, run_record([run]), "a test format", "## Usage", "transformers")
+    (tmp_path / "README.md").write_text(str(card), encoding="utf-8")
+    loaded = ModelCard.load(tmp_path / "README.md")
+    data = loaded.data
+    assert (data.license, data.pipeline_tag, data.library_name) == (
+        "mit",
+        "translation",
+        "transformers",
+    )
+    assert data.language == ["de", "en"] and data.model_name == "transformer-nmt de → en"
+    bleu, chrf = data.eval_results
+    assert (bleu.metric_type, bleu.metric_value, bleu.metric_config) == ("bleu", 38.12, SIGNATURE)
+    assert (chrf.metric_type, chrf.metric_value) == ("chrf", 60.5)
+    assert (bleu.task_type, bleu.dataset_type) == ("translation", "test_2016_flickr.de.gz")
+
+
+def test_a_hub_corpus_is_named_as_the_cards_dataset(run):
+    config = run.parent.parent / ".hydra" / "config.yaml"
+    config.write_text(
+        CONFIG.replace("bitext.BitextCorpus", "hub.HubCorpus").replace(
+            "path: ${oc.env:NMT_DATA_DIR}/multi30k", "name: bentrevett/multi30k"
+        )
+    )
+    model, _ = load_checkpoint(run)
+    card = model_card(model, run_record([run]), "a test format", "## Usage", "transformers")
+    assert card.data.datasets == ["bentrevett/multi30k"]

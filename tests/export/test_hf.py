@@ -47,7 +47,7 @@ def load(folder: Path):
 def test_marian_positions_are_ours_with_the_features_reordered():
     from transformers.models.marian.modeling_marian import MarianSinusoidalPositionalEmbedding
 
-    from transformer_nmt.model.embeddings import SinusoidalPositionalEncoding
+    from transformer_nmt.model.transformer.positions import SinusoidalPositionalEncoding
 
     for d_model in (16, 6):
         marian = MarianSinusoidalPositionalEmbedding(50, d_model).create_weight()

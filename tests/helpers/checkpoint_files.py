@@ -16,11 +16,19 @@ TINY = {
 
 
 def write_checkpoint(
-    path: Path, tokenizer: BPETokenizer, seed: int = 0, step: int = 0, family: str = "transformer"
+    path: Path,
+    tokenizer: BPETokenizer,
+    seed: int = 0,
+    step: int = 0,
+    family: str = "transformer",
+    **settings,
 ) -> Path:
-    """What TranslationModule saves, minus the training state: weights, config, tokenizer."""
+    """What TranslationModule saves, minus the training state: weights, config, tokenizer.
+
+    `settings` change the family's tiny sizes and switches, e.g. rezero=True.
+    """
     torch.manual_seed(seed)
-    model = FAMILIES[family].model(tokenizer.vocab_size, PAD_ID, **TINY[family])
+    model = FAMILIES[family].model(tokenizer.vocab_size, PAD_ID, **(TINY[family] | settings))
     torch.save(
         {
             "global_step": step,

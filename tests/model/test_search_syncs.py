@@ -13,6 +13,7 @@ from contextlib import contextmanager
 
 import pytest
 import torch
+from torch.overrides import TorchFunctionMode
 
 from transformer_nmt.model import Transformer, beam_search, greedy_search
 
@@ -25,24 +26,35 @@ DEVICE_TO_HOST = ("item", "tolist", "__bool__", "__int__", "__float__", "__index
 HOST_TO_DEVICE = ("tensor", "as_tensor", "from_numpy")
 
 
+class Transfers(TorchFunctionMode):
+    """Counts the torch calls that read a device value on the host or build a host index.
+
+    A mode, not patched `torch.Tensor` methods: assigning `Tensor.__getitem__` leaves torch.Tensor
+    a sequence type after it is undone, and a later `torch.tensor([0-d tensors])` fails.
+    """
+
+    def __init__(self, counts: Counter):
+        super().__init__()
+        self.counts = counts
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        if name in DEVICE_TO_HOST:
+            self.counts["device_to_host"] += 1
+        if name in ("__getitem__", "__setitem__"):
+            # A Python list in the index: torch builds a host index tensor to copy.
+            parts = args[1] if isinstance(args[1], tuple) else (args[1],)
+            if any(isinstance(part, list) for part in parts):
+                self.counts["host_to_device"] += 1
+        return func(*args, **(kwargs or {}))
+
+
 def counting(function: Callable, counts: Counter, key: str) -> Callable:
     def counted(*args, **kwargs):
         counts[key] += 1
         return function(*args, **kwargs)
 
     return counted
-
-
-def counting_index(function: Callable, counts: Counter) -> Callable:
-    """tensor[...] with a Python list in the index: torch builds a host index tensor to copy."""
-
-    def indexed(self, index, *args):
-        parts = index if isinstance(index, tuple) else (index,)
-        if any(isinstance(part, list) for part in parts):
-            counts["host_to_device"] += 1
-        return function(self, index, *args)
-
-    return indexed
 
 
 @contextmanager
@@ -57,15 +69,9 @@ def transfers(model: Transformer) -> Iterator[tuple[Counter, list[int]]]:
         return model_decode(tgt_in, *args, **kwargs)
 
     model_decode = model.decode
-    with pytest.MonkeyPatch.context() as patch:
-        for name in DEVICE_TO_HOST:
-            method = getattr(torch.Tensor, name)
-            patch.setattr(torch.Tensor, name, counting(method, counts, "device_to_host"))
-        patch.setattr(torch, "nonzero", counting(torch.nonzero, counts, "device_to_host"))
+    with pytest.MonkeyPatch.context() as patch, Transfers(counts):
         for name in HOST_TO_DEVICE:
             patch.setattr(torch, name, counting(getattr(torch, name), counts, "host_to_device"))
-        for name in ("__getitem__", "__setitem__"):
-            patch.setattr(torch.Tensor, name, counting_index(getattr(torch.Tensor, name), counts))
         patch.setattr(model, "decode", decode)
         yield counts, rows
 

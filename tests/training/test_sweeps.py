@@ -23,7 +23,7 @@ from hydra_plugins.transformer_nmt_sweeper._impl import (
     finished_trials,
     next_trial_number,
 )
-from transformer_nmt.model.config import settings_problems
+from transformer_nmt.model.transformer.config import settings_problems
 from transformer_nmt.training.loggers import group_wandb_runs_by_sweep
 from transformer_nmt.training.sweeps import optimized_metric, raise_if_diverged
 

@@ -194,8 +194,9 @@ def main(argv: list[str] | None = None) -> None:
     tok_lang = args.tgt_lang or test_set.get("langs", [None, "en"])[1]
     output_dir = args.output_dir or paths[grid[0].average_last][-1].parent / "evaluation"
     options = engine_options(args)
-    # The report's options: the dtype by its --dtype name and paths as text, as JSON has neither.
-    engine = options | {
+    # The report's options: the dtype by its --dtype name (bf16-mixed: the autocast) and paths as
+    # text, as JSON has neither.
+    engine = {key: value for key, value in options.items() if key != "autocast"} | {
         "dtype": args.dtype,
         "device": args.device,
         "vmap_from": _text(args.vmap_from),

@@ -21,6 +21,7 @@ from transformer_nmt.checkpoint import (
 from transformer_nmt.cli.search_args import positive_int
 from transformer_nmt.data.corpus import DataError
 from transformer_nmt.export import ExportError
+from transformer_nmt.export.formats import check_exportable
 
 FORMATS = {
     "hf": "Hugging Face transformers: MarianMT config, safetensors weights, fast tokenizer",
@@ -97,11 +98,13 @@ def main(argv: list[str] | None = None) -> None:
         paths = resolve_checkpoints(args.checkpoints, args.average_last)
         check_folder(args.out, args.force)
         model, tokenizer = load_translator(paths)
+        check_exportable(model.config, args.format)  # before any file is written
         if args.format == "hf":
             from transformer_nmt.export import hf
 
             hf.export_hf(model, tokenizer, args.out)
-            what, usage = "a Hugging Face transformers MarianMT model", hf.usage()
+            what = "a Hugging Face transformers MarianMT model"
+            usage, library = hf.usage(), hf.LIBRARY
         elif args.format == "ct2":
             from transformer_nmt.export import ct2
 
@@ -112,14 +115,15 @@ def main(argv: list[str] | None = None) -> None:
                 vmap = target_vocabulary_map(tokenizer, args.vmap_from)
             ct2.export_ct2(model, tokenizer, args.out, args.quantization, vmap)
             what = f"a CTranslate2 model ({args.quantization} weights)"
-            usage = ct2.usage()
+            usage, library = ct2.usage(), ct2.LIBRARY
         else:
             from transformer_nmt.export import native
 
             native.save_safetensors(model, tokenizer, args.out)
-            what, usage = "transformer-nmt safetensors weights", native.usage()
-        text = card.model_card(model, card.run_record(paths), what, usage)
-        write_atomically(args.out / "README.md", text)
+            what = "transformer-nmt safetensors weights"
+            usage, library = native.usage(), native.FORMAT
+        model_card = card.model_card(model, card.run_record(paths), what, usage, library)
+        write_atomically(args.out / "README.md", str(model_card))
         print(f"{args.out}: {what}, from {', '.join(str(p) for p in paths)}")
         if args.push_to_hub:
             from transformer_nmt.export.hub_push import push_to_hub

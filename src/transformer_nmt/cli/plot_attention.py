@@ -14,7 +14,7 @@ import torch
 
 from transformer_nmt.attention_plots import draw_sentence_attention
 from transformer_nmt.checkpoint import load_checkpoint
-from transformer_nmt.cli.search_args import add_device_arguments, torch_dtype
+from transformer_nmt.cli.search_args import add_device_arguments, check_device, torch_dtype
 from transformer_nmt.data.framing import source_ids
 
 
@@ -61,6 +61,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--layers", type=int, nargs="+", help="1-based layers (default: all)")
     add_device_arguments(parser)
     args = parser.parse_args(argv)
+    check_device(parser, args.device)
     paths = plot_attention(
         args.checkpoint,
         args.source,

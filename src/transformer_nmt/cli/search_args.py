@@ -40,10 +40,13 @@ def finite_float(text: str) -> float:
 
 # --dtype's names; None (no --dtype) keeps the checkpoint's float32.
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+# --dtype's mixed precisions: float32 weights, matmuls in this dtype under torch.autocast.
+AUTOCAST = {"bf16-mixed": torch.bfloat16}
 
 
-def add_device_arguments(parser: argparse.ArgumentParser) -> None:
-    """`--device` and `--dtype`, where and in what precision the model runs."""
+def add_device_arguments(parser: argparse.ArgumentParser, mixed: bool = False) -> None:
+    """`--device` and `--dtype`, where and in what precision the model runs; `mixed` offers
+    the autocast precisions too (decoding: `Translator`'s autocast)."""
     parser.add_argument(
         "--device",
         default="cuda" if torch.cuda.is_available() else "cpu",
@@ -51,15 +54,34 @@ def add_device_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--dtype",
-        choices=list(DTYPES),
+        choices=[*DTYPES, *(AUTOCAST if mixed else ())],
         help="the weights' type: bfloat16 or float16 halve memory and speed up GPUs with tensor "
-        "cores (default: the checkpoint's float32)",
+        "cores"
+        + (
+            "; bf16-mixed keeps float32 weights and runs the matmuls in bfloat16 (autocast), "
+            "as training's bf16-mixed validates"
+            if mixed
+            else ""
+        )
+        + " (default: the checkpoint's float32)",
     )
 
 
 def torch_dtype(args: argparse.Namespace) -> torch.dtype | None:
-    """The torch dtype `--dtype` names, or None without it."""
-    return None if args.dtype is None else DTYPES[args.dtype]
+    """The weights' torch dtype `--dtype` names, or None to keep the checkpoint's."""
+    return DTYPES.get(args.dtype)
+
+
+def check_device(parser: argparse.ArgumentParser, device: str) -> None:
+    """Refuse, through `parser.error`, a --device torch cannot name or this machine lacks."""
+    try:
+        where = torch.device(device)
+    except RuntimeError:
+        parser.error(f"--device {device}: not a device name; use cpu, cuda or cuda:N")
+    if where.type == "cuda" and not torch.cuda.is_available():
+        parser.error(f"--device {device}: this machine has no CUDA GPU torch can use; --device cpu")
+    if where.type == "cuda" and (where.index or 0) >= torch.cuda.device_count():
+        parser.error(f"--device {device}: only {torch.cuda.device_count()} CUDA GPU(s) here")
 
 
 def add_search_arguments(parser: argparse.ArgumentParser, grid: bool = False) -> None:
@@ -95,10 +117,19 @@ def add_search_arguments(parser: argparse.ArgumentParser, grid: bool = False) ->
         default=50,
         help="outputs stop at source length + this (50)",
     )
-    parser.add_argument(
+    batching = parser.add_mutually_exclusive_group()
+    batching.add_argument(
         "--batch-size", type=positive_int, default=64, help="sentences per batch (64)"
     )
-    add_device_arguments(parser)
+    batching.add_argument(
+        "--max-tokens",
+        type=positive_int,
+        metavar="N",
+        help="batches of up to N source tokens (padding included) instead of --batch-size "
+        "sentences, sorted by length, output in input order: large batches for GPUs; a longer "
+        "sentence goes alone in its batch",
+    )
+    add_device_arguments(parser, mixed=True)
     parser.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads")
     parser.add_argument(
         "--engine",
@@ -138,6 +169,7 @@ def parse_search_args(
         parser.error("--dtype is the torch engine's: CTranslate2 takes --quantization")
     if args.dtype is not None and args.quantization is not None:
         parser.error("--quantization int8 computes in float32: leave out --dtype")
+    check_device(parser, args.device)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     logging.basicConfig(format="%(levelname)s: %(message)s", level=logging.WARNING)
@@ -146,7 +178,7 @@ def parse_search_args(
 
 def search_options(args: argparse.Namespace) -> dict[str, Any]:
     """The keyword arguments of `translate` that `add_search_arguments` parsed."""
-    keys = ("batch_size", "beam_size", "alpha", "penalty", "max_len_b")
+    keys = ("batch_size", "max_tokens", "beam_size", "alpha", "penalty", "max_len_b")
     return {key: getattr(args, key) for key in keys}
 
 
@@ -156,5 +188,6 @@ def engine_options(args: argparse.Namespace) -> dict[str, Any]:
         "engine": args.engine,
         "quantization": args.quantization,
         "dtype": torch_dtype(args),
+        "autocast": AUTOCAST.get(args.dtype),
         "vmap_from": args.vmap_from,
     }

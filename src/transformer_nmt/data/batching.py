@@ -67,9 +67,7 @@ class TokenBatchSampler(Sampler[list[int]]):
         self.rank = rank
         self.world_size = world_size
         self.epoch = 0
-        self.sizes = _split_to_multiple(
-            _greedy_sizes(np.sort(self.longest), max_tokens), world_size
-        )
+        self.sizes = _split_to_multiple(greedy_sizes(np.sort(self.longest), max_tokens), world_size)
         self.consumed = 0  # batches of this epoch already yielded by this rank
         self._resume_at = 0
 
@@ -134,13 +132,17 @@ class TokenBatchSampler(Sampler[list[int]]):
         self.consumed = self._resume_at = state["consumed"]
 
 
-def _greedy_sizes(sorted_longest: np.ndarray, max_tokens: int) -> list[int]:
-    """Cut ascending lengths into consecutive batches, each as large as the budget allows."""
+def greedy_sizes(sorted_longest: Sequence[int] | np.ndarray, max_tokens: int) -> list[int]:
+    """Cut ascending lengths into consecutive batches, each as large as the budget allows.
+
+    A length over the budget goes alone in its batch (as fairseq's inference batches do);
+    `TokenBatchSampler` refuses such an example before it gets here.
+    """
     sizes: list[int] = []
     count = 0
-    for length in sorted_longest.tolist():
+    for length in np.asarray(sorted_longest).tolist():
         # Lengths ascend, so the newest example is the batch's longest.
-        if (count + 1) * length > max_tokens:
+        if count and (count + 1) * length > max_tokens:
             sizes.append(count)
             count = 0
         count += 1

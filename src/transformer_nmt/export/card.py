@@ -3,6 +3,7 @@
 Everything comes from files a run leaves: the checkpoint (model config, languages, step), the run
 folder's `.hydra/` (data settings, the exact command, trainer settings), `train.log` (wall time)
 and an `nmt-evaluate` report.json beside the checkpoint. What is not found is said to be unknown.
+The metadata header is huggingface_hub's `ModelCardData`: the Hub shows its `model-index` scores.
 """
 
 import json
@@ -13,11 +14,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from huggingface_hub import EvalResult, ModelCard, ModelCardData
 from omegaconf import OmegaConf
 
 from transformer_nmt.checkpoint import read_checkpoint
-from transformer_nmt.model import Transformer
+from transformer_nmt.model import EncoderDecoder, ModelConfig, TransformerConfig
 
+# The license of transformer-nmt (LICENSE), as the Hub names it.
+LICENSE = "mit"
+# The scores of an nmt-evaluate report that the card's model-index lists, by metric type.
+INDEXED_METRICS = {"BLEU": "bleu", "chrF2": "chrf"}
 LOG_TIME = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d+\]")
 
 
@@ -85,45 +91,43 @@ def _wall_time(log: Path) -> str | None:
     return f"{minutes:.0f} min" if minutes < 120 else f"{minutes / 60:.1f} h"
 
 
-def model_card(model: Transformer, record: RunRecord, export_format: str, usage: str) -> str:
-    """The README.md of an export.
+def model_card(
+    model: EncoderDecoder, record: RunRecord, export_format: str, usage: str, library: str
+) -> ModelCard:
+    """The README.md of an export; `str(card)` is its text.
 
     Args:
         model: the exported model.
         record: from `run_record`.
         export_format: what the folder holds, e.g. "Hugging Face transformers (MarianMT)".
         usage: a Markdown section showing how to load and run the folder.
+        library: the library that loads the folder, e.g. "transformers" (the Hub's library_name).
     """
-    c = model.config
     direction = f"{record.src_lang or '?'} → {record.tgt_lang or '?'}"
-    languages = [lang for lang in (record.src_lang, record.tgt_lang) if lang]
+    name = f"transformer-nmt {direction}"
+    data = ModelCardData(
+        model_name=name,
+        language=[lang for lang in (record.src_lang, record.tgt_lang) if lang] or None,
+        license=LICENSE,
+        library_name=library,
+        pipeline_tag="translation",
+        tags=["translation", "transformer-nmt", model.config.family],
+        datasets=_hub_datasets(record.data) or None,
+        eval_results=_eval_results(record) or None,
+    )
     parameters = sum(p.numel() for p in model.parameters())  # tied matrices count once
-    header = [
-        "---",
-        f"language: {json.dumps(languages)}",
-        "tags: [translation, transformer-nmt]",
-        "pipeline_tag: translation",
-        "# license: left for the model's owner; the training data's terms apply",
-        "---",
-    ]
     lines = [
-        *header,
+        f"# {name}",
         "",
-        f"# transformer-nmt {direction}",
-        "",
-        f'The Transformer of "Attention Is All You Need", trained with transformer-nmt and '
-        f"exported as {export_format}.",
+        f"{_summary(model.config)}, trained with transformer-nmt and exported as {export_format}.",
         "",
         "## Model",
         "",
         "| | |",
         "|---|---|",
         f"| direction | {direction} |",
-        f"| size | {parameters:,} parameters: N={c.N}, d_model={c.d_model}, d_ff={c.d_ff}, "
-        f"h={c.h} |",
-        f"| layers | {'pre' if c.norm_first else 'post'}-norm, {c.activation}, {c.positions} "
-        f"positions (at most {c.max_positions}), embeddings tied: {c.tie_embeddings} |",
-        f"| vocabulary | joint byte-level BPE, {c.vocab_size} tokens |",
+        *(f"| {key} | {value} |" for key, value in _architecture(model.config, parameters)),
+        f"| vocabulary | joint byte-level BPE, {model.config.vocab_size} tokens |",
         f"| checkpoint | {_checkpoints(record)} |",
         "",
         "## Training",
@@ -138,8 +142,66 @@ def model_card(model: Transformer, record: RunRecord, export_format: str, usage:
     else:
         lines.append("- command: unknown (no `.hydra/` folder beside `checkpoints/`)")
     lines += ["", "## Evaluation", "", *_scores(record), "", usage.strip(), "", "## License", ""]
-    lines.append("Not set: the model's owner chooses one (the `license:` field in the header).")
-    return "\n".join(lines) + "\n"
+    lines.append(
+        "MIT, the license of transformer-nmt (its LICENSE file). The terms of the data the "
+        "model was trained on apply as well."
+    )
+    return ModelCard(f"---\n{data.to_yaml()}\n---\n\n" + "\n".join(lines) + "\n")
+
+
+def _summary(config: ModelConfig) -> str:
+    if isinstance(config, TransformerConfig):
+        return 'The Transformer of "Attention Is All You Need"'
+    return "An RNN encoder-decoder with additive attention (Bahdanau et al., 2015)"
+
+
+def _architecture(config: ModelConfig, parameters: int) -> list[tuple[str, str]]:
+    """The model table's rows on sizes and switches, as the family names them."""
+    c = config
+    if isinstance(c, TransformerConfig):
+        sizes = f"N={c.N}, d_model={c.d_model}, d_ff={c.d_ff}, h={c.h}"
+        norm = "ReZero" if c.rezero else "pre-norm" if c.norm_first else "post-norm"
+        layers = f"{norm}, {c.activation}, {c.positions} positions (at most {c.max_positions})"
+    else:
+        sizes = f"{c.cell.upper()}, embed_dim={c.embed_dim}, hidden_size={c.hidden_size}"
+        sizes += f", num_layers={c.num_layers}"
+        layers = f"bidirectional encoder, attention_dim={c.attention_dim}, at most "
+        layers += f"{c.max_positions} positions"
+    return [
+        ("size", f"{parameters:,} parameters: {sizes}"),
+        ("layers", f"{layers}, embeddings tied: {c.tie_embeddings}"),
+    ]
+
+
+def _hub_datasets(data: dict[str, Any]) -> list[str]:
+    """The Hub data set the run trained on, if its corpus is one (`data.hub.HubCorpus`)."""
+    corpus = data.get("corpus")
+    if isinstance(corpus, dict) and str(corpus.get("_target_", "")).endswith(".HubCorpus"):
+        return [corpus["name"]]
+    return []
+
+
+def _eval_results(record: RunRecord) -> list[EvalResult]:
+    """BLEU and chrF of the nmt-evaluate report as model-index entries, signatures as config."""
+    report = record.report
+    if report is None:
+        return []
+    test_set = report.get("data") or Path(str(report.get("src"))).name
+    split = report.get("split")
+    return [
+        EvalResult(
+            task_type="translation",
+            dataset_type=test_set,
+            dataset_name=f"{test_set} {split}" if split else test_set,
+            dataset_split=split,
+            metric_type=metric_type,
+            metric_name=name,
+            metric_value=round(report[name]["score"], 2),
+            metric_config=report[name]["signature"],
+        )
+        for name, metric_type in INDEXED_METRICS.items()
+        if name in report
+    ]
 
 
 def _checkpoints(record: RunRecord) -> str:

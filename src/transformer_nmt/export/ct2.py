@@ -5,7 +5,8 @@ stored as it is (ours interleaves sin and cos, and learned tables work alike), p
 pre-norm both exist, and our fused projections are the fused matrices CTranslate2 wants
 ([W^Q; W^K; W^V] for self-attention, [W^K; W^V] over the encoder output). The source framing of
 `data/framing.py` (tokens, then EOS) is the model's `add_source_eos`, and decoding starts from
-our BOS, so callers pass the source's BPE tokens alone. Only d_k != d_v is refused.
+our BOS, so callers pass the source's BPE tokens alone. Refused (`formats.ct2_problems`): another
+family, ReZero (its layers have no LayerNorm) and d_k != d_v.
 """
 
 import os
@@ -24,8 +25,10 @@ from transformer_nmt.atomic import write_atomically
 from transformer_nmt.data.framing import ADDED_TOKENS, TARGET_FRAME, source_ids
 from transformer_nmt.data.tokenizer import PAD_ID, UNK_ID, BPETokenizer
 from transformer_nmt.export import ExportError
+from transformer_nmt.export.formats import check_exportable
 from transformer_nmt.model import Hypothesis, Transformer, length_penalty
 
+LIBRARY = "ctranslate2"  # what loads the folder: the model card's library_name
 ACTIVATIONS = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU}
 VMAP = "vmap.txt"  # the name CTranslate2 loads a vocabulary map from
 LAYER_NORM_EPS = 1e-5  # torch.nn.LayerNorm's default, which our layers use
@@ -73,11 +76,8 @@ def _positions(spec, positions) -> None:
 
 def transformer_spec_of(model: Transformer) -> transformer_spec.TransformerSpec:
     """The CTranslate2 spec of our model, weights filled in, in fp32."""
+    check_exportable(model.config, "ct2")
     c = model.config
-    if c.d_k != c.d_v:
-        raise ExportError(
-            f"model.d_k={c.d_k} differs from model.d_v={c.d_v}: CTranslate2's heads have one size"
-        )
     sizes = dict(
         num_layers=c.N,
         num_heads=c.h,
@@ -132,7 +132,7 @@ def export_ct2(
             the model, for `translate_batch(..., use_vmap=True)`.
 
     Raises:
-        ExportError: d_k != d_v, which CTranslate2 cannot express.
+        ExportError: a model CTranslate2 cannot express (`formats.ct2_problems`).
     """
     out = Path(out)
     spec = transformer_spec_of(model)

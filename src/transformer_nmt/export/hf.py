@@ -17,8 +17,8 @@ the logits within 1e-4 and greedy output token for token). Where the two differ:
   generation starts the decoder at our BOS. Search never picks PAD or BOS, as ours
   (`suppress_tokens`).
 
-What MarianMT cannot express is refused: pre-norm, learned positions, d_k or d_v other than
-d_model / h.
+What MarianMT cannot express is refused (`formats.marian_problems`): another family, ReZero,
+pre-norm, learned positions, d_k or d_v other than d_model / h.
 """
 
 import os
@@ -32,31 +32,12 @@ from transformers import GenerationConfig, MarianConfig, MarianMTModel, PreTrain
 from transformer_nmt.data.framing import TARGET_FRAME, source_ids
 from transformer_nmt.data.tokenizer import PAD_ID, SPECIAL_TOKENS, BPETokenizer
 from transformer_nmt.export import ExportError
+from transformer_nmt.export.formats import check_exportable
 from transformer_nmt.model import Transformer, TransformerConfig
 
+LIBRARY = "transformers"  # what loads the folder: the model card's library_name
 # The special ids as data/framing.py frames targets (and, for EOS, sources).
 BOS, EOS = TARGET_FRAME["bos_id"], TARGET_FRAME["eos_id"]
-
-
-def marian_problems(config: TransformerConfig) -> list[str]:
-    """Why MarianMT cannot hold this model exactly; empty if it can."""
-    problems = []
-    if config.norm_first:
-        problems.append(
-            "model.norm_first=true (pre-norm): MarianMT is post-norm only; export to "
-            "CTranslate2 instead (`nmt-export ct2`), which has both"
-        )
-    if config.positions != "sinusoidal":
-        problems.append(
-            f"model.positions={config.positions}: MarianMT has sinusoidal positions only"
-        )
-    head = config.d_model // config.h
-    if config.d_model % config.h or config.d_k != head or config.d_v != head:
-        problems.append(
-            f"model.d_k={config.d_k}, model.d_v={config.d_v}: MarianMT's heads are "
-            f"d_model / h = {config.d_model / config.h:g} wide"
-        )
-    return problems
 
 
 def marian_config(config: TransformerConfig) -> MarianConfig:
@@ -187,9 +168,7 @@ def marian_state_dict(model: Transformer) -> dict[str, Tensor]:
 
 def to_marian(model: Transformer) -> MarianMTModel:
     """The same network as a MarianMTModel in eval mode, fp32."""
-    problems = marian_problems(model.config)
-    if problems:
-        raise ExportError("MarianMT cannot hold this model exactly: " + "; ".join(problems))
+    check_exportable(model.config, "hf")
     marian = MarianMTModel(marian_config(model.config))
     marian.generation_config = generation_config(model.config)
     missing, unexpected = marian.load_state_dict(marian_state_dict(model), strict=False)
@@ -233,8 +212,8 @@ def export_hf(model: Transformer, tokenizer: BPETokenizer, out: str | os.PathLik
         out: the folder, created if missing; files of the same names are replaced.
 
     Raises:
-        ExportError: a model MarianMT cannot express (pre-norm, learned positions, other head
-            sizes), named with the setting.
+        ExportError: a model MarianMT cannot express (`formats.marian_problems`), named with
+            the setting and the formats that take it.
     """
     out = Path(out)
     marian = to_marian(model)

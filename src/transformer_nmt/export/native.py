@@ -2,7 +2,7 @@
 
 A .ckpt loads weights-only here, yet other tools can only trust it by running torch's unpickler;
 safetensors is plain tensors behind a JSON header, the format model hubs prefer. Tied matrices are
-stored once and tied again on loading.
+stored once and tied again on loading. Every model family is stored as it is: its config names it.
 """
 
 import json
@@ -14,13 +14,15 @@ import safetensors.torch
 from transformer_nmt.atomic import write_atomically
 from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer
 from transformer_nmt.export import ExportError
-from transformer_nmt.model import Transformer, TransformerConfig
+from transformer_nmt.model import EncoderDecoder, config_from_dict, model_from_config
 
-FORMAT = "transformer-nmt"
+FORMAT = "transformer-nmt"  # config.json's format, and the model card's library_name
 FORMAT_VERSION = 1
 
 
-def save_safetensors(model: Transformer, tokenizer: BPETokenizer, out: str | os.PathLike) -> Path:
+def save_safetensors(
+    model: EncoderDecoder, tokenizer: BPETokenizer, out: str | os.PathLike
+) -> Path:
     """Write `out/`: model.safetensors, config.json (the model config) and tokenizer.json."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -31,7 +33,7 @@ def save_safetensors(model: Transformer, tokenizer: BPETokenizer, out: str | os.
     return out
 
 
-def load_safetensors(folder: str | os.PathLike) -> tuple[Transformer, BPETokenizer]:
+def load_safetensors(folder: str | os.PathLike) -> tuple[EncoderDecoder, BPETokenizer]:
     """The model, in eval mode, and the tokenizer of a `save_safetensors` folder."""
     folder = Path(folder)
     try:
@@ -41,7 +43,7 @@ def load_safetensors(folder: str | os.PathLike) -> tuple[Transformer, BPETokeniz
                 f"{folder / 'config.json'} is not a transformer-nmt config (format "
                 f"{config.get('format')!r}); a Hugging Face export loads with transformers"
             )
-        model = Transformer.from_config(TransformerConfig.from_dict(config["model"]))
+        model = model_from_config(config_from_dict(config["model"]))
         tokenizer = BPETokenizer.load(folder / "tokenizer.json")
     except (OSError, KeyError, TypeError, ValueError) as e:
         raise ExportError(f"{folder}: not a readable transformer-nmt folder: {e}") from e

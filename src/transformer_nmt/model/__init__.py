@@ -1,19 +1,21 @@
-"""The Transformer model: plain PyTorch, no Lightning or Hydra, read top to bottom like the paper.
+"""Two model families for translation, plain PyTorch with no Lightning or Hydra.
 
-config (its settings) -> masks -> attention -> feed_forward -> embeddings -> dropout -> layers ->
-transformer (the encoder-decoder and its cache) -> search (greedy and beam). `interface` writes
-down what training and search need from any model family; `rnn` (with `rnn_config`) is the other
-family, the RNN encoder-decoder with additive attention; `families` maps each family's name to
-its classes.
+- `transformer/`: the Transformer of "Attention Is All You Need", read top to bottom like the
+  paper (its `__init__` gives the order).
+- `rnn/`: the RNN encoder-decoder with additive attention (Bahdanau et al., 2015) that the
+  Transformer set out to replace.
+
+What both share sits beside them: `interface` (what training and search need from any family),
+`config` (the base of each family's settings), `families` (each family's name -> its classes, as
+checkpoints store it), `embeddings` (scaled token embeddings), `masks`, `search` (greedy and
+beam) and `quantization` (int8 decoding on a CPU).
 """
 
-from transformer_nmt.model.config import TransformerConfig
 from transformer_nmt.model.families import FAMILIES, config_from_dict, model_from_config
 from transformer_nmt.model.interface import EncoderDecoder, ModelConfig
-from transformer_nmt.model.rnn import RNNAttention
-from transformer_nmt.model.rnn_config import RNNConfig
+from transformer_nmt.model.rnn import RNNAttention, RNNConfig
 from transformer_nmt.model.search import Hypothesis, beam_search, greedy_search, length_penalty
-from transformer_nmt.model.transformer import Transformer, reorder_cache
+from transformer_nmt.model.transformer import Transformer, TransformerConfig, reorder_cache
 
 __all__ = [
     "FAMILIES",

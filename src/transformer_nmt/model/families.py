@@ -9,10 +9,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from transformer_nmt.model import config, rnn_config
+from transformer_nmt.model import rnn, transformer
 from transformer_nmt.model.interface import EncoderDecoder, ModelConfig
-from transformer_nmt.model.rnn import RNNAttention
-from transformer_nmt.model.transformer import Transformer
+from transformer_nmt.model.rnn.config import settings_problems as rnn_problems
+from transformer_nmt.model.transformer.config import settings_problems as transformer_problems
 
 
 @dataclass(frozen=True)
@@ -27,8 +27,8 @@ class Family:
 FAMILIES = {
     family.config.family: family
     for family in (
-        Family(config.TransformerConfig, Transformer, config.settings_problems),
-        Family(rnn_config.RNNConfig, RNNAttention, rnn_config.settings_problems),
+        Family(transformer.TransformerConfig, transformer.Transformer, transformer_problems),
+        Family(rnn.RNNConfig, rnn.RNNAttention, rnn_problems),
     )
 }
 DEFAULT_FAMILY = "transformer"  # what a model config without "family" holds

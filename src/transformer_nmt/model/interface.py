@@ -5,7 +5,6 @@ these methods, without an `if` in the code that uses them; `families` maps each 
 to its config and model classes.
 """
 
-from dataclasses import asdict, fields
 from typing import Any, ClassVar, Protocol
 
 from torch import Tensor
@@ -26,31 +25,6 @@ class ModelConfig(Protocol):
     def to_dict(self) -> dict[str, Any]:
         """Plain values and the family, as checkpoints store them."""
         ...
-
-
-class DataclassConfig:
-    """`to_dict` and `from_dict` for a dataclass config whose class sets `family`."""
-
-    family: ClassVar[str]
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain values (checkpoints load with `weights_only=True`) and the family."""
-        return {"family": self.family, **asdict(self)}
-
-    @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> "DataclassConfig":
-        """The config a checkpoint stored; unknown keys are an error, not silently dropped.
-
-        A dict without "family" is taken as this family's, as checkpoints from before families.
-        """
-        values = dict(values)
-        family = values.pop("family", cls.family)
-        if family != cls.family:
-            raise ValueError(f"settings of a {family} model, not of a {cls.family} model")
-        unknown = set(values) - {f.name for f in fields(cls)}
-        if unknown:
-            raise ValueError(f"unknown {cls.family} settings {sorted(unknown)}")
-        return cls(**values)
 
 
 class EncoderDecoder(Protocol):

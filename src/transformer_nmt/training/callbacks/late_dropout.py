@@ -9,7 +9,7 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import Timer
 
-from transformer_nmt.model.dropout import Dropout
+from transformer_nmt.model.transformer.dropout import Dropout
 from transformer_nmt.training.hot_path import is_logging_step
 from transformer_nmt.training.time_budget import budget_timer
 

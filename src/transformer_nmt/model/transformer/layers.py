@@ -3,9 +3,10 @@
 import torch
 from torch import Tensor, nn
 
-from transformer_nmt.model.attention import MultiHeadAttention
-from transformer_nmt.model.dropout import Dropout
-from transformer_nmt.model.feed_forward import PositionwiseFeedForward
+from transformer_nmt.model.transformer.attention import MultiHeadAttention
+from transformer_nmt.model.transformer.config import TransformerConfig
+from transformer_nmt.model.transformer.dropout import Dropout
+from transformer_nmt.model.transformer.feed_forward import PositionwiseFeedForward
 
 
 class SublayerConnection(nn.Module):
@@ -41,42 +42,17 @@ class SublayerConnection(nn.Module):
 
 
 class EncoderLayer(nn.Module):
-    """Self-attention, then the feed-forward network.
+    """Self-attention, then the feed-forward network, each inside a `SublayerConnection`.
 
-    Args:
-        d_model, h, d_k, d_v, d_ff: sizes as in the paper.
-        dropout: P_drop on each sublayer's output before the residual sum.
-        norm_first: pre-norm instead of the paper's post-norm (see SublayerConnection).
-        activation: "relu" (the paper) or "gelu" in the feed-forward network.
-        rezero: ReZero residuals instead of the paper's (see SublayerConnection).
-        attention_kernel: how attention runs, one of `config.ATTENTION_KERNELS`.
-        attention_dropout, activation_dropout: dropout on the attention weights and on the
-            feed-forward network's inner activations (not the paper; 0 turns them off).
+    Sized and switched by `config` (N aside): d_model, h, d_k, d_v, d_ff, the dropouts,
+    norm_first, rezero, activation and attention_kernel, each documented in `TransformerConfig`.
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        h: int,
-        d_k: int,
-        d_v: int,
-        d_ff: int,
-        dropout: float,
-        norm_first: bool = False,
-        activation: str = "relu",
-        rezero: bool = False,
-        attention_kernel: str = "auto",
-        attention_dropout: float = 0.0,
-        activation_dropout: float = 0.0,
-    ):
+    def __init__(self, config: TransformerConfig):
         super().__init__()
-        self.d_model, self.norm_first = d_model, norm_first
-        attention = dict(kernel=attention_kernel, dropout=attention_dropout)
-        self.self_attn = MultiHeadAttention(d_model, h, d_k, d_v, **attention)
-        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, activation, activation_dropout)
-        self.sublayer = nn.ModuleList(
-            SublayerConnection(d_model, dropout, norm_first, rezero) for _ in range(2)
-        )
+        self.self_attn = _attention(config)
+        self.feed_forward = _feed_forward(config)
+        self.sublayer = _sublayers(config, 2)
 
     def forward(
         self, x: Tensor, mask: Tensor, need_weights: bool = False
@@ -92,33 +68,15 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     """Masked self-attention, attention over the encoder output, then the feed-forward network.
 
-    Args: as for EncoderLayer.
+    Sized and switched by `config`, as `EncoderLayer`.
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        h: int,
-        d_k: int,
-        d_v: int,
-        d_ff: int,
-        dropout: float,
-        norm_first: bool = False,
-        activation: str = "relu",
-        rezero: bool = False,
-        attention_kernel: str = "auto",
-        attention_dropout: float = 0.0,
-        activation_dropout: float = 0.0,
-    ):
+    def __init__(self, config: TransformerConfig):
         super().__init__()
-        self.d_model, self.norm_first = d_model, norm_first
-        attention = dict(kernel=attention_kernel, dropout=attention_dropout)
-        self.self_attn = MultiHeadAttention(d_model, h, d_k, d_v, **attention)
-        self.src_attn = MultiHeadAttention(d_model, h, d_k, d_v, self_attention=False, **attention)
-        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, activation, activation_dropout)
-        self.sublayer = nn.ModuleList(
-            SublayerConnection(d_model, dropout, norm_first, rezero) for _ in range(3)
-        )
+        self.self_attn = _attention(config)
+        self.src_attn = _attention(config, self_attention=False)
+        self.feed_forward = _feed_forward(config)
+        self.sublayer = _sublayers(config, 3)
 
     def forward(
         self,
@@ -161,3 +119,29 @@ class DecoderLayer(nn.Module):
         x = self.sublayer[1](x, y)
         x = self.sublayer[2](x, self.feed_forward(self.sublayer[2].sublayer_input(x)))
         return x, self_weights, src_weights
+
+
+def _attention(config: TransformerConfig, self_attention: bool = True) -> MultiHeadAttention:
+    return MultiHeadAttention(
+        config.d_model,
+        config.h,
+        config.d_k,
+        config.d_v,
+        self_attention=self_attention,
+        kernel=config.attention_kernel,
+        dropout=config.attention_dropout,
+    )
+
+
+def _feed_forward(config: TransformerConfig) -> PositionwiseFeedForward:
+    return PositionwiseFeedForward(
+        config.d_model, config.d_ff, config.activation, config.activation_dropout
+    )
+
+
+def _sublayers(config: TransformerConfig, n: int) -> nn.ModuleList:
+    """One residual connection per sublayer of a layer."""
+    return nn.ModuleList(
+        SublayerConnection(config.d_model, config.dropout, config.norm_first, config.rezero)
+        for _ in range(n)
+    )

@@ -4,15 +4,15 @@ import pytest
 import torch
 
 from transformer_nmt.model import Transformer
-from transformer_nmt.model.attention import (
+from transformer_nmt.model.masks import causal_mask
+from transformer_nmt.model.transformer.attention import (
     MultiHeadAttention,
     attention,
     attention_kernel,
     scaled_dot_product,
 )
-from transformer_nmt.model.config import ATTENTION_KERNELS
-from transformer_nmt.model.dropout import LANES, keep_mask
-from transformer_nmt.model.masks import causal_mask
+from transformer_nmt.model.transformer.config import ATTENTION_KERNELS
+from transformer_nmt.model.transformer.dropout import LANES, keep_mask
 
 
 @pytest.fixture

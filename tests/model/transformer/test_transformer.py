@@ -8,8 +8,8 @@ from torch import nn
 
 from helpers.toy_training import VOCAB_SIZE, toy_batch, train_steps
 from transformer_nmt.model import Transformer, TransformerConfig, reorder_cache
-from transformer_nmt.model.attention import MultiHeadAttention
 from transformer_nmt.model.masks import causal_mask, padding_mask
+from transformer_nmt.model.transformer.attention import MultiHeadAttention
 
 PAD = 0  # as in conftest's tiny models
 

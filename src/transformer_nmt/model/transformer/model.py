@@ -4,52 +4,32 @@ import copy
 from dataclasses import asdict
 from typing import Any
 
-import torch
 from torch import Tensor, nn
 
-from transformer_nmt.model.attention import MultiHeadAttention
-from transformer_nmt.model.config import TransformerConfig
-from transformer_nmt.model.dropout import Dropout
-from transformer_nmt.model.embeddings import (
-    Embeddings,
+from transformer_nmt.model.embeddings import Embeddings
+from transformer_nmt.model.masks import causal_mask, padding_mask
+from transformer_nmt.model.transformer.attention import MultiHeadAttention
+from transformer_nmt.model.transformer.config import TransformerConfig
+from transformer_nmt.model.transformer.dropout import Dropout
+from transformer_nmt.model.transformer.layers import DecoderLayer, EncoderLayer
+from transformer_nmt.model.transformer.positions import (
     LearnedPositionalEmbedding,
     SinusoidalPositionalEncoding,
 )
-from transformer_nmt.model.layers import DecoderLayer, EncoderLayer
-from transformer_nmt.model.masks import causal_mask, padding_mask
 
 # One dict per decoder layer, holding one dict per attention module ("self_attn", "src_attn") with
 # that module's keys "k" and values "v", (B, h, T, d_k) and (B, h, T, d_v).
 Cache = list[dict[str, dict[str, Tensor]]]
 
 
-def reorder_cache(cache: Cache, order: Tensor, same_source: bool = False) -> Cache:
-    """New cache whose batch row i is row order[i] of `cache`; beam search's one reordering hook.
-
-    same_source: row i reads the same source as row order[i], so the encoder-decoder keys and
-    values, a function of the source alone, are kept as they are instead of copied.
-    """
-    return [
-        {
-            "self_attn": _rows(layer["self_attn"], order),
-            "src_attn": layer["src_attn"] if same_source else _rows(layer["src_attn"], order),
-        }
-        for layer in cache
-    ]
-
-
-def _rows(state: dict[str, Tensor], order: Tensor) -> dict[str, Tensor]:
-    """One attention module's keys and values, at the batch rows `order`."""
-    return {key: t.index_select(0, order) for key, t in state.items()}
-
-
 class Encoder(nn.Module):
     """N identical encoder layers, then a LayerNorm if the layers are pre-norm."""
 
-    def __init__(self, layer: EncoderLayer, N: int):
+    def __init__(self, config: TransformerConfig):
         super().__init__()
-        self.layers = nn.ModuleList(copy.deepcopy(layer) for _ in range(N))
-        self.norm = nn.LayerNorm(layer.d_model) if layer.norm_first else nn.Identity()
+        layer = EncoderLayer(config)
+        self.layers = nn.ModuleList(copy.deepcopy(layer) for _ in range(config.N))
+        self.norm = nn.LayerNorm(config.d_model) if config.norm_first else nn.Identity()
 
     def forward(
         self, x: Tensor, mask: Tensor, need_weights: bool = False
@@ -66,10 +46,11 @@ class Encoder(nn.Module):
 class Decoder(nn.Module):
     """N identical decoder layers, then a LayerNorm if the layers are pre-norm."""
 
-    def __init__(self, layer: DecoderLayer, N: int):
+    def __init__(self, config: TransformerConfig):
         super().__init__()
-        self.layers = nn.ModuleList(copy.deepcopy(layer) for _ in range(N))
-        self.norm = nn.LayerNorm(layer.d_model) if layer.norm_first else nn.Identity()
+        layer = DecoderLayer(config)
+        self.layers = nn.ModuleList(copy.deepcopy(layer) for _ in range(config.N))
+        self.norm = nn.LayerNorm(config.d_model) if config.norm_first else nn.Identity()
 
     def forward(
         self,
@@ -116,13 +97,8 @@ class Transformer(nn.Module):
         self.src_positions = Positions(d_model, config.max_positions)
         self.tgt_positions = Positions(d_model, config.max_positions)
         self.dropout = Dropout(config.dropout)
-        layer_args = (
-            d_model, config.h, config.d_k, config.d_v, config.d_ff, config.dropout,
-            config.norm_first, config.activation, config.rezero, config.attention_kernel,
-            config.attention_dropout, config.activation_dropout,
-        )  # fmt: skip
-        self.encoder = Encoder(EncoderLayer(*layer_args), config.N)
-        self.decoder = Decoder(DecoderLayer(*layer_args), config.N)
+        self.encoder = Encoder(config)
+        self.decoder = Decoder(config)
         # The pre-softmax linear transformation; no bias, so tying makes it exactly the embedding.
         self.generator = nn.Linear(d_model, vocab_size, bias=False)
         self._reset_parameters()
@@ -140,12 +116,9 @@ class Transformer(nn.Module):
         for module in self.modules():
             if isinstance(module, MultiHeadAttention):
                 module.reset_parameters()
-        # As fairseq and tensor2tensor: N(0, d_model^-0.5), so the sqrt(d_model)-scaled embeddings
-        # start at unit scale; the padding row stays zero.
-        for embed in {self.src_embed, self.tgt_embed}:
-            nn.init.normal_(embed.weight, 0.0, self.config.d_model**-0.5)
-            with torch.no_grad():
-                embed.weight[self.config.pad_id].zero_()
+        # Each matrix once, source first: a set's order follows addresses, not the seed.
+        for embed in dict.fromkeys((self.src_embed, self.tgt_embed)):
+            embed.reset_parameters()
 
     def encode(
         self, src: Tensor, need_weights: bool = False
@@ -245,3 +218,23 @@ class Transformer(nn.Module):
         if not cache or "k" not in cache[0]["self_attn"]:
             return 0
         return cache[0]["self_attn"]["k"].size(2)
+
+
+def reorder_cache(cache: Cache, order: Tensor, same_source: bool = False) -> Cache:
+    """New cache whose batch row i is row order[i] of `cache`; beam search's one reordering hook.
+
+    same_source: row i reads the same source as row order[i], so the encoder-decoder keys and
+    values, a function of the source alone, are kept as they are instead of copied.
+    """
+    return [
+        {
+            "self_attn": _rows(layer["self_attn"], order),
+            "src_attn": layer["src_attn"] if same_source else _rows(layer["src_attn"], order),
+        }
+        for layer in cache
+    ]
+
+
+def _rows(state: dict[str, Tensor], order: Tensor) -> dict[str, Tensor]:
+    """One attention module's keys and values, at the batch rows `order`."""
+    return {key: t.index_select(0, order) for key, t in state.items()}

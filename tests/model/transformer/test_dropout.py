@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from transformer_nmt.model.dropout import LANES, Dropout
+from transformer_nmt.model.transformer.dropout import LANES, Dropout
 
 
 def train_mode(p: float) -> Dropout:

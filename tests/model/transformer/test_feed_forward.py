@@ -2,8 +2,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from transformer_nmt.model.dropout import LANES, keep_mask
-from transformer_nmt.model.feed_forward import PositionwiseFeedForward
+from transformer_nmt.model.transformer.dropout import LANES, keep_mask
+from transformer_nmt.model.transformer.feed_forward import PositionwiseFeedForward
 
 
 @pytest.mark.parametrize("activation, fn", [("relu", torch.relu), ("gelu", F.gelu)])

@@ -1,7 +1,7 @@
 """Dropout (section 5.4) with a cheaper random mask on CPUs.
 
-nn.Dropout on a CPU draws one Bernoulli sample per element from the serial Mersenne Twister:
-about 8 ns an element, 7 % of a `small` training step (experiments/speed/). Here one 64-bit draw
+nn.Dropout on a CPU draws one Bernoulli sample per element from the serial Mersenne Twister, a
+visible share of a training step (experiments/speed/README.md). Here one 64-bit draw
 of the same generator serves four elements: each gets 16 of its bits, and is dropped when they
 fall among the lowest round(p * 2^16) of their values. The drop rate is p to within 2^-17
 (exactly the rounded rate), and the kept elements are scaled by the inverse of the exact keep

@@ -7,8 +7,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from transformer_nmt.model.dropout import dropout
 from transformer_nmt.model.masks import causal_mask
+from transformer_nmt.model.transformer.dropout import dropout
 
 
 def attention(
@@ -39,19 +39,13 @@ def attention_kernel(device_type: str, dtype: torch.dtype, grad: bool, dropout: 
     """
     if device_type == "cpu" and dropout:
         # SDPA drops weights with its math backend and one Bernoulli draw per weight on CPUs;
-        # the explicit path takes the cheaper mask (model/dropout.py): 1.06x and 1.12x SDPA's
-        # tokens/s in the Multi30k recipe with attention and activation dropout 0.1, fp32, on
-        # a Xeon without AMX (experiments/speed/README.md, session 29).
+        # the explicit path takes the cheaper mask (dropout.py) and runs faster.
         return "explicit"
     if device_type == "cpu" and grad and dtype == torch.bfloat16:
-        # A model=small training step made with the softmax written out 1.44x the fused
-        # kernel's tokens/s on a Xeon with AMX (math SDPA 1.17x), 1.49x on a Zen 5 EPYC with
-        # AVX512-BF16 (math 1.26x). The CPU flash kernel's bf16 backward is slow.
+        # The CPU flash kernel's bf16 backward is slow: the softmax written out trains faster.
         return "explicit"
-    # CPU fp32 training: neither math SDPA nor the explicit path beat the fused kernel by more
-    # than 2%, on an AVX2-only EPYC (0.89x-1.02x) or on the Zen 5 EPYC (0.99x, 1.01x; issue
-    # 20's math 1.18x did not reproduce there). CPU inference: one fused call beats math
-    # SDPA's ~10 ops on small decoding steps. CUDA: SDPA picks flash or memory-efficient
+    # CPU fp32 training: no other kernel beat the fused one. CPU inference: one fused call beats
+    # math SDPA's ~10 ops on small decoding steps. CUDA: SDPA picks flash or memory-efficient
     # attention, the right kernels there.
     return "fused"
 

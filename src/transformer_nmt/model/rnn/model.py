@@ -1,19 +1,4 @@
-"""The RNN encoder-decoder with additive attention (Bahdanau, Cho and Bengio, 2015; "RNNsearch").
-
-The system the Transformer set out to replace, behind the same `EncoderDecoder` interface:
-- a bidirectional RNN encoder whose annotations h_j = [->h_j; <-h_j] concatenate the forward and
-  backward states;
-- a decoder RNN, s_i = f(s_{i-1}, y_{i-1}, c_i), started from s_0 = tanh(W_s <-h_1);
-- the context c_i = sum_j alpha_ij h_j, alpha_ij = softmax_j(e_ij) over the real source
-  positions, e_ij = v_a^T tanh(W_a s_{i-1} + U_a h_j);
-- the paper's deep output layer with maxout (its appendix A.2.2): t_i = maxout(U_o s_i +
-  V_o E y_{i-1} + C_o c_i), p(y_i) = softmax(W_o t_i). Maxout keeps the larger of each pair of
-  units; t_i has embed_dim units so that W_o can be the target embedding matrix.
-
-The cell is a GRU by default: the paper's "gated hidden unit" is the GRU (Cho et al., 2014),
-which matches the LSTM in translation quality with three gates instead of four, so fewer
-parameters and faster steps on a CPU. `cell="lstm"` switches both encoder and decoder.
-"""
+"""RNNsearch: the encoder, the attentive decoder with its deep output layer, and its cache."""
 
 from dataclasses import asdict
 from typing import Any
@@ -22,89 +7,16 @@ import torch
 from torch import Tensor, nn
 
 from transformer_nmt.model.embeddings import Embeddings
-from transformer_nmt.model.rnn_config import RNNConfig
+from transformer_nmt.model.rnn.attention import AdditiveAttention
+from transformer_nmt.model.rnn.config import RNNConfig
+from transformer_nmt.model.rnn.encoder import BidirectionalEncoder
 
 # The decoder's incremental state, every tensor batch-first so that one index_select reorders it:
 # "h" (B, num_layers, hidden_size) the states s_{i-1} (and "c", the LSTM's cells, alike), and
 # "keys" (B, S, attention_dim), U_a h_j, computed once per source.
 Cache = dict[str, Tensor]
 
-RNNS = {"gru": nn.GRU, "lstm": nn.LSTM}
 CELLS = {"gru": nn.GRUCell, "lstm": nn.LSTMCell}
-
-
-def reversal_index(src_mask: Tensor) -> Tensor:
-    """(B, S) gather index reversing each row's real positions in place; padding stays put.
-
-    Its own inverse. A backward RNN reading the reversed rows meets padding only after every real
-    token, so its states at real positions do not depend on how much padding follows.
-    """
-    lengths = src_mask.sum(dim=1, keepdim=True)  # (B, 1)
-    positions = torch.arange(src_mask.size(1), device=src_mask.device)  # (S,)
-    return torch.where(positions < lengths, lengths - 1 - positions, positions)
-
-
-class BidirectionalEncoder(nn.Module):
-    """Layers of a forward and a backward RNN; each layer reads the one below's annotations."""
-
-    def __init__(
-        self, cell: str, input_size: int, hidden_size: int, num_layers: int, dropout: float
-    ):
-        super().__init__()
-        sizes = [input_size] + [2 * hidden_size] * (num_layers - 1)
-        self.forward_rnns = nn.ModuleList(
-            RNNS[cell](n, hidden_size, batch_first=True) for n in sizes
-        )
-        self.backward_rnns = nn.ModuleList(
-            RNNS[cell](n, hidden_size, batch_first=True) for n in sizes
-        )
-        self.dropout = nn.Dropout(dropout)
-
-    def forward(self, x: Tensor, src_mask: Tensor) -> Tensor:
-        """x (B, S, input_size), src_mask (B, S) -> annotations (B, S, 2 * hidden_size)."""
-        reverse = reversal_index(src_mask)[:, :, None]  # (B, S, 1)
-        for layer, (forward_rnn, backward_rnn) in enumerate(
-            zip(self.forward_rnns, self.backward_rnns, strict=True)
-        ):
-            if layer:
-                x = self.dropout(x)
-            forwards, _ = forward_rnn(x)  # (B, S, H)
-            backwards, _ = backward_rnn(x.gather(1, reverse.expand_as(x)))
-            backwards = backwards.gather(1, reverse.expand_as(backwards))  # back in source order
-            x = torch.cat([forwards, backwards], dim=-1)
-        return x
-
-
-class AdditiveAttention(nn.Module):
-    """e_ij = v_a^T tanh(W_a s_{i-1} + U_a h_j), alpha_ij = softmax_j(e_ij), c_i = Σ_j alpha_ij h_j.
-
-    Args:
-        query_size: size of the decoder state s_{i-1}.
-        key_size: size of the annotations h_j.
-        attention_dim: width of the tanh layer.
-    """
-
-    def __init__(self, query_size: int, key_size: int, attention_dim: int):
-        super().__init__()
-        self.W_a = nn.Linear(query_size, attention_dim, bias=False)
-        self.U_a = nn.Linear(key_size, attention_dim)
-        self.v_a = nn.Linear(attention_dim, 1, bias=False)
-
-    def keys(self, memory: Tensor) -> Tensor:
-        """U_a h_j for every source position, (B, S, attention_dim): the same at every step."""
-        return self.U_a(memory)
-
-    def forward(
-        self, query: Tensor, keys: Tensor, memory: Tensor, src_mask: Tensor
-    ) -> tuple[Tensor, Tensor]:
-        """query (B, query_size), keys (B, S, A), memory (B, S, key_size), src_mask (B, S).
-
-        Returns the context c_i (B, key_size) and the weights alpha_i (B, S), exactly 0 on padding.
-        """
-        scores = self.v_a(torch.tanh(self.W_a(query)[:, None] + keys)).squeeze(-1)  # (B, S)
-        weights = scores.masked_fill(~src_mask, float("-inf")).softmax(dim=-1)
-        context = (weights[:, None] @ memory).squeeze(1)  # (B, 1, S) @ (B, S, key_size)
-        return context, weights
 
 
 class RNNAttention(nn.Module):
@@ -144,12 +56,9 @@ class RNNAttention(nn.Module):
         return cls(**asdict(config))
 
     def _reset_embeddings(self) -> None:
-        # As the Transformer's: N(0, embed_dim^-0.5), so the sqrt(embed_dim)-scaled embeddings
-        # start at unit scale and tied output logits at about unit scale; padding stays zero.
-        for embed in {self.src_embed, self.tgt_embed}:
-            nn.init.normal_(embed.weight, 0.0, self.config.embed_dim**-0.5)
-            with torch.no_grad():
-                embed.weight[self.config.pad_id].zero_()
+        # Each matrix once, source first: a set's order follows addresses, not the seed.
+        for embed in dict.fromkeys((self.src_embed, self.tgt_embed)):
+            embed.reset_parameters()
 
     def encode(self, src: Tensor, need_weights: bool = False) -> Tensor | tuple[Tensor, list]:
         """Encode source ids.

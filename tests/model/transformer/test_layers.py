@@ -1,7 +1,8 @@
 import torch
 import torch.nn.functional as F
 
-from transformer_nmt.model.layers import SublayerConnection
+from transformer_nmt.model.transformer.config import TransformerConfig
+from transformer_nmt.model.transformer.layers import DecoderLayer, EncoderLayer, SublayerConnection
 
 
 def test_post_norm_normalises_the_residual_sum():
@@ -36,3 +37,23 @@ def test_rezero_scales_the_sublayer_output_by_a_trainable_alpha_from_zero():
     with torch.no_grad():
         block.alpha.fill_(0.3)
     torch.testing.assert_close(block(x, y), x + 0.3 * y)
+
+
+def test_layers_take_every_size_and_switch_from_the_config():
+    config = TransformerConfig(
+        vocab_size=10, pad_id=0, d_model=16, h=2, d_k=3, d_v=5, d_ff=24, dropout=0.2,
+        attention_dropout=0.1, activation_dropout=0.3, activation="gelu", rezero=True,
+        attention_kernel="math",
+    )  # fmt: skip
+    encoder, decoder = EncoderLayer(config), DecoderLayer(config)
+    assert len(encoder.sublayer) == 2 and len(decoder.sublayer) == 3
+    for attn in (encoder.self_attn, decoder.self_attn, decoder.src_attn):
+        assert (attn.h, attn.d_k, attn.d_v) == (2, 3, 5)
+        assert (attn.kernel, attn.dropout_p) == ("math", 0.1)
+        assert attn.w_o.weight.shape == (16, 2 * 5)
+    assert decoder.self_attn.self_attention and not decoder.src_attn.self_attention
+    for ff in (encoder.feed_forward, decoder.feed_forward):
+        assert ff.w_1.weight.shape == (24, 16) and ff.dropout_p == 0.3
+        assert isinstance(ff.activation, torch.nn.GELU)
+    for block in (*encoder.sublayer, *decoder.sublayer):
+        assert block.norm is None and block.alpha is not None and block.dropout.p == 0.2

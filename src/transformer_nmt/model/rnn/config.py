@@ -3,10 +3,9 @@
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
-from transformer_nmt.model.interface import DataclassConfig
+from transformer_nmt.model.config import TIE_EMBEDDINGS, DataclassConfig, choice_problems
 
 CELLS = ("gru", "lstm")
-TIE_EMBEDDINGS = ("all", "decoder", "none")
 
 
 @dataclass
@@ -61,11 +60,7 @@ class RNNConfig(DataclassConfig):
 
 def settings_problems(settings: dict[str, Any]) -> list[str]:
     """Every inconsistent RNN setting, each named as `model.<key>` is in the configs."""
-    problems = []
-    for key, allowed in (("cell", CELLS), ("tie_embeddings", TIE_EMBEDDINGS)):
-        value = settings.get(key, allowed[0])
-        if value not in allowed:
-            problems.append(f"model.{key}={value!r} must be one of {', '.join(allowed)}")
+    problems = choice_problems(settings, {"cell": CELLS, "tie_embeddings": TIE_EMBEDDINGS})
     if settings.get("num_layers", 1) < 1:
         problems.append(f"model.num_layers={settings['num_layers']} must be at least 1")
     return problems

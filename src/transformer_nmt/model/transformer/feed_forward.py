@@ -2,7 +2,7 @@
 
 from torch import Tensor, nn
 
-from transformer_nmt.model.dropout import dropout
+from transformer_nmt.model.transformer.dropout import dropout
 
 
 class PositionwiseFeedForward(nn.Module):

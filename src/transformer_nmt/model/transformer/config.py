@@ -1,0 +1,107 @@
+"""The Transformer's settings: one typed record for the model, search, checkpoints and export."""
+
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
+
+from transformer_nmt.model.config import TIE_EMBEDDINGS, DataclassConfig, choice_problems
+
+POSITIONS = ("sinusoidal", "learned")
+ACTIVATIONS = ("relu", "gelu")
+# auto: per device, dtype and direction (attention.py's attention_kernel); the others force
+# one kernel everywhere: SDPA's own choice, SDPA's math backend, or the softmax written out.
+ATTENTION_KERNELS = ("auto", "fused", "math", "explicit")
+
+
+@dataclass
+class TransformerConfig(DataclassConfig):
+    """Sizes and switches of a Transformer; defaults are the paper's base model (Table 3).
+
+    Args:
+        vocab_size: size of the vocabulary, shared by source and target (joint BPE, section 5.1).
+        pad_id: padding token id; never attended to, its embedding starts at zero.
+        N, d_model, d_ff, h: sizes as in Table 3.
+        d_k, d_v: per-head query/key and value sizes; None means d_model // h (the paper's
+            choice, which Table 3 rows (A) and (B) vary). Resolved to numbers on construction.
+        dropout: P_drop on sublayer outputs and on embedding + position sums.
+        attention_dropout: dropout on the attention weights; activation_dropout: on the
+            feed-forward network's inner activations (tensor2tensor's attention_dropout and
+            relu_dropout, fairseq's --attention-dropout and --activation-dropout). Not the
+            paper, whose 0 turns them off. `callbacks=late_dropout` raises `dropout` only.
+        norm_first: pre-norm layers and a final LayerNorm per stack; the paper is post-norm.
+        positions: "sinusoidal" (the paper) or "learned" (Table 3 row E).
+        max_positions: longest sequence the position table covers.
+        tie_embeddings: "all" shares one matrix between source embeddings, target embeddings and
+            the pre-softmax projection (the paper, section 3.4); "decoder" ties only the target
+            embeddings and the projection; "none" ties nothing.
+        activation: "relu" (the paper) or "gelu" in the feed-forward networks.
+        rezero: not the paper: every residual connection is x + alpha * Dropout(Sublayer(x))
+            with a trainable scalar alpha initialised to 0 and no LayerNorm (ReZero, Bachlechner
+            et al., 2020), so every layer starts as the identity. Excludes norm_first.
+        attention_kernel: how attention is computed where its weights are not asked for; a
+            speed setting only, every kernel computes the same function. "auto" picks the kernel
+            measured fastest for the device, dtype and direction (training or inference);
+            "fused", "math" or "explicit" force one (see `attention.scaled_dot_product`).
+    """
+
+    vocab_size: int
+    pad_id: int
+    N: int = 6
+    d_model: int = 512
+    d_ff: int = 2048
+    h: int = 8
+    d_k: int | None = None
+    d_v: int | None = None
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+    activation_dropout: float = 0.0
+    norm_first: bool = False
+    positions: str = "sinusoidal"
+    max_positions: int = 1024
+    tie_embeddings: str = "all"
+    activation: str = "relu"
+    rezero: bool = False
+    attention_kernel: str = "auto"
+
+    family: ClassVar[str] = "transformer"
+
+    def __post_init__(self) -> None:
+        problems = settings_problems(asdict(self))
+        if problems:
+            raise ValueError("; ".join(problems))
+        self.d_k = self.d_model // self.h if self.d_k is None else self.d_k
+        self.d_v = self.d_model // self.h if self.d_v is None else self.d_v
+
+
+def settings_problems(settings: dict[str, Any]) -> list[str]:
+    """Every inconsistent Transformer setting, each named as `model.<key>` is in the configs.
+
+    Takes a plain dict so that a training config can be checked before its vocabulary exists.
+    """
+    problems = []
+    unset = [key for key in ("d_k", "d_v") if settings.get(key) is None]
+    d_model, h = settings.get("d_model", 512), settings.get("h", 8)
+    if unset and d_model % h:
+        problems.append(
+            f"model.d_model={d_model} is not divisible by model.h={h}, so "
+            f"{' and '.join(f'model.{k}' for k in unset)} (d_model / h by default) cannot be "
+            "derived: change one of them or set model.d_k and model.d_v"
+        )
+    for key in ("dropout", "attention_dropout", "activation_dropout"):
+        rate = settings.get(key, 0.0)
+        if not 0 <= rate < 1:
+            problems.append(f"model.{key}={rate} must lie in [0, 1)")
+    problems += choice_problems(
+        settings,
+        {
+            "positions": POSITIONS,
+            "tie_embeddings": TIE_EMBEDDINGS,
+            "activation": ACTIVATIONS,
+            "attention_kernel": ATTENTION_KERNELS,
+        },
+    )
+    if settings.get("rezero") and settings.get("norm_first"):
+        problems.append(
+            "model.rezero=true and model.norm_first=true exclude each other: ReZero layers have "
+            "no LayerNorm to put first; set one of them to false"
+        )
+    return problems
