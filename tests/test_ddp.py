@@ -166,6 +166,9 @@ def test_torchrun_ranks_train_the_tokenizer_and_encode_once_and_share_both(tmp_p
     assert out.count(f"Token store: reusing {train} ") == 2
 
 
+SLURM, LOCAL = ["hydra/launcher=submitit_slurm"], ["hydra/launcher=submitit_local"]
+
+
 @pytest.mark.parametrize(
     ("trainer", "refused"),
     [
@@ -174,6 +177,20 @@ def test_torchrun_ranks_train_the_tokenizer_and_encode_once_and_share_both(tmp_p
         (["trainer.devices=1", "trainer.num_nodes=2"], True),
         (["trainer.devices=2", "trainer.strategy=ddp_spawn"], False),
         (["trainer.devices=1"], False),
+        # A SLURM job per trial whose tasks are its ranks: SLURM starts them, nothing re-runs.
+        (["trainer.devices=2", *SLURM, "hydra.launcher.tasks_per_node=2"], False),
+        (
+            ["trainer.devices=4", "trainer.num_nodes=2", *SLURM, "hydra.launcher.nodes=2"]
+            + ["hydra.launcher.tasks_per_node=4"],
+            False,
+        ),
+        # Tasks that are not the ranks, or the local executor's tasks: the ranks re-run it.
+        (["trainer.devices=2", *SLURM], True),
+        (
+            ["trainer.devices=4", "trainer.num_nodes=2", *SLURM, "hydra.launcher.tasks_per_node=4"],
+            True,
+        ),
+        (["trainer.devices=2", *LOCAL, "hydra.launcher.tasks_per_node=2"], True),
     ],
 )
 def test_multirun_with_relaunching_ddp_is_refused(tmp_path, trainer, refused):

@@ -2,15 +2,15 @@
 
 import optuna
 import pytest
-from optuna.distributions import CategoricalDistribution, UniformDistribution
+from optuna.distributions import CategoricalDistribution, FloatDistribution
+from optuna.storages import JournalStorage
+from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState, create_trial
 
 from experiments.multi30k_sweep import study as study_py
 
-# add_trial and create_trial are "experimental" in optuna 2.10.
-pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
 SPACE = {
-    "model.dropout": UniformDistribution(0.0, 0.4),
+    "model.dropout": FloatDistribution(0.0, 0.4),
     "model.d_model": CategoricalDistribution([256, 512]),
 }
 # (dropout, d_model, value): the value follows the dropout only; None: the trial failed.
@@ -29,7 +29,9 @@ def sweep(tmp_path):
     sweep = tmp_path / "my_search"
     sweep.mkdir()
     study = optuna.create_study(
-        study_name="my_search", storage=f"sqlite:///{sweep}/optuna.db", direction="maximize"
+        study_name="my_search",
+        storage=JournalStorage(JournalFileBackend(str(sweep / "optuna.journal"))),
+        direction="maximize",
     )
     for dropout, d_model, value in TRIALS:
         study.add_trial(

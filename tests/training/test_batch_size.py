@@ -13,7 +13,8 @@ from transformer_nmt.training.config_checks import ConfigError, check_config
 def test_wmt14_accumulates_to_the_papers_25k_tokens_on_1_4_and_8_devices(
     tmp_path, caplog, devices, expected
 ):
-    cfg = compose_train(tmp_path, ["trainer=ddp", f"trainer.devices={devices}"])
+    overrides = ["trainer=ddp", f"trainer.devices={devices}", "data.max_tokens=3125"]
+    cfg = compose_train(tmp_path, overrides)
     with caplog.at_level(logging.INFO):
         assert accumulate_grad_batches(cfg) == expected
     # 3125 tokens a device: every setting reaches exactly 25,000 tokens a side per update.
@@ -29,9 +30,10 @@ def test_nodes_multiply_devices_and_a_remainder_rounds_up(tmp_path):
 
 
 def test_gpu_ids_count_as_devices(tmp_path):
-    cfg = compose_train(tmp_path, ["trainer=ddp", "trainer.devices=[0,1,2,3]"])
+    paper = "data.max_tokens=3125"
+    cfg = compose_train(tmp_path, ["trainer=ddp", "trainer.devices=[0,1,2,3]", paper])
     assert accumulate_grad_batches(cfg) == 2
-    cfg = compose_train(tmp_path, ["trainer=ddp", "trainer.devices='0,1'"])
+    cfg = compose_train(tmp_path, ["trainer=ddp", "trainer.devices='0,1'", paper])
     assert accumulate_grad_batches(cfg) == 4
 
 

@@ -3,61 +3,39 @@ failed trials."""
 
 import itertools
 import subprocess
-import sys
 from pathlib import Path
 
 import optuna
 import pytest
+import sqlalchemy
 import yaml
 from hydra.core.hydra_config import HydraConfig
-from hydra_plugins.hydra_optuna_sweeper._impl import create_params_from_overrides
 from omegaconf import OmegaConf, open_dict, read_write
-from optuna.distributions import CategoricalDistribution
+from optuna.distributions import CategoricalDistribution, FloatDistribution
+from optuna.storages import JournalStorage, RDBStorage
+from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 from wandb.sdk.launch.sweeps.utils import create_sweep_command_args
 
 from helpers.hydra_compose import ROOT, compose_train
-from hydra_plugins.transformer_nmt_sweeper._impl import (
+from helpers.sweep_runs import TOY_SPACE, dead_worker, train_command
+from hydra_plugins.transformer_nmt_sweeper._space import search_space
+from hydra_plugins.transformer_nmt_sweeper._trials import (
     INTERRUPTED,
-    fail_interrupted_trials,
+    SURPLUS,
+    WORKER,
+    claim_trials,
+    counted_trials,
+    fail_dead_trials,
     finished_trials,
-    next_trial_number,
+    keep_if_counted,
+    this_worker,
 )
 from transformer_nmt.model.transformer.config import settings_problems
 from transformer_nmt.training.loggers import group_wandb_runs_by_sweep
 from transformer_nmt.training.sweeps import optimized_metric, raise_if_diverged
 
 WANDB_SWEEP = ROOT / "experiments" / "sweeps" / "wandb_multi30k_de_en.yaml"
-# The toy task, a few steps a trial: a sweep's mechanics, not its results.
-FAST_TOY = [
-    "experiment=toy",
-    "logger=none",
-    "~callbacks.attention_maps",
-    "~callbacks.translation_table",
-    "~callbacks.periodic_checkpoint",
-    "trainer.max_epochs=1",
-    "+trainer.limit_train_batches=3",
-    "data.corpus.num_val=8",
-]
-
-
-# The search's parameters fixed to a tiny model on the toy vocabulary; the learning rate still
-# searched. A trial then takes about a second.
-TOY_SPACE = [
-    "data.vocab_size=512",
-    "data.max_tokens=1024",
-    "module.warmup_steps=50",
-    "module.label_smoothing=0.1",
-    "model.dropout=0.1",
-    "model.attention_dropout=0.0",
-    "model.activation_dropout=0.0",
-    "model.N=1",
-    "model.d_model=64",
-    "model.d_ff=128",
-    "model.h=4",
-    "model.tie_embeddings=all",
-]
-
 # Every parameter still searched, among toy sizes: the space's own sizes double the test's time.
 TOY_SIZES = [
     "data.vocab_size=choice(384,512)",
@@ -71,15 +49,7 @@ TOY_SIZES = [
 def multirun(tmp_path: Path, overrides: list[str]) -> Path:
     """Runs `python train.py -m` as a user does; returns the sweep folder."""
     run = subprocess.run(
-        [
-            sys.executable,
-            "train.py",
-            "-m",
-            *FAST_TOY,
-            f"paths.log_dir={tmp_path}",
-            f"paths.cache_dir={tmp_path}/cache",
-            *overrides,
-        ],
+        train_command(tmp_path, overrides),
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -123,7 +93,7 @@ def test_a_diverging_trial_is_recorded_as_failed_and_the_search_goes_on(tmp_path
             "hparams_search=multi30k_de_en",
             "hydra.sweeper.n_trials=3",
             f"hydra.sweeper.storage={storage}",
-            # With optuna 2.10.1 this seed samples 1e30 (NaN loss within a step) first.
+            # Trial k samples with seed + k: this seed samples 1e30 (NaN loss within a step) first.
             "hydra.sweeper.sampler.seed=11",
             "module.lr_factor=choice(1e30,0.2)",
             *TOY_SPACE,  # only the learning rate is searched
@@ -155,10 +125,12 @@ def test_a_stopped_search_resumes_with_the_same_command_and_runs_only_the_missin
 ):
     search = ["hparams_search=multi30k_de_en", *TOY_SPACE]
     sweep = multirun(tmp_path, [*search, "hydra.sweeper.n_trials=2"])
-    storage = f"sqlite:///{sweep}/optuna.db"  # where the search keeps its study by default
+    # Where the search keeps its study by default.
+    storage = JournalStorage(JournalFileBackend(str(sweep / "optuna.journal")))
     before = optuna.load_study(study_name="multi30k_de_en", storage=storage).trials
-    # A process killed during its third trial leaves it RUNNING.
-    optuna.load_study(study_name="multi30k_de_en", storage=storage).ask()
+    # A worker killed during its third trial leaves it RUNNING.
+    killed = optuna.load_study(study_name="multi30k_de_en", storage=storage).ask()
+    killed.set_user_attr(WORKER, dead_worker())
 
     assert multirun(tmp_path, [*search, "hydra.sweeper.n_trials=3"]) == sweep
 
@@ -183,22 +155,64 @@ def test_finished_trials_count_every_end_but_an_interruption():
     complete, failed, running = (study.ask() for _ in range(3))
     study.tell(complete, 1.0)
     study.tell(failed, state=TrialState.FAIL)
+    running.set_user_attr(WORKER, dead_worker())
 
-    assert fail_interrupted_trials(study) == [running.number]
+    assert fail_dead_trials(study, study._storage) == [running.number]
     assert study.trials[running.number].state == TrialState.FAIL
     assert [t.number for t in finished_trials(study)] == [complete.number, failed.number]
-    assert fail_interrupted_trials(study) == []  # nothing is left running
+    assert fail_dead_trials(study, study._storage) == []  # nothing is left running
 
 
-def test_an_enqueued_trial_runs_in_the_folder_named_by_its_number():
+@pytest.mark.filterwarnings(
+    "ignore::optuna.exceptions.ExperimentalWarning", "ignore:Heartbeat of storage:UserWarning"
+)
+def test_only_trials_whose_worker_is_provably_dead_are_failed(tmp_path):
+    storage = RDBStorage(f"sqlite:///{tmp_path}/optuna.db", heartbeat_interval=60)
+    study = optuna.create_study(storage=storage)
+    gone, alive, elsewhere, silent, unowned = (study.ask() for _ in range(5))
+    gone.set_user_attr(WORKER, dead_worker())
+    alive.set_user_attr(WORKER, this_worker())
+    elsewhere.set_user_attr(WORKER, "elsewhere:1:1")  # another host: its pid proves nothing
+    silent.set_user_attr(WORKER, "elsewhere:2:2")
+    for trial in (elsewhere, silent):
+        storage.record_heartbeat(trial._trial_id)
+    with storage.engine.begin() as db:  # silent's last heartbeat was long ago
+        db.execute(
+            sqlalchemy.text("UPDATE trial_heartbeats SET heartbeat = :then WHERE trial_id = :id"),
+            {"then": "2000-01-01 00:00:00.000000", "id": silent._trial_id},
+        )
+
+    assert fail_dead_trials(study, storage) == [gone.number, silent.number]
+    for trial in (gone, silent):
+        assert study.trials[trial.number].state == TrialState.FAIL
+        assert study.trials[trial.number].user_attrs[INTERRUPTED]
+    for trial in (alive, elsewhere, unowned):
+        assert study.trials[trial.number].state == TrialState.RUNNING
+
+
+@pytest.mark.parametrize("order", [("early", "late"), ("late", "early")])
+def test_of_two_workers_asking_for_the_last_trial_at_once_only_the_later_one_withdraws(order):
+    study = optuna.create_study()
+    study.tell(study.ask(), 1.0)  # n_trials=2: one left
+    asked = {"early": study.ask(), "late": study.ask()}  # both asked before either checked
+
+    kept = {name: keep_if_counted(study, asked[name], n_trials=2) for name in order}
+    assert kept == {"early": True, "late": False}
+    assert study.trials[asked["late"].number].user_attrs[SURPLUS]
+    states = [TrialState.COMPLETE, TrialState.RUNNING, TrialState.FAIL]
+    assert [t.state for t in study.trials] == states
+    assert len(counted_trials(study)) == 2
+
+
+def test_an_enqueued_trial_runs_first_under_its_own_number():
     study = optuna.create_study()
     study.tell(study.ask(), 1.0)
-    assert next_trial_number(study) == 1  # a new trial
     study.enqueue_trial({"x": 0.5})  # trial 1, waiting: asked next
     study.enqueue_trial({"x": 0.7})
 
-    assert next_trial_number(study) == 1
-    assert study.ask().number == 1
+    (trial,) = claim_trials(study, n_trials=5, batch=1, space={"x": FloatDistribution(0, 1)})
+    assert trial.number == 1
+    assert trial.params == {"x": 0.5}
 
 
 @pytest.mark.parametrize(
@@ -212,13 +226,15 @@ def test_the_optuna_searches_compose_with_a_study_stored_in_a_dateless_sweep_fol
 
     assert cfg.task_name == cfg.hydra.sweeper.study_name == search
     assert (cfg.data.src_lang, cfg.data.tgt_lang) == (src_lang, tgt_lang)
-    assert cfg.hydra.sweeper._target_.endswith("ResumableOptunaSweeper")
+    assert cfg.hydra.sweeper._target_.endswith(
+        "transformer_nmt_sweeper.optuna_sweeper.OptunaSweeper"
+    )
     assert cfg.hydra.sweeper.direction == cfg.optimized_direction == "maximize"
     assert cfg.hydra.sweeper.max_failure_rate == 1.0  # a failed trial does not stop the search
     # The same command finds the same study: no date or time in its path.
     sweep_dir = tmp_path / "outputs" / search / "sweeps" / search
     assert cfg.hydra.sweep.dir == str(sweep_dir)
-    assert cfg.hydra.sweeper.storage == f"sqlite:///{sweep_dir}/optuna.db"
+    assert cfg.hydra.sweeper.storage == f"{sweep_dir}/optuna.journal"
     assert cfg.trainer.max_time == "00:00:10:00"  # the budget of a trial
 
 
@@ -233,7 +249,7 @@ def test_the_twin_searches_search_the_same_space(tmp_path):
 def test_every_model_in_the_search_space_is_valid(tmp_path):
     cfg = compose_train(tmp_path, ["hparams_search=multi30k_de_en"])
     params = [f"{key}={value}" for key, value in cfg.hydra.sweeper.params.items()]
-    space, fixed = create_params_from_overrides(params)
+    space, fixed = search_space(params)
     assert not fixed
     for key in space:
         assert OmegaConf.select(cfg, key) is not None, f"{key} is not a config key"
@@ -255,7 +271,7 @@ def test_the_hour_search_searches_width_dropout_and_lr_and_holds_the_recipe(tmp_
     recipe = compose_train(tmp_path, ["experiment=multi30k_de_en"])
 
     params = [f"{key}={value}" for key, value in cfg.hydra.sweeper.params.items()]
-    space, fixed = create_params_from_overrides(params)
+    space, fixed = search_space(params)
     assert space.keys() == {"model.d_model", "model.dropout", "module.lr_factor"}
     # Every parameter of the first search is either searched or held at the recipe's value.
     first = compose_train(tmp_path, ["hparams_search=multi30k_de_en"]).hydra.sweeper.params

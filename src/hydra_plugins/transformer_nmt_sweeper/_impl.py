@@ -1,80 +1,220 @@
-"""Resuming an Optuna study: count what it has done, fail what a stopped process left running.
+"""One worker of an Optuna study that any number of workers share, run as a Hydra sweeper.
 
-hydra-optuna-sweeper 1.3.0 asks for `n_trials` new trials on every start, whatever the study
-already holds, and numbers the trial folders from 0 again. Here `n_trials` is the size of the
-whole search: a start runs only the trials still missing, in folders numbered as the study's
-trials, with a sampler seeded afresh. Assumes one process per study (trials RUNNING at start are
-a stopped process's).
+Each worker asks the study for trials while its `n_trials` leave any free, runs them through
+Hydra's launcher (one after another, or `n_jobs` at once with a parallel launcher such as
+`hydra/launcher=submitit_local`), and tells the study their values. A trial runs in the sweep
+folder named by its number in the study, so workers never share a folder.
 """
 
+import functools
 import logging
-from pathlib import Path
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 
 import optuna
-from hydra_plugins.hydra_optuna_sweeper._impl import OptunaSweeperImpl
-from optuna.trial import TrialState
-from sqlalchemy.engine import make_url
+from hydra.core.plugins import Plugins
+from hydra.core.utils import JobReturn
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig, OmegaConf
+from optuna.distributions import BaseDistribution
+from optuna.exceptions import UpdateFinishedTrialError
+from optuna.samplers import BaseSampler
+from optuna.storages._heartbeat import get_heartbeat_thread
+from optuna.trial import FrozenTrial, TrialState
+
+from transformer_nmt.atomic import write_atomically
+
+from ._space import keep_search_space, search_space
+from ._storage import open_storage
+from ._trials import claim_trials, counted_trials, fail_dead_trials, finished_trials
 
 log = logging.getLogger(__name__)
 
-# User attribute of a trial that was running when its process stopped: it ran to no end, so it
-# does not count as one of the search's n_trials.
-INTERRUPTED = "interrupted"
 
+class StudyWorker:
+    def __init__(
+        self,
+        sampler: Callable[..., BaseSampler],
+        direction: str,
+        storage: str | None,
+        study_name: str | None,
+        n_trials: int,
+        n_jobs: int,
+        max_failure_rate: float,
+        params: DictConfig | None,
+        heartbeat_interval: int | None = None,
+    ) -> None:
+        self.make_sampler = sampler
+        self.direction = direction
+        self.storage_spec = storage
+        self.study_name = study_name
+        self.n_trials = n_trials
+        self.n_jobs = n_jobs
+        self.max_failure_rate = max_failure_rate
+        self.params = params or {}
+        self.heartbeat_interval = heartbeat_interval
 
-class ResumableOptunaSweeperImpl(OptunaSweeperImpl):
-    def sweep(self, arguments: list[str]) -> None:
-        if self.storage:
-            study = self._load_study()
-            interrupted = fail_interrupted_trials(study)
-            done = len(finished_trials(study))
-            log.info(
-                "Study %s holds %d finished trials (%d interrupted ones failed now); "
-                "%d of n_trials=%d to go",
-                study.study_name,
-                done,
-                len(interrupted),
-                max(self.n_trials - done, 0),
-                self.n_trials,
-            )
-            self.n_trials = max(self.n_trials - done, 0)
-            self.job_idx = next_trial_number(study)  # the trial's number names its folder
-            if study.trials and isinstance(self.sampler, optuna.samplers.BaseSampler):
-                # Seeded again as at the first start, it would ask the first trials' parameters
-                # again: a resumed search draws new random numbers (and is not reproducible).
-                self.sampler.reseed_rng()
-        super().sweep(arguments)
-
-    def _load_study(self) -> optuna.Study:
-        url = make_url(self.storage)
-        if url.get_backend_name() == "sqlite" and url.database:
-            Path(url.database).parent.mkdir(parents=True, exist_ok=True)  # SQLite makes no folders
-        return optuna.create_study(
-            study_name=self.study_name,
-            storage=self.storage,
-            directions=self._get_directions(),
-            load_if_exists=True,
+    def setup(
+        self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
+    ) -> None:
+        self.config = config
+        self.launcher = Plugins.instance().instantiate_launcher(
+            config=config, hydra_context=hydra_context, task_function=task_function
         )
 
+    def sweep(self, arguments: list[str]) -> None:
+        space, fixed = search_space([*(f"{k}={v}" for k, v in self.params.items()), *arguments])
+        for name in fixed:
+            space.pop(name, None)  # fixed on the command line: no longer searched
+        self.storage = open_storage(self.storage_spec, self.heartbeat_interval)
+        study = optuna.create_study(
+            study_name=self.study_name,
+            storage=self.storage,
+            sampler=_sampler(self.make_sampler),
+            direction=self.direction,
+            load_if_exists=True,
+        )
+        keep_search_space(study, space)
+        self._check_n_trials(study)
+        fixed_overrides = [f"{name}={value}" for name, value in fixed.items()]
+        while True:
+            fail_dead_trials(study, self.storage)
+            trials = claim_trials(study, self.n_trials, self.n_jobs, space)
+            if not trials:
+                break
+            self._run(study, trials, fixed_overrides)
+        self._report(study)
 
-def finished_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
-    """The trials that ran to an end: complete, pruned, or failed by their own error."""
-    ended = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
-    return [t for t in study.get_trials(states=ended) if not t.user_attrs.get(INTERRUPTED)]
+    def _check_n_trials(self, study: optuna.Study) -> None:
+        done = len(finished_trials(study))
+        if done > self.n_trials:
+            raise ValueError(
+                f"hydra.sweeper.n_trials={self.n_trials} is below the {done} trials that study "
+                f"{study.study_name} has already finished. n_trials counts the whole study: give "
+                f"hydra.sweeper.n_trials={done} or more, or a new hydra.sweeper.study_name."
+            )
+        running = len(counted_trials(study)) - done
+        log.info(
+            "Study %s: %d of n_trials=%d finished, %d running or waiting; storage %s",
+            study.study_name,
+            done,
+            self.n_trials,
+            running,
+            self.storage_spec,
+        )
+
+    def _run(self, study: optuna.Study, trials: list[optuna.Trial], fixed: list[str]) -> None:
+        overrides = [
+            (
+                *(f"{name}={value}" for name, value in trial.params.items()),
+                *fixed,
+                f"hydra.sweep.subdir={trial.number}",  # the study's number: no folder shared
+            )
+            for trial in trials
+        ]
+        # Heartbeats while the trials run, where the storage keeps them.
+        with ExitStack() as beating:
+            for trial in trials:
+                beating.enter_context(get_heartbeat_thread(trial._trial_id, self.storage))
+            returns = self.launcher.launch(overrides, initial_job_idx=trials[0].number)
+        errors = [_tell(study, trial, ret) for trial, ret in zip(trials, returns, strict=True)]
+        failed = [e for e in errors if e is not None]
+        if len(failed) / len(trials) > self.max_failure_rate:
+            raise RuntimeError(
+                f"{len(failed)} of {len(trials)} trials failed, more than "
+                f"hydra.sweeper.max_failure_rate={self.max_failure_rate}"
+            ) from failed[0]
+
+    def _report(self, study: optuna.Study) -> None:
+        """Writes the study's table and best trial to the sweep folder once every trial has ended.
+
+        Only then: every worker that writes them writes the same, so none overwrites a later
+        state with an earlier one.
+        """
+        if len(finished_trials(study)) < self.n_trials:
+            log.info("Trials still run in other workers; the last worker writes the results")
+            return
+        sweep_dir = self.config.hydra.sweep.dir
+        write_atomically(f"{sweep_dir}/trials.csv", study.trials_dataframe().to_csv(index=False))
+        complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        if not complete:
+            log.warning("No trial of study %s completed: there is no best one", study.study_name)
+            return
+        best = study.best_trial
+        results = {"name": "optuna", "best_params": best.params, "best_value": best.value}
+        write_atomically(
+            f"{sweep_dir}/optimization_results.yaml", OmegaConf.to_yaml(OmegaConf.create(results))
+        )
+        log.info("Best trial %d: value %s, parameters %s", best.number, best.value, best.params)
 
 
-def next_trial_number(study: optuna.Study) -> int:
-    """The number of the trial the search asks for next: the first enqueued one, else a new one."""
-    waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
-    return min((t.number for t in waiting), default=len(study.trials))
+def _tell(study: optuna.Study, trial: optuna.Trial, ret: JobReturn) -> Exception | None:
+    """Tells the study how a trial ended; the error that failed it, if one did."""
+    error = None
+    try:
+        value = ret.return_value  # raises the error that failed the job
+        if value is None:
+            raise ValueError("the run returned no value (see its train.log)")
+    except Exception as e:
+        log.warning("Trial %d failed: %r", trial.number, e)
+        error, value = e, None
+    try:
+        # A value that is not finite fails the trial too (Optuna's rule).
+        study.tell(trial, value, state=TrialState.FAIL if error else None)
+    except (ValueError, UpdateFinishedTrialError):
+        # Another worker marked it dead when its heartbeat stopped: the value comes too late.
+        log.warning("Trial %d had been marked failed; its value %s is lost", trial.number, value)
+    return error
 
 
-def fail_interrupted_trials(study: optuna.Study) -> list[int]:
-    """Marks RUNNING trials failed and interrupted, so that none blocks the study; their numbers."""
-    numbers = []
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        optuna.trial.Trial(study, trial._trial_id).set_user_attr(INTERRUPTED, True)
-        study.tell(trial.number, state=TrialState.FAIL)
-        log.warning("Trial %d was running when its sweep stopped: marked failed", trial.number)
-        numbers.append(trial.number)
-    return numbers
+def _sampler(make: Callable[..., BaseSampler]) -> BaseSampler:
+    """The configured sampler, seeded per trial where a seed is given (see `TrialSeeded`)."""
+    seed = make.keywords.get("seed") if isinstance(make, functools.partial) else None
+    return make() if seed is None else TrialSeeded(make, seed)
+
+
+class TrialSeeded(BaseSampler):
+    """Samples trial k with a new sampler seeded `seed + k`.
+
+    A sampler seeded once per worker would give every worker the same parameters; reseeded at
+    random, none could be reproduced. Seeded by the trial's number, a trial draws the same
+    parameters from the same study history whichever worker asks it, and no two trials share a
+    seed.
+    """
+
+    def __init__(self, make: Callable[..., BaseSampler], seed: int) -> None:
+        self.make = make
+        self.seed = seed
+        self.sampler = make(seed=seed)
+
+    def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        self.sampler = self.make(seed=self.seed + trial.number)
+        self.sampler.before_trial(study, trial)
+
+    def infer_relative_search_space(
+        self, study: optuna.Study, trial: FrozenTrial
+    ) -> dict[str, BaseDistribution]:
+        return self.sampler.infer_relative_search_space(study, trial)
+
+    def sample_relative(
+        self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict:
+        return self.sampler.sample_relative(study, trial, search_space)
+
+    def sample_independent(
+        self,
+        study: optuna.Study,
+        trial: FrozenTrial,
+        param_name: str,
+        param_distribution: BaseDistribution,
+    ) -> object:
+        return self.sampler.sample_independent(study, trial, param_name, param_distribution)
+
+    def after_trial(
+        self,
+        study: optuna.Study,
+        trial: FrozenTrial,
+        state: TrialState,
+        values: Sequence[float] | None,
+    ) -> None:
+        self.sampler.after_trial(study, trial, state, values)

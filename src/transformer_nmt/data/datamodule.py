@@ -54,7 +54,7 @@ class TranslationDataModule(L.LightningDataModule):
         tgt_lang: str,
         vocab_size: int = 8000,
         min_frequency: int = 2,
-        max_tokens: int = 4096,
+        max_tokens: int | str = 4096,
         tokens_per_update: int | None = None,
         max_len: int = 256,
         bpe_dropout: float = 0.0,
@@ -73,7 +73,8 @@ class TranslationDataModule(L.LightningDataModule):
             min_frequency: a pair seen fewer times is never merged into a BPE token.
             max_tokens: tokens per side of a batch, padding to the longest pair included and
                 `pad_to_multiple_of`'s rounding not, so batches hold the same pairs in any
-                precision.
+                precision. "auto": the largest that fits the device's memory, found when
+                training starts (`callbacks.auto_max_tokens.AutoMaxTokens`).
             tokens_per_update: tokens per side of an optimizer step; training derives
                 `trainer.accumulate_grad_batches` from it (None: one batch per device a step).
             max_len: pairs with more BPE tokens on either side are dropped (specials not counted).
@@ -92,13 +93,17 @@ class TranslationDataModule(L.LightningDataModule):
         super().__init__()
         if not 0 <= bpe_dropout < 1:
             raise ValueError(f"data.bpe_dropout={bpe_dropout} must lie in [0, 1)")
+        if max_tokens != "auto" and not isinstance(max_tokens, int):
+            raise ValueError(f"data.max_tokens={max_tokens!r} must be a number of tokens or auto")
         longest = max_len + ADDED_TOKENS
-        if max_tokens < longest:
+        if max_tokens != "auto" and max_tokens < longest:
             raise ValueError(
                 f"max_tokens={max_tokens} cannot hold one pair of max_len={max_len} tokens "
                 f"plus EOS; set max_tokens >= {longest} or lower max_len"
             )
         self.save_hyperparameters(ignore=["corpus"])
+        # None until AutoMaxTokens resolves "auto" on the device.
+        self.max_tokens: int | None = None if max_tokens == "auto" else max_tokens
         self.corpus = corpus
         self.tokenizer: BPETokenizer | None = None
         self.datasets: dict[str, TranslationDataset] = {}
@@ -206,14 +211,25 @@ class TranslationDataModule(L.LightningDataModule):
         )
         return dataset
 
+    def longest_train_pair(self) -> int:
+        """Tokens a side of the longest training pair as the model reads it (after `setup`)."""
+        train = self.datasets["train"]
+        return int(max(train.src_lengths.max(), train.tgt_lengths.max()))
+
     def _loader(self, dataset: TranslationDataset, shuffle: bool) -> DataLoader:
         """A loader of token-budget batches over one split."""
+        if self.max_tokens is None:
+            raise ValueError(
+                "data.max_tokens=auto is resolved on the device when training starts, by the "
+                "auto_max_tokens callback (conf/callbacks/default.yaml): keep that callback, "
+                "or give data.max_tokens a number"
+            )
         trainer = self.trainer  # None outside a Trainer: one process holds every batch
         multiple = pad_multiple(self.hparams.pad_to_multiple_of, trainer and trainer.precision)
         sampler = TokenBatchSampler(
             dataset.src_lengths,
             dataset.tgt_lengths,
-            max_tokens=self.hparams.max_tokens,
+            max_tokens=self.max_tokens,
             shuffle=shuffle,
             seed=self.hparams.seed,
             rank=trainer.global_rank if trainer else 0,
@@ -232,9 +248,7 @@ class TranslationDataModule(L.LightningDataModule):
                 collate,
                 pad_id=PAD_ID,
                 pad_to_multiple_of=multiple,
-                max_tokens=rounding_budget(
-                    self.hparams.pad_to_multiple_of, self.hparams.max_tokens
-                ),
+                max_tokens=rounding_budget(self.hparams.pad_to_multiple_of, self.max_tokens),
             ),
             num_workers=workers,
             # Restarting workers every epoch would ship the dataset to each of them again.

@@ -25,11 +25,14 @@ def accumulate_grad_batches(cfg: DictConfig) -> int:
     """`trainer.accumulate_grad_batches`, derived from `data.tokens_per_update` when that is set.
 
     `check_config` has refused a `trainer.accumulate_grad_batches` other than 1 alongside
-    `data.tokens_per_update`, so the derived value never silently replaces a chosen one.
+    `data.tokens_per_update`, so the derived value never silently replaces a chosen one. Under
+    `data.max_tokens=auto` it is 1 here, and `AutoMaxTokens` derives it once the budget is known.
     """
     tokens_per_update = cfg.data.get("tokens_per_update")
     if tokens_per_update is None:
         return cfg.trainer.get("accumulate_grad_batches", 1)
+    if cfg.data.max_tokens == "auto":
+        return 1
     devices, num_nodes = device_count(cfg.trainer), cfg.trainer.get("num_nodes", 1)
     max_tokens = cfg.data.max_tokens
     batches = updates_per_step(tokens_per_update, max_tokens, devices, num_nodes)

@@ -4,6 +4,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from hydra.core.hydra_config import HydraConfig
 from hydra.utils import get_class
 from lightning.fabric.accelerators.cuda import num_cuda_devices
 from lightning.pytorch.callbacks import WeightAveraging
@@ -74,19 +75,35 @@ def _multirun_problems(cfg: DictConfig) -> list[str]:
 
     `ddp` (and `auto` on several GPUs) re-runs the command line once per extra rank: under
     `--multirun` every rank would run the whole sweep, and with a sampling sweeper such as Optuna
-    the ranks would silently train different hyperparameters.
+    the ranks would silently train different hyperparameters. Not so where SLURM starts the
+    ranks: `hydra/launcher=submitit_slurm` runs each trial as a job whose tasks are its ranks,
+    which Lightning's SLURMEnvironment joins.
     """
     if not is_multirun():
         return []
-    strategy = str(cfg.trainer.get("strategy", "auto"))
-    if _single_process(cfg.trainer) or "spawn" in strategy:
+    trainer = cfg.trainer
+    strategy = str(trainer.get("strategy", "auto"))
+    if _single_process(trainer) or "spawn" in strategy or _slurm_tasks_are_ranks(trainer):
         return []
     return [
         f"Hydra multirun with trainer.strategy={strategy} on trainer.devices="
-        f"{cfg.trainer.get('devices', 1)} would run "
-        "the sweep once per rank. Run one device per trial (trainer.devices=1), or keep several "
-        "devices per trial with trainer.strategy=ddp_spawn."
+        f"{trainer.get('devices', 1)} would run "
+        "the sweep once per rank. Run one device per trial (trainer.devices=1), keep several "
+        "devices per trial with trainer.strategy=ddp_spawn, or run each trial as a SLURM job "
+        "with one task per device: hydra/launcher=submitit_slurm "
+        f"hydra.launcher.tasks_per_node={trainer.get('devices', 1)} "
+        f"hydra.launcher.nodes={trainer.get('num_nodes', 1)}."
     ]
+
+
+def _slurm_tasks_are_ranks(trainer: DictConfig) -> bool:
+    """Whether a submitit SLURM job starts exactly the trainer's ranks as its tasks."""
+    launcher = HydraConfig.get().launcher
+    return (
+        str(launcher.get("_target_", "")).endswith("submitit_launcher.SlurmLauncher")
+        and launcher.get("tasks_per_node") == trainer.get("devices", 1)
+        and launcher.get("nodes") == trainer.get("num_nodes", 1)
+    )
 
 
 def _device_problems(cfg: DictConfig) -> list[str]:
