@@ -120,8 +120,7 @@ def test_trained_model_greedy_equals_ours_and_int8_scores_within_tolerance(toy, 
         assert "CTranslate2" in (out / "README.md").read_text()
     assert bleu["float32"] > 40 and bleu["int8"] > 40  # the toy model translates
     # int8 kernels differ by CPU instruction set, and on 40 sentences one changed translation
-    # moves BLEU by up to 3.3 (a Xeon with AMX: 69.4 against 66.1, one sentence changed; an AVX2
-    # EPYC: 53.9 against 52.4). So the check counts changed translations, not BLEU.
+    # moves BLEU by several points. So the check counts changed translations, not BLEU.
     assert changed <= 4
 
 

@@ -17,8 +17,8 @@ class TimedCooldown(L.Callback):
     """Takes the learning rate linearly to zero over the last `minutes` of `trainer.max_time`.
 
     A step budget (`module.cooldown_steps`) fixes the cool-down's updates in advance, but how
-    many updates an hour holds depends on the machine: the same 2-core EPYC made 205 a minute
-    one day and 153 another, and a cool-down planned for the first never starts on the second.
+    many updates an hour holds depends on the machine, and even on one machine from day to day:
+    a cool-down planned for a faster day never starts on a slower one.
     This one starts when `minutes` of the budget are left. From the pace of the `minutes` before
     (updates per second of training, validation included, as the budget counts it) it predicts
     the update at which the budget runs out; the rate reaches zero there, and training stops
