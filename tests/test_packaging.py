@@ -60,6 +60,9 @@ def installed(wheel, tmp_path_factory) -> tuple[Path, dict]:
     python = env_dir / "bin" / "python"
     extras = ",".join(RUNTIME_EXTRAS)
     pip = [sys.executable, "-m", "pip", "--python", python, "install", "--no-index"]
+    # Into the venv even where this environment has the project already (pip install -e .)...
+    run([*pip, "--no-deps", "--force-reinstall", wheel], cwd=env_dir)
+    # ...then its dependencies, resolved against this environment's packages.
     run([*pip, f"{wheel}[{extras}]"], cwd=env_dir)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PROJECT_ROOT")}
     env["PATH"] = f"{env_dir / 'bin'}{os.pathsep}{env['PATH']}"

@@ -20,7 +20,6 @@ from importlib.metadata import version
 import torch
 from torch import Tensor
 
-from experiments.common import timing
 from experiments.common.batches import (
     decoding_batches,
     largest_batches,
@@ -30,7 +29,7 @@ from experiments.common.batches import (
 )
 from experiments.common.machine import cpu_description, load_average
 from experiments.common.peers import BEAM, PACKAGES, PEERS, SIZES, Size, build, missing
-from experiments.common.timing import round_order
+from experiments.common.timing import round_order, seconds
 from experiments.common.training import time_training
 from experiments.speed.flops import matmul_peak, training_flops
 from experiments.speed.step_profile import profile_training
@@ -127,15 +126,15 @@ def bench_training(
     for precision in args.precisions:
         warmup, steps = warmup_and_steps(precision, args)
         run = batches[precision][: warmup + steps]
-        seconds = time_training(peer, run, warmup, precision, args.seen_shapes)
+        spent = time_training(peer, run, warmup, precision, args.seen_shapes)
         steps = len(run) - warmup
         tokens, flops = training_work(size, run[warmup:])
         measure = f"training {precision}, target tokens/s"
-        speeds.setdefault((size_name, peer.name, measure), []).append(tokens / seconds)
+        speeds.setdefault((size_name, peer.name, measure), []).append(tokens / spent)
         tables.add("training", [
             size_name, round_ + 1, peer.name, f"{params / 1e6:.1f}M", precision, steps,
-            f"{seconds / steps:.2f}", f"{tokens / seconds:,.0f}", f"{flops / seconds / 1e9:.1f}",
-            f"{flops / seconds / peaks[precision]:.1%}",
+            f"{spent / steps:.2f}", f"{tokens / spent:,.0f}", f"{flops / spent / 1e9:.1f}",
+            f"{flops / spent / peaks[precision]:.1%}",
         ])  # fmt: skip
 
 
@@ -147,11 +146,11 @@ def bench_decoding(
     peer.greedy(sources[0][:8], args.max_len_b)  # warm-up
     sentences = sum(len(src) for src in sources)
     for search in ("greedy", f"beam {BEAM}"):
-        seconds, tokens = time_decoding(peer, sources, search, args.max_len_b)
-        speeds[size_name, peer.name, f"{search}, sentences/s"] = [sentences / seconds]
+        spent, tokens = time_decoding(peer, sources, search, args.max_len_b)
+        speeds[size_name, peer.name, f"{search}, sentences/s"] = [sentences / spent]
         tables.add("decoding", [
-            size_name, peer.name, search, sentences, f"{seconds:.1f}",
-            f"{sentences / seconds:.2f}", f"{tokens / sentences:.1f}", f"{tokens / seconds:,.0f}",
+            size_name, peer.name, search, sentences, f"{spent:.1f}",
+            f"{sentences / spent:.2f}", f"{tokens / sentences:.1f}", f"{tokens / spent:,.0f}",
         ])  # fmt: skip
 
 
@@ -159,7 +158,7 @@ def time_decoding(peer, batches: list[Tensor], search: str, max_len_b: int) -> t
     """Seconds and output tokens for decoding all batches."""
     decode = peer.greedy if search == "greedy" else peer.beam
     tokens = []
-    spent = timing.seconds(lambda: tokens.extend(decode(src, max_len_b) for src in batches))
+    spent = seconds(lambda: tokens.extend(decode(src, max_len_b) for src in batches))
     return spent, sum(tokens)
 
 

@@ -38,7 +38,13 @@ def test_dtype_is_refused_with_ctranslate2():
 
 def test_int8_quantization_reaches_the_torch_engine():
     options = engine_options(parse("--quantization", "int8"))
-    assert options == {"engine": "torch", "quantization": "int8", "dtype": None, "vmap_from": None}
+    assert options == {
+        "engine": "torch",
+        "quantization": "int8",
+        "dtype": None,
+        "autocast": None,
+        "vmap_from": None,
+    }
 
 
 def test_a_vmap_reaches_the_ct2_engine():

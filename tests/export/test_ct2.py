@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from sacrebleu.metrics import BLEU
+from sacrebleu.metrics import BLEU, CHRF
 
 from helpers.checkpoint_files import SENTENCES
 from transformer_nmt import Translator
@@ -116,12 +116,14 @@ def test_trained_model_greedy_equals_ours_and_int8_scores_within_tolerance(toy, 
         if quantization == "float32":
             assert hypotheses == ours
         else:
-            changed = sum(h != o for h, o in zip(hypotheses, ours, strict=True))
+            closeness = CHRF().corpus_score(hypotheses, [ours]).score
         assert "CTranslate2" in (out / "README.md").read_text()
     assert bleu["float32"] > 40 and bleu["int8"] > 40  # the toy model translates
-    # int8 kernels differ by CPU instruction set, and on 40 sentences one changed translation
-    # moves BLEU by several points. So the check counts changed translations, not BLEU.
-    assert changed <= 4
+    # int8 kernels differ by CPU instruction set: how many of the 40 translations change varies
+    # from 1 to 15 (experiments/export/README.md), while BLEU moves by about one changed
+    # sentence's worth and the changes stay small edits of ours.
+    assert bleu["int8"] > bleu["float32"] - 5
+    assert closeness > 80
 
 
 def test_the_ct2_engine_translates_as_ours(tokenizer):

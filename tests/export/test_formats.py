@@ -12,7 +12,9 @@ import torch
 from helpers.checkpoint_files import SENTENCES, write_checkpoint
 from helpers.hydra_compose import ROOT
 from transformer_nmt.checkpoint import load_checkpoint
+from transformer_nmt.cli.evaluate import main as evaluate_main
 from transformer_nmt.cli.export import main as export_main
+from transformer_nmt.cli.translate import main as translate_main
 from transformer_nmt.data.framing import decoder_input, decoder_target, pad_batch, source_batch
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.export.formats import PROBLEMS
@@ -167,3 +169,16 @@ def test_nmt_export_prints_a_refusal_without_a_traceback(checkpoints, tmp_path):
         "error: CTranslate2 cannot hold this model exactly: model.rezero=true (ReZero): "
         "CTranslate2's layers each have a LayerNorm (exported by: safetensors)"
     )
+
+
+@pytest.mark.parametrize("main", [translate_main, evaluate_main])
+def test_the_ct2_engine_refuses_what_ct2_cannot_hold_naming_it(main, checkpoints, tmp_path):
+    pytest.importorskip("ctranslate2")
+    rezero = checkpoints["ReZero (`model.rezero=true`)"]
+    (tmp_path / "src.txt").write_text("one two\n")
+    test_set = ["--src", str(tmp_path / "src.txt"), "--ref", str(tmp_path / "src.txt")]
+    files = [str(tmp_path / "src.txt")] if main is translate_main else test_set
+    with pytest.raises(
+        SystemExit, match="error: CTranslate2 cannot hold this model exactly: model.rez"
+    ):
+        main([str(rezero), *files, "--engine", "ct2"])

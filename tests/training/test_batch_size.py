@@ -1,11 +1,20 @@
 """The paper's batch on any number of devices: accumulation derived from data.tokens_per_update."""
 
+import json
 import logging
 
 import pytest
+from omegaconf import OmegaConf
 
 from helpers.hydra_compose import compose_train
-from transformer_nmt.training.batch_size import accumulate_grad_batches, updates_per_step
+from helpers.trainer_record import record_trainer
+from transformer_nmt.train import train
+from transformer_nmt.training.batch_size import (
+    UpdatePlan,
+    plan_update,
+    resolve_update_size,
+    updates_per_step,
+)
 from transformer_nmt.training.config_checks import ConfigError, check_config
 
 
@@ -16,7 +25,7 @@ def test_wmt14_accumulates_to_the_papers_25k_tokens_on_1_4_and_8_devices(
     overrides = ["trainer=ddp", f"trainer.devices={devices}", "data.max_tokens=3125"]
     cfg = compose_train(tmp_path, overrides)
     with caplog.at_level(logging.INFO):
-        assert accumulate_grad_batches(cfg) == expected
+        assert resolve_update_size(cfg).accumulate_grad_batches == expected
     # 3125 tokens a device: every setting reaches exactly 25,000 tokens a side per update.
     assert expected * 3125 * devices == 25_000
     assert f"accumulate_grad_batches={expected}" in caplog.text
@@ -25,22 +34,25 @@ def test_wmt14_accumulates_to_the_papers_25k_tokens_on_1_4_and_8_devices(
 def test_nodes_multiply_devices_and_a_remainder_rounds_up(tmp_path):
     overrides = ["trainer.devices=2", "trainer.num_nodes=2", "data.max_tokens=3000"]
     cfg = compose_train(tmp_path, ["trainer=ddp", *overrides])
-    assert accumulate_grad_batches(cfg) == 3  # 25000 / 12000 = 2.08: never below the paper's
+    assert resolve_update_size(cfg).accumulate_grad_batches == 3  # 25000 / 12000 = 2.08
+    # Batches shrink from 3000 to the least that still reaches 25,000: never below the paper's.
+    assert (cfg.data.max_tokens, cfg.tokens_per_update_used) == (2084, 25_008)
     assert updates_per_step(25_000, 4096, devices=8, num_nodes=1) == 1
 
 
 def test_gpu_ids_count_as_devices(tmp_path):
     paper = "data.max_tokens=3125"
     cfg = compose_train(tmp_path, ["trainer=ddp", "trainer.devices=[0,1,2,3]", paper])
-    assert accumulate_grad_batches(cfg) == 2
+    assert resolve_update_size(cfg).accumulate_grad_batches == 2
     cfg = compose_train(tmp_path, ["trainer=ddp", "trainer.devices='0,1'", paper])
-    assert accumulate_grad_batches(cfg) == 4
+    assert resolve_update_size(cfg).accumulate_grad_batches == 4
 
 
 def test_without_tokens_per_update_the_trainer_setting_stands(tmp_path):
     cfg = compose_train(tmp_path, ["experiment=toy", "trainer.accumulate_grad_batches=3"])
     assert cfg.data.tokens_per_update is None
-    assert accumulate_grad_batches(cfg) == 3
+    assert resolve_update_size(cfg).accumulate_grad_batches == 3
+    assert cfg.trainer.accumulate_grad_batches == 3
 
 
 def test_both_settings_at_once_are_refused_naming_both(tmp_path):
@@ -57,3 +69,40 @@ def test_tokens_per_update_must_be_positive(tmp_path):
     cfg = compose_train(tmp_path, ["experiment=toy", "data.tokens_per_update=0"])
     with pytest.raises(ConfigError, match="data.tokens_per_update=0 must be a positive"):
         check_config(cfg)
+
+
+@pytest.mark.parametrize(
+    "devices, nodes", [(1, 1), (3, 1), (4, 1), (6, 1), (7, 1), (8, 1), (16, 1), (8, 2)]
+)
+def test_tokens_per_update_land_within_5_percent_on_any_device_count(devices, nodes):
+    """Rounding the accumulation up alone overshoots 25k by 50 % on 6 devices, 100 % on 16."""
+    plan = plan_update(25_000, max_tokens=3125, world_size=devices * nodes)
+    assert 25_000 <= plan.tokens_per_update <= 25_000 * 1.05
+    assert (
+        plan.tokens_per_update == plan.accumulate_grad_batches * plan.max_tokens * devices * nodes
+    )
+    assert plan.max_tokens <= 3125  # never more than fits the device
+
+
+def test_the_paper_setting_is_kept_where_it_lands_exactly():
+    for devices, accumulate in [(1, 8), (2, 4), (4, 2), (8, 1)]:
+        assert plan_update(25_000, 3125, devices) == UpdatePlan(accumulate, 3125, 25_000)
+
+
+@pytest.mark.slow
+def test_the_logged_config_holds_what_the_trainer_uses(tmp_path):
+    """CSV hparams and the run folder's config say the derived accumulation and budget."""
+    overrides = [
+        "experiment=toy", "logger=csv", "data.corpus.num_train=200", "data.tokens_per_update=1500",
+        "trainer.max_epochs=-1", "trainer.max_steps=2", "+trainer.num_sanity_val_steps=0",
+        "+trainer.limit_val_batches=0", *record_trainer(tmp_path / "trainer.json"),
+    ]  # fmt: skip
+    train(compose_train(tmp_path, overrides))
+    used = json.loads((tmp_path / "trainer.json").read_text())
+    assert (used["accumulate_grad_batches"], used["max_tokens"]) == (2, 750)  # 1024 shrunk
+    run = tmp_path / "run"
+    for logged in [run / "csv" / "version_0" / "hparams.yaml", run / ".hydra" / "config.yaml"]:
+        config = OmegaConf.load(logged)
+        assert config.trainer.accumulate_grad_batches == used["accumulate_grad_batches"], logged
+        assert config.data.max_tokens == used["max_tokens"], logged
+        assert config.tokens_per_update_used == 2 * 750 * used["world_size"], logged

@@ -88,6 +88,7 @@ def test_a_run_resumed_after_the_switch_keeps_the_raised_rate_and_r_drop(tmp_pat
     every_10 = [
         "callbacks.periodic_checkpoint.train_time_interval=null",
         "+callbacks.periodic_checkpoint.every_n_train_steps=10",
+        "callbacks.periodic_checkpoint.optimizer_state=true",  # to resume from step20.ckpt
         "callbacks.late_dropout.rdrop_alpha=2",
     ]
     run(tmp_path / "whole", every_10)

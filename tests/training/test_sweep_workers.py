@@ -9,7 +9,7 @@ from pathlib import Path
 import optuna
 import pytest
 from omegaconf import OmegaConf
-from optuna.distributions import FloatDistribution
+from optuna.distributions import CategoricalDistribution, FloatDistribution
 from optuna.samplers import TPESampler
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
@@ -21,7 +21,12 @@ from helpers.hydra_compose import ROOT
 from helpers.postgres_server import create_database, postgres_server
 from helpers.sweep_runs import TOY_SPACE, train_command, wait_for
 from hydra_plugins.transformer_nmt_sweeper._impl import StudyWorker
-from hydra_plugins.transformer_nmt_sweeper._space import SearchSpaceChanged, keep_search_space
+from hydra_plugins.transformer_nmt_sweeper._space import (
+    SearchSpaceChanged,
+    keep_search_space,
+    search_space,
+)
+from hydra_plugins.transformer_nmt_sweeper._storage import StorageUnreachable, open_storage
 from hydra_plugins.transformer_nmt_sweeper._trials import INTERRUPTED, SURPLUS
 
 STUDY = "multi30k_de_en"
@@ -236,3 +241,16 @@ def test_n_trials_below_the_trials_already_finished_is_refused(tmp_path):
     with pytest.raises(ValueError, match="n_trials=2 is below the 3 trials"):
         worker(tmp_path / "optuna.journal", 2, params).sweep([])
     assert len(study.trials) == 3
+
+
+def test_an_unreachable_database_s_error_hides_its_password():
+    with pytest.raises(StorageUnreachable) as refused:
+        open_storage("postgresql://me:secret@127.0.0.1:9/optuna")
+    assert "postgresql://me:***@127.0.0.1:9/optuna cannot be reached" in str(refused.value)
+    assert "secret" not in str(refused.value)
+
+
+def test_a_later_override_of_a_parameter_wins_searched_or_fixed():
+    assert search_space(["x=choice(1,2)", "x=3"]) == ({}, {"x": "3"})
+    space, fixed = search_space(["x=3", "x=choice(1,2)"])
+    assert (space, fixed) == ({"x": CategoricalDistribution([1, 2])}, {})

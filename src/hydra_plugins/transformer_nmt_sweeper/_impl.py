@@ -25,13 +25,15 @@ from optuna.trial import FrozenTrial, TrialState
 from transformer_nmt.atomic import write_atomically
 
 from ._space import keep_search_space, search_space
-from ._storage import open_storage
+from ._storage import open_storage, shown
 from ._trials import claim_trials, counted_trials, fail_dead_trials, finished_trials
 
 log = logging.getLogger(__name__)
 
 
 class StudyWorker:
+    """The sweeper's work: joins the study, runs trials while any is free, reports the best."""
+
     def __init__(
         self,
         sampler: Callable[..., BaseSampler],
@@ -64,8 +66,6 @@ class StudyWorker:
 
     def sweep(self, arguments: list[str]) -> None:
         space, fixed = search_space([*(f"{k}={v}" for k, v in self.params.items()), *arguments])
-        for name in fixed:
-            space.pop(name, None)  # fixed on the command line: no longer searched
         self.storage = open_storage(self.storage_spec, self.heartbeat_interval)
         study = optuna.create_study(
             study_name=self.study_name,
@@ -100,7 +100,7 @@ class StudyWorker:
             done,
             self.n_trials,
             running,
-            self.storage_spec,
+            shown(self.storage_spec),
         )
 
     def _run(self, study: optuna.Study, trials: list[optuna.Trial], fixed: list[str]) -> None:

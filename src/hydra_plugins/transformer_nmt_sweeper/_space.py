@@ -27,10 +27,16 @@ class SearchSpaceChanged(ValueError):
 
 
 def search_space(arguments: list[str]) -> tuple[dict[str, BaseDistribution], dict[str, str]]:
-    """The searched parameters' distributions and the fixed parameters' values, by name."""
+    """The searched parameters' distributions and the fixed parameters' values, by name.
+
+    A later argument wins over an earlier one of the same name: the command line's over the
+    config's `params`.
+    """
     space, fixed = {}, {}
     for override in OverridesParser.create().parse_overrides(arguments):
         name = override.get_key_element()
+        space.pop(name, None)
+        fixed.pop(name, None)
         if override.is_sweep_override():
             space[name] = _distribution(override)
         else:
@@ -65,7 +71,8 @@ def keep_search_space(study: optuna.Study, space: dict[str, BaseDistribution]) -
     stored = study.user_attrs.get(SEARCH_SPACE)
     if stored is None:
         study.set_user_attr(SEARCH_SPACE, wanted)
-        return
+        # Read back: of two workers creating the study at once, a database keeps the first's.
+        stored = study.user_attrs[SEARCH_SPACE]
     if stored == wanted:
         return
     changed = sorted(

@@ -50,11 +50,18 @@ def _rdb_storage(storage: str, heartbeat_interval: int | None, tries: int = 3) -
         return RDBStorage(storage, heartbeat_interval=heartbeat_interval)
 
 
+def shown(storage: str | None) -> str:
+    """The storage as a log may show it: a URL's password masked."""
+    if storage is None or "://" not in storage:
+        return str(storage)
+    return make_url(storage).render_as_string(hide_password=True)
+
+
 def _unreachable(url: sqlalchemy.engine.URL, error: Exception) -> str:
-    shown = url.render_as_string(hide_password=True)
     reason = str(getattr(error, "orig", error)).strip().splitlines()[0]
     return (
-        f"hydra.sweeper.storage={shown} cannot be reached ({reason}). No trial has run. "
+        f"hydra.sweeper.storage={url.render_as_string(hide_password=True)} cannot be reached "
+        f"({reason}). No trial has run. "
         "Start the database server and create the database first, e.g. for PostgreSQL: "
         "`initdb -D pgdata && pg_ctl -D pgdata -l pgdata/log start && "
         f"createdb {url.database or '<database>'}`, then run the sweep again; or keep the study "

@@ -67,7 +67,9 @@ def _owner_is_gone(trial: FrozenTrial) -> bool:
     if worker is None:
         return False  # asked by something else: nothing proves it dead
     host, pid, start = worker.rsplit(":", 2)
-    return host == socket.gethostname() and _process_start(int(pid)) != start
+    if host != socket.gethostname() or not Path("/proc/self/stat").exists():
+        return False  # another host's process, or no /proc (not Linux): nothing to look at
+    return _process_start(int(pid)) != start
 
 
 def _stale(study: optuna.Study, storage: BaseStorage) -> set[int]:

@@ -31,7 +31,9 @@ from transformer_nmt.cli.search_args import (
 )
 from transformer_nmt.data.bitext import read_lines
 from transformer_nmt.data.corpus import DataError
+from transformer_nmt.export import ExportError
 from transformer_nmt.translator import Translator
+from transformer_nmt.wandb_run import RUN_FILE, WandbRunError, add_to_run, run_dir_of, saved_run
 
 # A hyphen between two non-spaces: the compound splitting of get_ende_bleu.sh.
 COMPOUND = re.compile(r"(\S)-(\S)")
@@ -151,10 +153,21 @@ def parse_arguments(argv: list[str] | None) -> tuple[argparse.Namespace, list[st
         help="where hypotheses.txt and report.json go (default: evaluation/ beside the "
         "checkpoint); a grid's cells go to folders in it, e.g. avg5_beam4_alpha0.6/",
     )
+    parser.add_argument(
+        "--wandb",
+        action="store_true",
+        help="also add the report (scores, signatures, decoding settings) to the W&B run of the "
+        "checkpoint's training run (<run dir>/wandb_run.json), online or offline as W&B is set",
+    )
     add_search_arguments(parser, grid=True)
     args = parse_search_args(parser, argv, intermixed=True)
     if (args.src is None) != (args.ref is None):
         parser.error("--src and --ref go together")
+    if args.wandb and len(settings(args.average_last, args.beam_size, args.alpha)) > 1:
+        parser.error(
+            "--wandb adds one evaluation to the training run: choose the setting on a grid "
+            "first, then evaluate it alone with --wandb"
+        )
     checkpoints, overrides = split_overrides(args.checkpoints)
     if overrides and args.data is None:
         parser.error(f"overrides {overrides} need --data")
@@ -188,8 +201,11 @@ def main(argv: list[str] | None = None) -> None:
         # Every average's checkpoints before any decoding: a grid fails now, not an hour in.
         averages = dict.fromkeys(s.average_last for s in grid)
         paths = {n: resolve_checkpoints(checkpoints, n) for n in averages}
+        run_dir = run_dir_of(paths[grid[0].average_last][-1])
+        if args.wandb and saved_run(run_dir) is None:  # before hours of decoding
+            raise WandbRunError(f"--wandb: {run_dir} logged to no W&B run (no {RUN_FILE})")
         sources, references, test_set = read_test_set(args, overrides)
-    except (CheckpointError, DataError, OSError) as e:
+    except (CheckpointError, DataError, OSError, WandbRunError) as e:
         sys.exit(f"error: {e}")
     tok_lang = args.tgt_lang or test_set.get("langs", [None, "en"])[1]
     output_dir = args.output_dir or paths[grid[0].average_last][-1].parent / "evaluation"
@@ -224,7 +240,7 @@ def main(argv: list[str] | None = None) -> None:
             cell = output_dir if len(grid) == 1 else output_dir / setting.name
             write_atomically(cell / "hypotheses.txt", "".join(f"{h}\n" for h in hypotheses))
             write_atomically(cell / "report.json", json.dumps(report, indent=2) + "\n")
-        except (CheckpointError, OSError) as e:
+        except (CheckpointError, ExportError, OSError) as e:  # ExportError: --engine ct2
             sys.exit(f"error: {e}")
         rows.append((setting, scores))
 
@@ -232,6 +248,12 @@ def main(argv: list[str] | None = None) -> None:
         for name, metric in scores.items():
             print(f"{name}: {metric['result']}\n  signature: {metric['signature']}")
         print(f"hypotheses: {output_dir / 'hypotheses.txt'}\nreport: {output_dir / 'report.json'}")
+        if args.wandb:
+            summary = {f"evaluate/{name}": metric["score"] for name, metric in scores.items()}
+            try:
+                print(f"added to {add_to_run(run_dir, summary | {'evaluate/report': report})}")
+            except WandbRunError as e:
+                sys.exit(f"error: {e}; the report is in {output_dir / 'report.json'}")
         return
     summary = [{"folder": s.name, **asdict(s), **scores} for s, scores in rows]
     try:

@@ -16,6 +16,7 @@ from transformer_nmt.cli.search_args import (
 )
 from transformer_nmt.data.bitext import decode_lines, read_lines
 from transformer_nmt.data.corpus import DataError
+from transformer_nmt.export import ExportError
 from transformer_nmt.translator import Translator
 
 
@@ -54,7 +55,7 @@ def main(argv: list[str] | None = None) -> None:
         else:
             lines = read_lines(args.input, replace_invalid=True)
             progress = tqdm(total=len(lines), unit="sent", file=sys.stderr)
-    except (CheckpointError, DataError, OSError) as e:
+    except (CheckpointError, DataError, ExportError, OSError) as e:  # ExportError: --engine ct2
         sys.exit(f"error: {e}")
     outputs = translator.stream(lines, n_best=args.n_best, **search_options(args))
     for i, hypotheses in enumerate(outputs):

@@ -2,11 +2,28 @@
 
 import logging
 import math
+from dataclasses import dataclass
 
 from lightning.fabric.accelerators.cuda import num_cuda_devices
 from omegaconf import DictConfig, OmegaConf
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class UpdatePlan:
+    """How one optimizer step reaches `data.tokens_per_update` tokens a side.
+
+    Attributes:
+        accumulate_grad_batches: batches each device runs per optimizer step.
+        max_tokens: tokens per side of one batch on one device.
+        tokens_per_update: tokens a side of a full update, at most: the product of the three
+            with the world size.
+    """
+
+    accumulate_grad_batches: int
+    max_tokens: int
+    tokens_per_update: int
 
 
 def updates_per_step(tokens_per_update: int, max_tokens: int, devices: int, num_nodes: int) -> int:
@@ -21,32 +38,63 @@ def updates_per_step(tokens_per_update: int, max_tokens: int, devices: int, num_
     return math.ceil(tokens_per_update / (max_tokens * devices * num_nodes))
 
 
-def accumulate_grad_batches(cfg: DictConfig) -> int:
-    """`trainer.accumulate_grad_batches`, derived from `data.tokens_per_update` when that is set.
+def plan_update(tokens_per_update: int, max_tokens: int, world_size: int) -> UpdatePlan:
+    """The accumulation that reaches `tokens_per_update`, each batch shrunk to the least budget
+    that still reaches it.
 
-    `check_config` has refused a `trainer.accumulate_grad_batches` other than 1 alongside
-    `data.tokens_per_update`, so the derived value never silently replaces a chosen one. Under
-    `data.max_tokens=auto` it is 1 here, and `AutoMaxTokens` derives it once the budget is known.
+    Rounding the accumulation up alone overshoots by up to a whole batch per device: 50 % with
+    6 devices of 3,125 tokens, 100 % with 16. Shrinking `max_tokens` (never raising it: it is
+    what fits the device) to `ceil(tokens_per_update / (accumulation x world_size))` lands within
+    `accumulation x world_size` tokens above the target, under 1 % at the paper's 25,000.
     """
+    accumulate = updates_per_step(tokens_per_update, max_tokens, world_size, 1)
+    budget = math.ceil(tokens_per_update / (accumulate * world_size))
+    plan = UpdatePlan(accumulate, budget, accumulate * budget * world_size)
+    shrunk = f"data.max_tokens shrunk from {max_tokens} to {budget}" if budget < max_tokens else ""
+    log.info(
+        "accumulate_grad_batches=%d: data.tokens_per_update=%d over %d batches of %d tokens x %d "
+        "devices (%d tokens a side per update at most)%s",
+        accumulate,
+        tokens_per_update,
+        accumulate,
+        budget,
+        world_size,
+        plan.tokens_per_update,
+        f"; {shrunk} to land within 1 batch of it" if shrunk else "",
+    )
+    return plan
+
+
+def resolve_update_size(cfg: DictConfig) -> UpdatePlan | None:
+    """Write the accumulation and batch budget training will use into `cfg`.
+
+    With `data.tokens_per_update`, `plan_update` derives them; `check_config` has refused a
+    `trainer.accumulate_grad_batches` other than 1 alongside it, so the derived value never
+    silently replaces a chosen one. `trainer.accumulate_grad_batches`, `data.max_tokens` and
+    `tokens_per_update_used` then hold what training uses, for the loggers, the run folder's
+    config and the model card. Under `data.max_tokens=auto` nothing is known yet (None):
+    `AutoMaxTokens` plans once the budget is, and `LoggedConfig` records it.
+    """
+    if cfg.data.max_tokens == "auto":
+        return None
+    world_size = device_count(cfg.trainer) * cfg.trainer.get("num_nodes", 1)
     tokens_per_update = cfg.data.get("tokens_per_update")
     if tokens_per_update is None:
-        return cfg.trainer.get("accumulate_grad_batches", 1)
-    if cfg.data.max_tokens == "auto":
-        return 1
-    devices, num_nodes = device_count(cfg.trainer), cfg.trainer.get("num_nodes", 1)
-    max_tokens = cfg.data.max_tokens
-    batches = updates_per_step(tokens_per_update, max_tokens, devices, num_nodes)
-    log.info(
-        "accumulate_grad_batches=%d: data.tokens_per_update=%d over data.max_tokens=%d x "
-        "%d devices x %d nodes (%d tokens a side per update at most)",
-        batches,
-        tokens_per_update,
-        max_tokens,
-        devices,
-        num_nodes,
-        batches * max_tokens * devices * num_nodes,
-    )
-    return batches
+        accumulate = cfg.trainer.get("accumulate_grad_batches", 1)
+        plan = UpdatePlan(
+            accumulate, cfg.data.max_tokens, accumulate * cfg.data.max_tokens * world_size
+        )
+    else:
+        plan = plan_update(tokens_per_update, cfg.data.max_tokens, world_size)
+    record_plan(cfg, plan)
+    return plan
+
+
+def record_plan(cfg: DictConfig, plan: UpdatePlan) -> None:
+    """Put `plan` into `cfg`, where the loggers and the run folder's config read it."""
+    cfg.trainer.accumulate_grad_batches = plan.accumulate_grad_batches
+    cfg.data.max_tokens = plan.max_tokens
+    cfg.tokens_per_update_used = plan.tokens_per_update
 
 
 def device_count(trainer: DictConfig) -> int:

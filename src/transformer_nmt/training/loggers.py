@@ -1,7 +1,8 @@
-"""Experiment loggers: W&B that works with or without an account."""
+"""Experiment loggers: W&B that works with or without an account, and follows a run's resumes."""
 
 import logging
 import os
+import secrets
 from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
@@ -10,7 +11,9 @@ from lightning.pytorch.loggers import Logger, WandbLogger
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, open_dict
 
+from transformer_nmt.training.run_lock import is_global_rank_zero
 from transformer_nmt.training.sweeps import is_multirun
+from transformer_nmt.wandb_run import WandbRunError, continued_run_id, save_run, wandb_mode
 
 log = logging.getLogger(__name__)
 
@@ -19,34 +22,94 @@ log = logging.getLogger(__name__)
 UNNAMED_OVERRIDES = ("paths.", "hydra.", "ckpt_path=")
 
 
+class WandbCheckpointLogger(WandbLogger):
+    """Lightning's WandbLogger, uploading only the checkpoints of callbacks that monitor a metric.
+
+    With `log_model`, Lightning gives the newest file of every ModelCheckpoint the `best` alias;
+    the periodic checkpoints monitor nothing, so theirs would be called best. Uploaded are the
+    monitoring callback's best checkpoint (aliases `best` and `latest`) and its last.ckpt
+    (`latest`); the periodic step*.ckpt files stay local.
+    """
+
+    def after_save_checkpoint(self, checkpoint_callback: ModelCheckpoint) -> None:
+        if checkpoint_callback.monitor is not None:
+            super().after_save_checkpoint(checkpoint_callback)
+
+
 def wandb_logger(
-    save_dir: str, project: str, name: str | None = None, tags: list[str] | None = None, **kwargs
+    save_dir: str,
+    project: str,
+    name: str | None = None,
+    tags: list[str] | None = None,
+    log_model: bool | str = False,
+    ckpt_path: str | None = None,
+    continue_run: bool = True,
+    mode: str | None = None,
+    **kwargs,
 ) -> WandbLogger:
     """A WandbLogger that logs online when W&B credentials exist, offline otherwise.
 
-    WANDB_MODE, when set, decides. Offline runs land in `save_dir/wandb/offline-run-*` and can
-    be uploaded later with `wandb sync <that folder>`. Without a `name`, the run is named after
-    the command-line overrides (e.g. "experiment=multi30k_de_en model.dropout=0.3"), each of which
-    is also added to `tags`.
+    `mode`, else WANDB_MODE, when set, decides. Offline runs land in `save_dir/wandb/offline-run-*`
+    and can be uploaded later with `wandb sync <that folder>`. Without a `name`, the run is named
+    after the command-line overrides (e.g. "experiment=multi30k_de_en model.dropout=0.3"), each
+    of which is also added to `tags`. A run resumed from `ckpt_path` continues the W&B run of the
+    checkpoint's run folder (`wandb_run.py`) unless `continue_run` is false; the id is written to
+    `save_dir`, for the next resume. `log_model` true or "all" uploads checkpoints as Artifacts
+    (`WandbCheckpointLogger`), at the end of training or as they are saved.
     """
-    mode = os.environ.get("WANDB_MODE")
-    if mode is None:
-        mode = "online" if _has_credentials() else "offline"
-        if mode == "offline":
-            log.info(
-                "W&B: no credentials found, logging offline under %s/wandb; "
-                "upload later with `wandb sync <run folder>` (or run `wandb login` first).",
-                save_dir,
-            )
+    chosen = mode or os.environ.get("WANDB_MODE")
+    mode = wandb_mode(mode)
+    if chosen is None and mode == "offline":
+        log.info(
+            "W&B: no credentials found, logging offline under %s/wandb; "
+            "upload later with `wandb sync <run folder>` (or run `wandb login` first).",
+            save_dir,
+        )
     overrides = _experiment_overrides()
     name = name or " ".join(overrides) or None
     # W&B rejects tags longer than 64 characters.
     tags = list(dict.fromkeys([*(tags or []), *(o[:64] for o in overrides)]))
+    continued = continued_run_id(ckpt_path, project) if continue_run else None
+    # A new id is chosen here, not by wandb.init, so that it is saved before the run starts.
+    run_id = kwargs.pop("id", None) or continued or secrets.token_hex(4)
+    if mode != "disabled" and is_global_rank_zero():
+        save_run(save_dir, run_id, project)
     # The mode goes to wandb.init itself: Lightning's `offline=True` sets WANDB_MODE=dryrun, which
-    # current wandb releases no longer honour (they then ask for a login).
-    return WandbLogger(
-        save_dir=save_dir, project=project, mode=mode, name=name, tags=tags, **kwargs
+    # current wandb releases no longer honour (they then ask for a login). Lightning passes
+    # resume="allow": the id continues a run that exists and starts one that does not.
+    return WandbCheckpointLogger(
+        save_dir=save_dir,
+        project=project,
+        mode=mode,
+        name=name,
+        tags=tags,
+        id=run_id,
+        log_model=log_model,
+        **kwargs,
     )
+
+
+def wandb_problems(cfg: DictConfig) -> list[str]:
+    """What W&B cannot do as configured, each named by its key; [] without a W&B logger."""
+    wandb = (cfg.get("logger") or {}).get("wandb")
+    if wandb is None:
+        return []
+    problems = []
+    log_model = wandb.get("log_model", False)
+    if log_model not in (False, True, "all"):
+        problems.append(f"logger.wandb.log_model={log_model} must be false, true or all")
+    disabled_by = "logger.wandb.mode=disabled" if wandb.get("mode") else "WANDB_MODE=disabled"
+    if log_model and (wandb.get("mode") or os.environ.get("WANDB_MODE")) == "disabled":
+        problems.append(
+            f"logger.wandb.log_model={log_model} uploads checkpoints to W&B, but {disabled_by} "
+            "turns W&B off: enable it (online or offline), or set logger.wandb.log_model=false"
+        )
+    if wandb.get("continue_run", True):
+        try:
+            continued_run_id(cfg.get("ckpt_path"), wandb.project)
+        except WandbRunError as e:
+            problems.append(str(e))
+    return problems
 
 
 @rank_zero_only
@@ -101,12 +164,3 @@ def _experiment_overrides() -> list[str]:
         return []
     overrides = HydraConfig.get().overrides.task
     return [o for o in overrides if not o.lstrip("+~").startswith(UNNAMED_OVERRIDES)]
-
-
-def _has_credentials() -> bool:
-    import wandb
-
-    try:
-        return wandb.login(prompt=False, verify=False)
-    except wandb.errors.UsageError:  # raised instead of False when there is no terminal
-        return False

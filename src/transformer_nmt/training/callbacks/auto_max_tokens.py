@@ -11,7 +11,7 @@ import lightning as L
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from transformer_nmt.data.datamodule import pad_multiple
+from transformer_nmt.data.padding import pad_multiple
 from transformer_nmt.data.token_budget import (
     CPU_MAX_TOKENS,
     MAX_AUTO_TOKENS,
@@ -20,7 +20,7 @@ from transformer_nmt.data.token_budget import (
     worst_batch,
 )
 from transformer_nmt.model import EncoderDecoder
-from transformer_nmt.training.batch_size import updates_per_step
+from transformer_nmt.training.batch_size import plan_update
 from transformer_nmt.training.loss import label_smoothed_nll
 from transformer_nmt.training.module import real_target_logits
 
@@ -158,9 +158,9 @@ class AutoMaxTokens(L.Callback):
     left over; the ranks then take the smallest, so that all cut the same batches. At most
     `data.tokens_per_update` over the devices (an update holds no more than asked), else
     `MAX_AUTO_TOKENS`. `trainer.accumulate_grad_batches` is then derived from
-    `data.tokens_per_update`. On CPUs the budget is `CPU_MAX_TOKENS` unless `memory_limit`
-    (bytes) is given, which caps free memory on any device and on CPUs measures the steps with
-    torch's profiler.
+    `data.tokens_per_update` by `plan_update`, which may shrink the budget to land near it. On
+    CPUs the budget is `CPU_MAX_TOKENS` unless `memory_limit` (bytes) is given, which caps free
+    memory on any device and on CPUs measures the steps with torch's profiler.
     """
 
     def __init__(self, margin: float = MEMORY_MARGIN, memory_limit: int | None = None):
@@ -197,10 +197,10 @@ class AutoMaxTokens(L.Callback):
         mine = budget
         budget = int(trainer.strategy.reduce(torch.tensor(budget, device=device), reduce_op="min"))
         datamodule.max_tokens = budget
-        if tokens_per_update:
-            trainer.accumulate_grad_batches = updates_per_step(
-                tokens_per_update, budget, trainer.world_size, 1
-            )
+        if tokens_per_update:  # may shrink the batches, and says so
+            plan = plan_update(tokens_per_update, budget, trainer.world_size)
+            datamodule.max_tokens = plan.max_tokens
+            trainer.accumulate_grad_batches = plan.accumulate_grad_batches
         log.info(
             "data.max_tokens=auto: %d tokens a side per batch (this device: %d, the least over "
             "%d ranks taken; %.0f%% of free memory kept spare); accumulate_grad_batches=%d",

@@ -1,0 +1,106 @@
+"""W&B through a run's life: checkpoints as Artifacts, resumes that continue the same W&B run,
+and the settings W&B cannot follow refused before training."""
+
+import json
+
+import pytest
+from omegaconf import open_dict
+
+from helpers import wandb_records
+from helpers.checkpoint_files import SENTENCES, write_checkpoint
+from helpers.hydra_compose import compose_train
+from transformer_nmt.data.tokenizer import BPETokenizer
+from transformer_nmt.train import train
+from transformer_nmt.training.config_checks import ConfigError, check_config
+from transformer_nmt.training.loggers import wandb_logger, wandb_problems
+from transformer_nmt.wandb_run import RUN_FILE, save_run, saved_run
+
+TOY = ["experiment=toy", "logger=wandb", "data.corpus.num_train=200", "data.corpus.num_val=8"]
+# Training and one validation batch only: what W&B logs of them is the subject here.
+FAST = ["+trainer.limit_val_batches=1", "~callbacks.attention_maps", "~callbacks.translation_table"]
+
+
+@pytest.fixture
+def offline(monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")  # never the network
+    monkeypatch.setenv("WANDB_SILENT", "true")
+
+
+def offline_run(run_dir) -> str:
+    """The id of the one offline W&B run in `run_dir`, from its folder and its records."""
+    (folder,) = (run_dir / "wandb").glob("offline-run-*")
+    (records,) = folder.glob("run-*.wandb")
+    run_id = wandb_records.run_record(records).run_id
+    assert folder.name.endswith(f"-{run_id}")
+    return run_id
+
+
+def fit(folder, overrides: list[str], cache) -> None:
+    cfg = compose_train(folder, [*TOY, *FAST, f"paths.cache_dir={cache}", *overrides])
+    with open_dict(cfg):
+        del cfg.hydra  # as under @hydra.main, which hands the job config without it
+    train(cfg)
+
+
+@pytest.mark.slow
+def test_a_resume_continues_the_w_and_b_run_and_uploads_the_best_checkpoint(tmp_path, offline):
+    cache = tmp_path / "cache"
+    first, resumed, fresh = tmp_path / "first", tmp_path / "resumed", tmp_path / "fresh"
+    steps = ["trainer.max_epochs=-1", "trainer.val_check_interval=2"]
+    fit(first, [*steps, "trainer.max_steps=4", "logger.wandb.log_model=all"], cache)
+    last = first / "run" / "checkpoints" / "last.ckpt"
+    fit(resumed, [*steps, "trainer.max_steps=5", f"ckpt_path={last}"], cache)
+    fit(fresh, [*steps, "trainer.max_steps=1"], cache)
+
+    run_id = offline_run(first / "run")
+    assert saved_run(first / "run") == {"id": run_id, "project": "transformer-nmt"}
+    assert offline_run(resumed / "run") == run_id
+    assert saved_run(resumed / "run")["id"] == run_id  # a resume of the resume goes on too
+    assert offline_run(fresh / "run") != run_id
+
+    (records,) = (first / "run" / "wandb").glob("offline-run-*/run-*.wandb")
+    artifacts = [r.artifact for r in wandb_records.read_records(records) if r.HasField("artifact")]
+    artifacts = [a for a in artifacts if a.type == "model"]  # not the translation tables
+    uploaded = [(json.loads(a.metadata)["original_filename"], set(a.aliases)) for a in artifacts]
+    assert artifacts and all(a.name == f"model-{run_id}" for a in artifacts)
+    (best,) = (first / "run" / "checkpoints").glob("step*-bleu*.ckpt")  # the kept best
+    assert [name for name, aliases in uploaded if "best" in aliases][-1] == best.name
+    assert ("last.ckpt", {"latest"}) in uploaded
+    assert not any(name.startswith("step") and "bleu" not in name for name, _ in uploaded)
+
+
+def test_log_model_with_w_and_b_disabled_is_refused_before_training(tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    with pytest.raises(ConfigError, match="logger.wandb.log_model=all uploads checkpoints to W&B"):
+        check_config(compose_train(tmp_path, [*TOY, "logger.wandb.log_model=all"]))
+    check_config(compose_train(tmp_path, TOY))  # W&B off and nothing to upload: fine
+
+
+def test_a_resume_of_a_run_in_another_w_and_b_project_is_refused_naming_both(tmp_path):
+    run_dir = tmp_path / "old"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    tokenizer = BPETokenizer.train(SENTENCES, vocab_size=280, min_frequency=1)
+    ckpt = write_checkpoint(run_dir / "checkpoints" / "last.ckpt", tokenizer)
+    save_run(run_dir, "abc123", "other-project")
+    cfg = compose_train(tmp_path, [*TOY, f"ckpt_path={ckpt}"])
+    (problem,) = wandb_problems(cfg)
+    assert "continues W&B run abc123 of project 'other-project'" in problem
+    assert "logger.wandb.project='transformer-nmt'" in problem
+    assert "set logger.wandb.project=other-project to continue it" in problem
+    new_run = compose_train(
+        tmp_path, [*TOY, f"ckpt_path={ckpt}", "logger.wandb.continue_run=false"]
+    )
+    assert wandb_problems(new_run) == []
+
+
+def test_the_run_id_is_kept_in_the_run_folder_and_continued_from_it(tmp_path, offline):
+    first = wandb_logger(str(tmp_path / "a"), "p")
+    assert saved_run(tmp_path / "a") == {"id": first.version, "project": "p"}
+    (tmp_path / "a" / "checkpoints").mkdir()
+    ckpt = str(tmp_path / "a" / "checkpoints" / "last.ckpt")
+    assert wandb_logger(str(tmp_path / "b"), "p", ckpt_path=ckpt).version == first.version
+    fresh = wandb_logger(str(tmp_path / "c"), "p", ckpt_path=ckpt, continue_run=False)
+    assert fresh.version not in (first.version, None)
+    assert not (tmp_path / "d" / RUN_FILE).exists()
+    wandb_logger(str(tmp_path / "d"), "p", mode="disabled")
+    assert not (tmp_path / "d" / RUN_FILE).exists()  # no W&B run to continue
