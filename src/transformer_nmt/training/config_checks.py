@@ -141,7 +141,8 @@ def _compile_problems(cfg: DictConfig) -> list[str]:
     shapes that path has failed in PyTorch before; no run here has shown it works.
     """
     trainer = cfg.trainer
-    if not cfg.module.get("compile") or not _several_processes(trainer):
+    # "auto" compiles on one process only (TranslationModule.configure_model).
+    if cfg.module.get("compile") is not True or not _several_processes(trainer):
         return []
     return [
         f"module.compile=true is not supported with DDP (trainer.devices={trainer.devices}, "

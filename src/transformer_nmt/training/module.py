@@ -12,6 +12,7 @@ from transformer_nmt.data.padding import projected_rows
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.model import EncoderDecoder, greedy_search
 from transformer_nmt.training.bleu import SacreBLEU
+from transformer_nmt.training.device_defaults import device_default
 from transformer_nmt.training.hot_path import all_reduce_, is_logging_step
 from transformer_nmt.training.loss import label_smoothed_nll, perplexity
 from transformer_nmt.training.lr_schedule import LearningRate, cooldown_problem
@@ -53,7 +54,8 @@ class TranslationModule(L.LightningModule):
         max_len_b: validation translations stop at source length + max_len_b (paper: 50).
         compile: `torch.compile` the model's forward (the training and validation loss) with
             dynamic shapes, so that each new bucket shape reuses the compiled code instead of
-            compiling again. Decoding stays eager: its cache grows every step.
+            compiling again. Decoding stays eager: its cache grows every step. "auto": the
+            device's default (`device_defaults`), decided when the trainer knows the device.
     """
 
     def __init__(
@@ -68,12 +70,12 @@ class TranslationModule(L.LightningModule):
         betas: tuple[float, float] = (0.9, 0.98),
         eps: float = 1e-9,
         max_len_b: int = 50,
-        compile: bool = False,
+        compile: bool | str = False,
     ) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["model", "tokenizer"])
         self.model = model
-        if compile:
+        if compile is True:
             model.compile(dynamic=True)  # in place: parameter names stay those of the model
         self.tokenizer = tokenizer
         # Sums, not means, so that validation over several ranks weighs every token alike.
@@ -216,6 +218,13 @@ class TranslationModule(L.LightningModule):
             "optimizer": optimizer,
             "lr_scheduler": {"scheduler": scheduler, "interval": "step"},
         }
+
+    def configure_model(self) -> None:
+        """`compile="auto"`: the device's default (`device_defaults`), on one process only."""
+        if self.hparams.compile != "auto" or self.trainer.world_size > 1:
+            return
+        if device_default("compile", self.trainer.strategy.root_device.type):
+            self.model.compile(dynamic=True)
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         # Plain strings and numbers: rebuild model and tokenizer with weights_only loading.
