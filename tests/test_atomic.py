@@ -7,10 +7,16 @@ import re
 import pytest
 import torch
 
-from checkpoint_files import SENTENCES, write_checkpoint
-from full_disk import fill_disk_after
+from helpers.checkpoint_files import SENTENCES, write_checkpoint
+from helpers.full_disk import fill_disk_after
 from transformer_nmt import atomic
-from transformer_nmt.atomic import atomic_open, is_disk_full, write_atomically
+from transformer_nmt.atomic import (
+    atomic_folder,
+    atomic_open,
+    exclusive,
+    is_disk_full,
+    write_atomically,
+)
 from transformer_nmt.cli.average import main as average_main
 from transformer_nmt.cli.evaluate import main as evaluate_main
 from transformer_nmt.data.tokenizer import BPETokenizer
@@ -56,6 +62,30 @@ def test_a_full_disk_names_the_file_and_the_bytes_it_takes(tmp_path, monkeypatch
         str(info.value),
     )
     assert path.read_text() == "old\n" and files(tmp_path) == ["report.json"]
+
+
+def test_a_folder_appears_whole_or_not_at_all(tmp_path):
+    store = tmp_path / "cache" / "store"
+    with pytest.raises(KeyboardInterrupt), atomic_folder(store) as tmp:
+        (tmp / "half.bin").write_bytes(b"12")
+        raise KeyboardInterrupt
+    assert files(tmp_path / "cache") == []
+    leftover = tmp_path / "cache" / ".store.killed.tmp"  # as a process killed mid-write leaves
+    leftover.mkdir()
+    with atomic_folder(store) as tmp:
+        (tmp / "whole.bin").write_bytes(b"1234")
+        assert not store.exists()
+    assert files(tmp_path / "cache") == ["store"] and files(store) == ["whole.bin"]
+
+
+def test_the_cache_lock_leaves_no_file_and_no_empty_folder(tmp_path):
+    lock = tmp_path / "cache" / ".entry.lock"
+    with exclusive(lock):
+        assert lock.exists()
+    assert not (tmp_path / "cache").exists()  # nothing was cached: the folder goes too
+    with exclusive(lock):
+        (tmp_path / "cache" / "entry").write_text("built")
+    assert files(tmp_path / "cache") == ["entry"]
 
 
 def test_a_full_disk_is_seen_through_the_errors_it_caused():

@@ -14,7 +14,7 @@ from omegaconf import DictConfig
 from transformer_nmt.cli.compose import compose_group
 from transformer_nmt.data.batching import TokenBatchSampler, collate
 from transformer_nmt.data.bitext import TextCorpus, read_lines
-from transformer_nmt.data.datamodule import pad_multiple, rounding_budget
+from transformer_nmt.data.padding import pad_multiple, rounding_budget
 from transformer_nmt.data.tokenizer import EOS_ID, PAD_ID, BPETokenizer, load_or_train
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -87,7 +87,8 @@ class Ours:
     def loss(self, batch: dict) -> Tensor:
         """As TranslationModule computes it: only the real target positions reach the output
         projection, in bf16 rounded up as training rounds them."""
-        precision = "bf16-mixed" if torch.is_autocast_enabled("cpu") else "32-true"
+        half = torch.is_autocast_enabled("cpu") or torch.is_autocast_enabled("cuda")
+        precision = "bf16-mixed" if half else "32-true"
         logits, target = real_target_logits(self.model, batch, precision)
         loss, _ = label_smoothed_nll(logits, target, EPSILON)
         return loss / target.numel()

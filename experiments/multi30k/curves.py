@@ -1,6 +1,6 @@
 """Learning curves of offline W&B runs against wall time, and minutes per epoch.
 
-python curves.py curves.png de-en=<run dir>/wandb/offline-run-* en-de=<...>
+python -m experiments.multi30k.curves curves.png de-en=<run dir>/wandb/offline-run-* en-de=<...>
 """
 
 import sys
@@ -8,8 +8,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
-from wandb_records import history  # noqa: E402  (the offline run reader the tests use)
+from tests.helpers.wandb_records import history  # the offline run reader the tests use
 
 PANELS = (("train/loss", None), ("val/loss", "o"), ("val/bleu", "o"))
 

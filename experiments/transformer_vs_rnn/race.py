@@ -1,9 +1,13 @@
 """The race's numbers from its run folders; reproduce.sh calls each.
 
-    python race.py checkpoint <run dir> <minutes>    the last checkpoint saved by then
-    python race.py attention-layer <checkpoint>      the layer whose alignment the record shows
-    python race.py table <race dir>                  the record's table, Markdown
-    python race.py plot <out.png> <race dir>         val BLEU against wall-clock minutes
+    python -m experiments.transformer_vs_rnn.race checkpoint <run dir> <minutes>
+        the last checkpoint saved by then
+    python -m experiments.transformer_vs_rnn.race attention-layer <checkpoint>
+        the layer whose alignment the record shows
+    python -m experiments.transformer_vs_rnn.race table <race dir>
+        the record's table, Markdown
+    python -m experiments.transformer_vs_rnn.race plot <out.png> <race dir>
+        val BLEU against wall-clock minutes
 
 A run's clock starts when Hydra writes its `.hydra/config.yaml`, before data and model are built;
 every row pays the same start-up. The BPE is trained by whichever row runs first and cached for
@@ -18,8 +22,7 @@ from pathlib import Path
 import torch
 from matplotlib.figure import Figure
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
-from wandb_records import history  # noqa: E402  (the offline run reader the tests use)
+from tests.helpers.wandb_records import history  # the offline run reader the tests use
 
 ROWS = {
     "transformer": "Transformer small",

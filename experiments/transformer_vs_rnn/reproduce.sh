@@ -39,7 +39,7 @@ for row in $rows; do
   fi
   if [[ $stages == *val* ]]; then
     for minutes in 10 20 40 60; do  # greedy, as training validates
-      checkpoint=$(python $here/race.py checkpoint "$run" $minutes)
+      checkpoint=$(python -m experiments.transformer_vs_rnn.race checkpoint "$run" $minutes)
       if [[ -n $checkpoint ]]; then
         evaluate $row val minute$minutes "$checkpoint" --beam-size 1
       fi
@@ -71,13 +71,13 @@ for row in $rows; do
 done
 
 if [[ $stages == *record* ]]; then
-  python $here/race.py table $race | tee $here/table.md
-  python $here/race.py plot $here/val_bleu.png $race
+  python -m experiments.transformer_vs_rnn.race table $race | tee $here/table.md
+  python -m experiments.transformer_vs_rnn.race plot $here/val_bleu.png $race
   sentence=$(zcat "$data/val.de.gz" | sed -n 1p)  # the same sentence for every model (sed reads
   # to the end: head would stop zcat with SIGPIPE, which pipefail turns into a failure)
   for row in $rows; do
     checkpoint=$race/$row/checkpoints/last.ckpt
-    layer=$(python $here/race.py attention-layer "$checkpoint")
+    layer=$(python -m experiments.transformer_vs_rnn.race attention-layer "$checkpoint")
     nmt-plot-attention "$checkpoint" "$sentence" --layers $layer --out "$race/$row/attention_record"
     cp "$race/$row/attention_record/decoder_src_layer$layer.png" "$here/attention_$row.png"
   done

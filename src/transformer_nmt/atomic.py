@@ -1,10 +1,14 @@
-"""Atomic file writes: a temporary file beside the target, synced, then renamed over it.
+"""Durable files and cache locks: what is written is whole or absent, and built by one process.
 
-Readers, and a run resumed after a kill or a crash of the machine, see the previous file or the
-whole new one, never a part.
+A file or a folder is written as a temporary beside its target, synced, then renamed into place:
+readers, and a run resumed after a kill or a crash of the machine, see the previous version or
+the whole new one, never a part. Processes that share a cache take turns under `exclusive`, so
+that one of them builds what the others then read.
 """
 
+import contextlib
 import errno
+import fcntl
 import os
 import shutil
 import uuid
@@ -37,18 +41,80 @@ def atomic_open(path: str | os.PathLike, mode: str = "wb", **kwargs) -> Iterator
     try:
         with open(tmp, mode.replace("w", "x"), **kwargs) as f:
             yield f
-            f.flush()
-            os.fsync(f.fileno())
+            sync(f)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    # The rename itself survives a crash of the machine only once the folder is synced.
-    folder = os.open(path.parent, os.O_RDONLY)
+    sync_folder(path.parent)
+
+
+@contextmanager
+def atomic_folder(path: str | os.PathLike) -> Iterator[Path]:
+    """A temporary folder that is renamed to `path` when the block ends without error.
+
+    The block writes the folder's files and syncs them (`sync`); on an error the temporary
+    folder is removed, and one left by a process killed mid-write is removed on the next call.
+    `path` must not exist yet.
+    """
+    path = Path(path)
+    for leftover in path.parent.glob(f".{path.name}.*.tmp"):
+        shutil.rmtree(leftover)
+    tmp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
+    tmp.mkdir(parents=True)
     try:
-        os.fsync(folder)
+        yield tmp
+        os.rename(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    sync_folder(path.parent)
+
+
+def sync(f: IO) -> None:
+    """Flush `f` and sync it to disk."""
+    f.flush()
+    os.fsync(f.fileno())
+
+
+def sync_folder(folder: str | os.PathLike) -> None:
+    """Sync a folder, so that a rename in it survives a crash of the machine."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
     finally:
-        os.close(folder)
+        os.close(fd)
+
+
+@contextmanager
+def exclusive(lock_path: Path) -> Iterator[None]:
+    """Hold an exclusive `fcntl.flock` on `lock_path`, and remove the file before letting go.
+
+    Removing it keeps the cache folder to what is cached, and a folder left empty (nothing
+    cached, the build failed) is removed too. A process may then lock a file that has just been
+    removed; it notices (the path names another file, or none) and locks afresh, so that only
+    one process at a time holds the lock of a path.
+    """
+    while True:
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            lock = open(lock_path, "a")  # closed below, or after the yield
+        except FileNotFoundError:  # the folder was removed since: a build failed
+            continue
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if os.path.samestat(os.fstat(lock.fileno()), os.stat(lock_path)):
+                break
+        except FileNotFoundError:
+            pass
+        lock.close()
+    try:
+        yield
+    finally:
+        os.unlink(lock_path)  # while still locked: the next holder finds the cache written
+        with contextlib.suppress(OSError):  # not empty: the usual case
+            lock_path.parent.rmdir()
+        lock.close()
 
 
 def write_atomically(path: str | os.PathLike, data: str | bytes) -> None:

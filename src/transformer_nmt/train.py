@@ -25,6 +25,7 @@ from transformer_nmt.training.loggers import (
 )
 from transformer_nmt.training.module import TranslationModule
 from transformer_nmt.training.precision import resolve_precision
+from transformer_nmt.training.resume import ResumePoint
 from transformer_nmt.training.run_lock import RunLock, is_global_rank_zero
 from transformer_nmt.training.sweeps import best_scores, raise_if_diverged
 
@@ -42,14 +43,15 @@ def train(cfg: DictConfig) -> dict[str, float]:
     loss became non-finite, so that a sweep records the trial as failed, and `SystemExit(143)`
     after a SIGTERM, once the `last_checkpoint` callback has saved.
     """
-    check_config(cfg)
+    resume = ResumePoint(cfg.get("ckpt_path"))
+    check_config(cfg, resume)
     resolve_update_size(cfg)
     # Two runs writing one folder would overwrite each other's checkpoints: the second is refused.
     with RunLock(cfg.paths.output_dir, enabled=is_global_rank_zero()):
         L.seed_everything(cfg.seed, workers=True)
-        datamodule, module = build_data_and_module(cfg)
+        datamodule, module = build_data_and_module(cfg, resume)
         loggers = build_loggers(cfg)
-        return fit_and_report(cfg, datamodule, module, loggers)
+        return fit_and_report(cfg, datamodule, module, loggers, resume)
 
 
 def fit_and_report(
@@ -57,12 +59,13 @@ def fit_and_report(
     datamodule: TranslationDataModule,
     module: TranslationModule,
     loggers: list[Logger],
+    resume: ResumePoint,
 ) -> dict[str, float]:
     """Build the trainer and fit; the logger runs end here, with the run's exit status."""
     trainer, exit_code = None, 1
     try:
-        trainer = build_trainer(cfg, loggers)
-        metrics = fit(trainer, module, datamodule, cfg.get("ckpt_path"))
+        trainer = build_trainer(cfg, loggers, resume)
+        metrics = fit(trainer, module, datamodule, resume)
         exit_code = 0
         return metrics
     except SIGTERMException:
@@ -79,11 +82,13 @@ def fit_and_report(
         finish_wandb_runs(loggers, checkpoint, exit_code=exit_code)
 
 
-def build_data_and_module(cfg: DictConfig) -> tuple[TranslationDataModule, TranslationModule]:
+def build_data_and_module(
+    cfg: DictConfig, resume: ResumePoint
+) -> tuple[TranslationDataModule, TranslationModule]:
     """The DataModule, and the LightningModule around a model sized by its tokenizer."""
     datamodule = instantiate(cfg.data)
     tokenizer = datamodule.load_tokenizer()
-    check_resume(cfg.get("ckpt_path"), tokenizer)
+    check_resume(resume, tokenizer)
     model = instantiate(cfg.model, vocab_size=tokenizer.vocab_size, pad_id=PAD_ID)
     log.info("Model: %s parameters", f"{sum(p.numel() for p in model.parameters()):,}")
     # Plain lists and dicts in hyperparameters keep checkpoints loadable with weights_only=True.
@@ -99,11 +104,11 @@ def build_loggers(cfg: DictConfig) -> list[Logger]:
     return loggers
 
 
-def build_trainer(cfg: DictConfig, loggers: list[Logger]) -> L.Trainer:
+def build_trainer(cfg: DictConfig, loggers: list[Logger], resume: ResumePoint) -> L.Trainer:
     """The Trainer with its callbacks and the precision the hardware runs fastest."""
     callbacks = [instantiate(c) for c in (cfg.callbacks or {}).values()] + [LoggedConfig(cfg)]
     precision = resolve_precision(
-        cfg.trainer.precision, cfg.trainer.accelerator, cfg.get("ckpt_path")
+        cfg.trainer.precision, cfg.trainer.accelerator, resume.cpu_precision
     )
     log.info("Precision: %s", precision)
     return instantiate(
@@ -120,11 +125,11 @@ def fit(
     trainer: L.Trainer,
     module: TranslationModule,
     datamodule: TranslationDataModule,
-    ckpt_path: str | None,
+    resume: ResumePoint,
 ) -> dict[str, float]:
     """Train (or resume), then return the final and best metrics; raise if the loss diverged."""
-    trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
+    trainer.fit(module, datamodule=datamodule, ckpt_path=resume.path, weights_only=True)
     metrics = {name: float(value) for name, value in trainer.callback_metrics.items()}
-    metrics.update(best_scores(trainer, ckpt_path))
+    metrics.update(best_scores(trainer, resume))
     raise_if_diverged(metrics)
     return metrics

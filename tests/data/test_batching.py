@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 import torch
 
-from transformer_nmt.data.batching import TokenBatchSampler, collate, rounding_multiple
+from transformer_nmt.data.batching import TokenBatchSampler, collate
+from transformer_nmt.data.padding import rounding_multiple
 from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID
 
 
@@ -216,14 +217,6 @@ def test_collate_rounds_lengths_up_and_indexes_the_real_target_positions():
     flat = batch["tgt_out"].flatten()
     assert batch["tgt_index"].tolist() == (flat != 0).nonzero().flatten().tolist()
     assert flat[batch["tgt_index"]].tolist() == [7, EOS_ID, 9, 10, 11, EOS_ID]
-
-
-def test_short_pairs_round_more_finely_to_stay_near_the_budget():
-    # 113 pairs of 9 tokens fill 1024; rounded to 16 they would take 1808 positions.
-    assert rounding_multiple(113, 9, 8, max_tokens=1024) == 2  # 1130 <= 1024 * 9 / 8
-    assert rounding_multiple(64, 9, 8, max_tokens=1024) == 8  # 1024: rounding to 8 fits
-    assert rounding_multiple(113, 9, 8, max_tokens=None) == 8
-    assert rounding_multiple(113, 9, 1, max_tokens=1024) == 1
 
 
 def test_rounding_keeps_every_side_within_an_eighth_over_the_budget():

@@ -2,8 +2,7 @@ import lightning as L
 import pytest
 import torch
 
-from toy_datamodule import make_datamodule
-from transformer_nmt.data.datamodule import pad_multiple
+from helpers.toy_datamodule import make_datamodule
 from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, BPETokenizer
 
 
@@ -145,15 +144,6 @@ def test_lightning_reshuffles_batches_every_epoch(tmp_path):
     model = fit_recorder(tmp_path, max_epochs=2)
     assert len(model.seen[0]) == len(model.seen[1])
     assert model.seen[0] != model.seen[1]
-
-
-@pytest.mark.parametrize(
-    ("setting", "precision", "expected"),
-    [("auto", "bf16-mixed", 8), ("auto", "16-mixed", 8), ("auto", "32-true", 1),
-     ("auto", None, 1), (4, "bf16-mixed", 4), (1, "16-mixed", 1)],
-)  # fmt: skip
-def test_auto_pads_to_multiples_of_8_in_16_bits_only(setting, precision, expected):
-    assert pad_multiple(setting, precision) == expected
 
 
 def test_batches_hold_the_same_pairs_in_any_precision_and_round_in_16_bits_only(tmp_path):

@@ -3,13 +3,16 @@ import itertools
 import pytest
 from omegaconf import open_dict
 
-from csv_metrics import logged
-from hydra_compose import compose_train
+from helpers.csv_metrics import logged
+from helpers.hydra_compose import compose_train
 from transformer_nmt.train import train
 from transformer_nmt.training.lr_schedule import (
+    LearningRate,
     cooldown_problem,
+    cooldown_window,
     inverse_sqrt_warmup,
     linear_cooldown,
+    timed_cooldown_problems,
 )
 
 
@@ -55,6 +58,35 @@ def test_a_cooldown_the_step_budget_cannot_hold_is_named(cooldown, max_steps):
 def test_a_cooldown_within_the_budget_is_fine():
     assert cooldown_problem(0, -1) is None
     assert cooldown_problem(100, 100) is None
+
+
+def test_the_window_fits_the_pace_into_what_is_left():
+    assert cooldown_window(step=35, left=30.0, pace=0.5) == (50, 15)
+    assert cooldown_window(step=30, left=30.0, pace=3 / 7) == (42, 12)  # floor: 12.86 updates
+    assert cooldown_window(step=10, left=1.0, pace=0.1) == (11, 1)  # at least one
+
+
+def test_the_rate_is_the_papers_times_the_windows_cooldown():
+    rate = LearningRate(512, 4000, factor=2.0)
+    assert [rate(step) for step in (1, 4000, 9000)] == [
+        inverse_sqrt_warmup(step, 512, 4000, factor=2.0) for step in (1, 4000, 9000)
+    ]
+    rate.cool_down(100, 20)
+    for step in (1, 81, 90, 100, 101):
+        expected = inverse_sqrt_warmup(step, 512, 4000, 2.0) * linear_cooldown(step, 100, 20)
+        assert rate(step) == expected
+    assert rate(100) > 0 == rate(101)
+
+
+def test_a_timed_cooldown_names_its_setting_and_needs_a_budget_without_a_step_cooldown():
+    setting = "callbacks.timed_cooldown.minutes"
+    assert timed_cooldown_problems(setting, 0, 10, None) == []  # off
+    assert timed_cooldown_problems(setting, 5, 0, "00:01:00:00") == []
+    (both,) = timed_cooldown_problems(setting, 5, 10, "00:01:00:00")
+    assert both.startswith(f"module.cooldown_steps=10 and {setting}=5 both set the cool-down")
+    for minutes, max_time in ((5, None), (-1, "00:01:00:00")):
+        (problem,) = timed_cooldown_problems(setting, minutes, 0, max_time)
+        assert problem.startswith(f"{setting}={minutes} needs a positive number of minutes")
 
 
 def test_training_follows_the_cooldown_to_its_last_update(tmp_path):

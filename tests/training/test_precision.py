@@ -18,6 +18,7 @@ from transformer_nmt.training.precision import (
     cpu_has_native_bf16,
     resolve_precision,
 )
+from transformer_nmt.training.resume import ResumePoint
 
 # What initialises CUDA in this process, and so stops the fork launchers from starting.
 CUDA_INITIALISERS = [
@@ -180,8 +181,9 @@ def test_a_run_resumed_on_a_cpu_trains_on_in_its_checkpoints_precision_without_t
     cpu(native)  # no speedup: a timing would fail the test
     checkpoint = tmp_path / "last.ckpt"
     torch.save({"precision": saved}, checkpoint)
-    assert resolve_precision("auto", "cpu", str(checkpoint)) == expected
-    assert resolve_precision("32-true", "cpu", str(checkpoint)) == "32-true"  # the user's word
+    resumed = ResumePoint(checkpoint).cpu_precision
+    assert resolve_precision("auto", "cpu", resumed) == expected
+    assert resolve_precision("32-true", "cpu", resumed) == "32-true"  # the user's word
 
 
 @pytest.mark.parametrize(
@@ -195,7 +197,7 @@ def test_a_run_resumed_from_elsewhere_times_this_cpu(cpu, tmp_path, saved):
     cpu(True, 4.0)
     checkpoint = tmp_path / "last.ckpt"
     torch.save(saved, checkpoint)
-    assert resolve_precision("auto", "cpu", str(checkpoint)) == "bf16-mixed"
+    assert resolve_precision("auto", "cpu", ResumePoint(checkpoint).cpu_precision) == "bf16-mixed"
 
 
 @pytest.mark.parametrize(

@@ -2,8 +2,7 @@ import lightning as L
 import pytest
 import torch
 
-from ddp_helpers import batch, sentences, tiny_module
-from transformer_nmt.training.module import projected_rows
+from helpers.ddp import batch, sentences, tiny_module
 
 
 def loss_and_projected_rows(precision: str) -> tuple[list[torch.Tensor], int, list[int]]:
@@ -26,15 +25,3 @@ def test_16_bit_training_projects_a_multiple_of_8_rows_and_the_same_loss(precisi
     assert rows == [projected] and num_tokens == tokens == 17
     for value, expected in zip(values, reference, strict=True):
         torch.testing.assert_close(value, expected)  # the extra rows' gradient is 0
-
-
-def test_16_bit_rows_round_coarsely_but_add_under_an_eighth():
-    assert projected_rows(1800, "32-true") == 1800
-    assert projected_rows(17, "bf16-mixed") == 24
-    assert projected_rows(900, "bf16-mixed") == 960  # a multiple of 64: 128 would pass 900 / 8
-    assert projected_rows(1800, "bf16-mixed") == 1920  # of 128, the largest multiple
-    for n in range(1, 5000):
-        rows = projected_rows(n, "bf16-mixed")
-        assert rows % 8 == 0 and n <= rows < n + max(8, n / 8)
-    # An R-Drop batch of Multi30k projects 1,500 to 2,100 rows: 6 row counts, not 76.
-    assert len({projected_rows(n, "bf16-mixed") for n in range(1500, 2100)}) == 6

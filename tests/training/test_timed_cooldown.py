@@ -5,12 +5,11 @@ import lightning.pytorch.callbacks.timer
 import pytest
 from omegaconf import open_dict
 
-from csv_metrics import logged
-from ddp_helpers import assert_same_weights, ddp_env, weights_callback
-from hydra_compose import ROOT, compose_train
-from step_clock import StepClock, tick
+from helpers.csv_metrics import logged
+from helpers.ddp import assert_same_weights, ddp_env, weights_callback
+from helpers.hydra_compose import ROOT, compose_train
+from helpers.step_clock import StepClock, tick
 from transformer_nmt.train import train
-from transformer_nmt.training.callbacks.timed_cooldown import cooldown_window
 from transformer_nmt.training.config_checks import ConfigError, check_config
 from transformer_nmt.training.lr_schedule import inverse_sqrt_warmup
 
@@ -19,7 +18,7 @@ from transformer_nmt.training.lr_schedule import inverse_sqrt_warmup
 TIMED = [
     "experiment=toy", "logger=csv", "trainer.log_every_n_steps=1",
     "trainer.max_epochs=-1", "trainer.max_steps=-1", "trainer.max_time=00:00:01:40",
-    "module.cooldown_minutes=0.5",
+    "callbacks.timed_cooldown.minutes=0.5",
     "+trainer.limit_val_batches=0", "+trainer.num_sanity_val_steps=0",
 ]  # fmt: skip
 
@@ -40,12 +39,6 @@ def run(tmp_path, overrides):
 
 def paper(update):
     return inverse_sqrt_warmup(update, 64, 50, factor=0.2)  # the toy's model and module
-
-
-def test_the_window_fits_the_pace_into_what_is_left():
-    assert cooldown_window(step=35, left=30.0, pace=0.5) == (50, 15)
-    assert cooldown_window(step=30, left=30.0, pace=3 / 7) == (42, 12)  # floor: 12.86 updates
-    assert cooldown_window(step=10, left=1.0, pace=0.1) == (11, 1)  # at least one
 
 
 @pytest.mark.slow
@@ -110,7 +103,8 @@ def test_ddp_ranks_cool_down_alike_on_rank_zeros_clock(tmp_path):
         (["trainer.max_time=null"], "needs a positive number of minutes and trainer.max_time"),
         (
             ["trainer.max_steps=100", "module.cooldown_steps=10"],
-            "module.cooldown_steps=10 and module.cooldown_minutes=0.5 both set the cool-down",
+            "module.cooldown_steps=10 and callbacks.timed_cooldown.minutes=0.5 both set the "
+            "cool-down",
         ),
     ],
 )
@@ -121,5 +115,7 @@ def test_a_timed_cooldown_needs_a_time_budget_and_no_step_cooldown(tmp_path, ove
 
 @pytest.mark.slow
 def test_a_cooldown_longer_than_the_budget_is_refused(tmp_path):
-    with pytest.raises(ValueError, match="cooldown_minutes=2 must lie between 0 and the 1.66667"):
-        run(tmp_path, [*tick(2.0), "module.cooldown_minutes=2"])
+    with pytest.raises(
+        ValueError, match="timed_cooldown.minutes=2 must lie between 0 and the 1.66667"
+    ):
+        run(tmp_path, [*tick(2.0), "callbacks.timed_cooldown.minutes=2"])

@@ -5,7 +5,8 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 from torch.utils.data import Sampler
 
-from transformer_nmt.data.framing import decoder_input, decoder_target, pad_batch, round_up
+from transformer_nmt.data.framing import decoder_input, decoder_target, pad_batch
+from transformer_nmt.data.padding import rounding_multiple
 
 
 class TokenBatchSampler(Sampler[list[int]]):
@@ -168,26 +169,6 @@ def _split_to_multiple(sizes: list[int], world_size: int) -> list[int]:
     return sizes
 
 
-# The rounding may add this share of max_tokens to a side of a batch, no more.
-ROUNDING_ALLOWANCE = 1 / 8
-
-
-def rounding_multiple(rows: int, longest: int, multiple: int, max_tokens: int | None) -> int:
-    """The coarsest of `multiple`, its half, its quarter... that keeps a side within the budget.
-
-    A batch of short pairs holds them by the hundred: rounding 9 tokens up to 16 would nearly
-    double the positions it computes and holds. So the multiple halves until `rows` rows of
-    `longest` rounded up fit in `max_tokens` plus `ROUNDING_ALLOWANCE` of it; None keeps
-    `multiple` as it is.
-    """
-    if max_tokens is None:
-        return multiple
-    budget = max_tokens * (1 + ROUNDING_ALLOWANCE)
-    while multiple > 1 and rows * round_up(longest, multiple) > budget:
-        multiple //= 2
-    return multiple
-
-
 def collate(
     examples: list[dict], pad_id: int, pad_to_multiple_of: int = 1, max_tokens: int | None = None
 ) -> dict:
@@ -200,7 +181,7 @@ def collate(
         pad_to_multiple_of: round the padded lengths up to a multiple of this, as the tensor
             cores of GPUs prefer; 1 pads to the longest only.
         max_tokens: if given, each side rounds to `rounding_multiple`'s multiple instead, which
-            keeps it within this budget plus `ROUNDING_ALLOWANCE` of it.
+            keeps it within this budget plus `padding.ROUNDING_ALLOWANCE` of it.
 
     Returns:
         "src" (B, S), "tgt_in" (B, T) = BOS + tgt, "tgt_out" (B, T) = tgt + EOS as LongTensors;

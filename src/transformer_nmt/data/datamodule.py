@@ -13,6 +13,7 @@ from transformer_nmt.data.bpe_dropout import BPEDropout
 from transformer_nmt.data.corpus import Corpus, DataFormatError
 from transformer_nmt.data.dataset import TranslationDataset
 from transformer_nmt.data.framing import ADDED_TOKENS
+from transformer_nmt.data.padding import pad_multiple, rounding_budget
 from transformer_nmt.data.store import open_or_build, store_path
 from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer, load_or_train
 
@@ -21,27 +22,6 @@ log = logging.getLogger(__name__)
 # No test or predict stage: the module has no test_step, and `nmt-evaluate --data <config>
 # --split test` scores a test split with beam search, reading it with the same corpus classes.
 STAGE_SPLITS = {"fit": ("train", "val"), "validate": ("val",), None: ("train", "val")}
-
-# `pad_to_multiple_of="auto"` under 16-bit precision, and the least multiple of the training
-# step's projected target rows (`projected_rows`). 16-bit matmul kernels want few distinct
-# shapes: tensor cores run multiples of 8 at full speed, and oneDNN generates a bf16 CPU kernel
-# for each new shape, which costs more than the product itself at narrow widths (1-3 ms against
-# 0.1-1 ms, experiments/speed/README.md). In fp32 on CPUs the padding only costs: "auto" is 1.
-HALF_PRECISION_PAD_MULTIPLE = 8
-
-
-def pad_multiple(setting: int | str, precision: str | None) -> int:
-    """The multiple padded lengths round up to: `setting`, or for "auto" by `precision`."""
-    if setting != "auto":
-        return setting
-    half = str(precision).startswith(("16", "bf16"))  # Lightning's 16-mixed, bf16-true...
-    return HALF_PRECISION_PAD_MULTIPLE if half else 1
-
-
-def rounding_budget(setting: int | str, max_tokens: int) -> int | None:
-    """The budget `collate` keeps the rounding near: "auto" rounds short batches more finely; a
-    number given is kept as given (None)."""
-    return max_tokens if setting == "auto" else None
 
 
 class TranslationDataModule(L.LightningDataModule):

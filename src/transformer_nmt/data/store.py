@@ -17,16 +17,16 @@ import json
 import logging
 import os
 import shutil
-import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO
 
 import numpy as np
 
+from transformer_nmt.atomic import atomic_folder, exclusive, sync
 from transformer_nmt.data.dataset import SIDES, TokenSequences, TranslationDataset, encode_chunks
 from transformer_nmt.data.progress import size_text
-from transformer_nmt.data.tokenizer import BPETokenizer, _exclusive
+from transformer_nmt.data.tokenizer import BPETokenizer
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ def open_or_build(
     Returns:
         The dataset, memory-mapped, and the number of pairs dropped for their length.
     """
-    with _exclusive(path.parent / f".{path.name}.lock"):
+    with exclusive(path.parent / f".{path.name}.lock"):
         opened = _open(path)
         if opened is None:
             _build(path, pairs_fn(), tokenizer, max_len, keep_text)
@@ -181,19 +181,12 @@ def _build(
     keep_text: bool,
 ) -> None:
     """Encode `pairs` into a temporary folder, then rename it to `path`."""
-    for leftover in path.parent.glob(f".{path.name}.*.tmp"):  # of a build killed before
-        shutil.rmtree(leftover)
-    tmp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
-    tmp.mkdir(parents=True)
-    try:
+    with atomic_folder(path) as tmp:
         desc = f"encoding {path.name}"
         manifest = _write_files(tmp, pairs, tokenizer, max_len, keep_text, desc)
-        _write_synced(tmp / MANIFEST, json.dumps(manifest, indent=1).encode())
-        os.rename(tmp, path)
-        _sync_folder(path.parent)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        with open(tmp / MANIFEST, "xb") as f:
+            f.write(json.dumps(manifest, indent=1).encode())
+            sync(f)
 
 
 def _write_files(
@@ -224,8 +217,7 @@ def _write_files(
             kept += len(chunk.kept)
             read += chunk.read
         for f in files.values():
-            f.flush()
-            os.fsync(f.fileno())
+            sync(f)
     return {
         "format_version": STORE_VERSION,
         "pairs": kept,
@@ -233,20 +225,3 @@ def _write_files(
         "tokens": tokens,
         "bytes": {name: (folder / name).stat().st_size for name in names},
     }
-
-
-def _write_synced(file: Path, data: bytes) -> None:
-    """Write a new file and sync it to disk."""
-    with open(file, "xb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def _sync_folder(folder: Path) -> None:
-    """Sync a folder, so that a rename in it survives a crash of the machine."""
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

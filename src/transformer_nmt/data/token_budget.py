@@ -44,7 +44,8 @@ def worst_batch(rows: int, longest: int, vocab_size: int, pad_to_multiple_of: in
 
 
 def largest_budget(fits: Callable[[int], bool], longest: int, cap: int) -> int:
-    """The largest multiple of `longest`, up to `cap`, whose worst batch fits.
+    """The largest budget up to `cap` whose worst batch fits: `cap` itself if its worst batch
+    fits, else a multiple of `longest` (budgets between two multiples share a worst batch).
 
     Doubles the rows of the worst batch until it no longer fits (or the cap is reached), then
     bisects; `fits` must grow no likelier with more rows, as memory does.
@@ -63,7 +64,9 @@ def largest_budget(fits: Callable[[int], bool], longest: int, cap: int) -> int:
             "device's free memory even alone: lower data.max_len, free the device, or train a "
             "smaller model"
         )
-    most = max(cap // longest, 1)
+    most = cap // longest
+    if most <= 1:
+        return max(cap, longest)
     good, bad = 1, None
     while bad is None and good < most:
         rows = min(2 * good, most)
@@ -74,4 +77,4 @@ def largest_budget(fits: Callable[[int], bool], longest: int, cap: int) -> int:
     while bad is not None and bad - good > 1:
         rows = (good + bad) // 2
         good, bad = (rows, bad) if fits(rows * longest) else (good, rows)
-    return good * longest
+    return cap if good == most else good * longest

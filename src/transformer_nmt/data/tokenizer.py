@@ -1,18 +1,16 @@
 """Joint source+target byte-level BPE (paper section 3.4), fixed special-token ids, a cache."""
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import logging
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sized
+from collections.abc import Callable, Iterable, Sized
 from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from transformer_nmt.atomic import write_atomically
+from transformer_nmt.atomic import exclusive, write_atomically
 from transformer_nmt.data.progress import size_text
 
 log = logging.getLogger(__name__)
@@ -145,7 +143,7 @@ def load_or_train(
         fingerprint: identifies the training text (corpus, files, languages, split).
     """
     path = cache_path(cache_dir, vocab_size, min_frequency, fingerprint)
-    with _exclusive(path.parent / f".{path.stem}.lock"):
+    with exclusive(path.parent / f".{path.stem}.lock"):
         if path.is_file():
             try:
                 tokenizer = BPETokenizer.load(path)
@@ -158,34 +156,3 @@ def load_or_train(
         tokenizer.save(path)
         log.info("Tokenizer: cached at %s (%s)", path, size_text(path.stat().st_size))
         return tokenizer
-
-
-@contextlib.contextmanager
-def _exclusive(lock_path: Path) -> Iterator[None]:
-    """Hold an exclusive `fcntl.flock` on `lock_path`, and remove the file before letting go.
-
-    Removing it keeps the cache folder to tokenizers, and a folder left empty (nothing cached,
-    the training failed) is removed too. A process may then lock a file that has just been
-    removed; it notices (the path names another file, or none) and locks afresh, so that only
-    one process at a time holds the lock of a path.
-    """
-    while True:
-        lock_path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            lock = open(lock_path, "a")  # closed below, or after the yield
-        except FileNotFoundError:  # the folder was removed since: a training failed
-            continue
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            if os.path.samestat(os.fstat(lock.fileno()), os.stat(lock_path)):
-                break
-        except FileNotFoundError:
-            pass
-        lock.close()
-    try:
-        yield
-    finally:
-        os.unlink(lock_path)  # while still locked: the next holder finds the cache written
-        with contextlib.suppress(OSError):  # not empty: the usual case
-            lock_path.parent.rmdir()
-        lock.close()

@@ -1,7 +1,7 @@
 """Every guard a training config passes before any data is read, each problem named by its key."""
 
 import logging
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
@@ -10,13 +10,13 @@ from lightning.fabric.accelerators.cuda import num_cuda_devices
 from lightning.pytorch.callbacks import WeightAveraging
 from omegaconf import DictConfig, OmegaConf
 
-from transformer_nmt.checkpoint import read_checkpoint
-from transformer_nmt.data.datamodule import pad_multiple
-from transformer_nmt.data.framing import ADDED_TOKENS, round_up
+from transformer_nmt.data.padding import longest_padded
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.model.families import DEFAULT_FAMILY, Family, family_of_model
+from transformer_nmt.training.callbacks.timed_cooldown import TimedCooldown
 from transformer_nmt.training.loggers import wandb_problems
-from transformer_nmt.training.lr_schedule import cooldown_problem
+from transformer_nmt.training.lr_schedule import cooldown_problem, timed_cooldown_problems
+from transformer_nmt.training.resume import ResumePoint
 from transformer_nmt.training.sweeps import is_multirun
 
 log = logging.getLogger(__name__)
@@ -26,8 +26,12 @@ class ConfigError(ValueError):
     """Settings that cannot train together."""
 
 
-def check_config(cfg: DictConfig) -> None:
-    """Raise a `ConfigError` listing every inconsistent setting of a training config."""
+def check_config(cfg: DictConfig, resume: ResumePoint | None = None) -> None:
+    """Raise a `ConfigError` listing every inconsistent setting of a training config.
+
+    `resume` is the run's resume point, `cfg.ckpt_path`'s if not given.
+    """
+    resume = resume or ResumePoint(cfg.get("ckpt_path"))
     problems = [
         *_multirun_problems(cfg),
         *_device_problems(cfg),
@@ -36,7 +40,7 @@ def check_config(cfg: DictConfig) -> None:
         *_schedule_problems(cfg),
         *_batch_problems(cfg),
         *_retention_problems(cfg),
-        *_resume_problems(cfg),
+        *_resume_problems(cfg, resume),
         *wandb_problems(cfg),
     ]
     _warn_about_positions(cfg)
@@ -137,7 +141,8 @@ def _compile_problems(cfg: DictConfig) -> list[str]:
     shapes that path has failed in PyTorch before; no run here has shown it works.
     """
     trainer = cfg.trainer
-    if not cfg.module.get("compile") or not _several_processes(trainer):
+    # "auto" compiles on one process only (TranslationModule.configure_model).
+    if cfg.module.get("compile") is not True or not _several_processes(trainer):
         return []
     return [
         f"module.compile=true is not supported with DDP (trainer.devices={trainer.devices}, "
@@ -152,19 +157,9 @@ def _schedule_problems(cfg: DictConfig) -> list[str]:
     steps = cfg.module.get("cooldown_steps", 0)
     problem = cooldown_problem(steps, cfg.trainer.get("max_steps", -1))
     problems = [problem] if problem else []
-    minutes = cfg.module.get("cooldown_minutes", 0)
-    if not minutes:
-        return problems
-    if steps:
-        problems.append(
-            f"module.cooldown_steps={steps} and module.cooldown_minutes={minutes} both set the "
-            "cool-down: keep the steps for a step budget, the minutes for a time budget"
-        )
-    if minutes < 0 or cfg.trainer.get("max_time") is None:
-        problems.append(
-            f"module.cooldown_minutes={minutes} needs a positive number of minutes and "
-            f"trainer.max_time (now {cfg.trainer.get('max_time')}), whose last minutes it takes"
-        )
+    for key, callback in _configured(cfg, TimedCooldown):
+        minutes, max_time = callback.get("minutes", 0), cfg.trainer.get("max_time")
+        problems += timed_cooldown_problems(f"callbacks.{key}.minutes", minutes, steps, max_time)
     return problems
 
 
@@ -214,32 +209,22 @@ def _single_process(trainer: DictConfig) -> bool:
     return one_device and trainer.get("num_nodes", 1) == 1
 
 
-def _resume_problems(cfg: DictConfig) -> list[str]:
+def _resume_problems(cfg: DictConfig, resume: ResumePoint) -> list[str]:
     """A `ckpt_path` that is no file, or whose training the config does not continue."""
-    path = cfg.get("ckpt_path")
-    if path is None:
+    if not resume.resuming:
         return []
-    if not Path(path).is_file():
-        state = "is a folder" if Path(path).is_dir() else "does not exist"
-        return [
-            f"ckpt_path={path} {state}: give a checkpoint file such as "
-            "<run dir>/checkpoints/last.ckpt, or drop ckpt_path to start afresh"
-        ]
-    # mmap: the settings without reading the tensors, which Lightning loads next anyway.
-    checkpoint = read_checkpoint(path, mmap=True)
-    return [
-        *_resumed_average_problems(cfg, path, checkpoint),
-        *_resumed_model_problems(cfg, path, checkpoint),
-    ]
+    if problem := resume.path_problem():
+        return [problem]
+    return [*_resumed_average_problems(cfg, resume), *_resumed_model_problems(cfg, resume)]
 
 
-def _resumed_average_problems(cfg: DictConfig, path: str, checkpoint: dict[str, Any]) -> list[str]:
+def _resumed_average_problems(cfg: DictConfig, resume: ResumePoint) -> list[str]:
     """A run trained with `callbacks=ema` keeps its trained weights beside the average (its
     `state_dict`), which only the callback puts back: without it, training would go on from
     the average."""
-    if "current_model_state" in checkpoint and not _averages_weights(cfg):
+    if resume.averages_weights and not _averages_weights(cfg):
         return [
-            f"ckpt_path={path} was trained with callbacks=ema: its weights are the moving "
+            f"ckpt_path={resume.path} was trained with callbacks=ema: its weights are the moving "
             "average, and the trained ones come back only through that callback; resume with "
             "callbacks=ema (and the run's callbacks.ema settings)"
         ]
@@ -249,21 +234,26 @@ def _resumed_average_problems(cfg: DictConfig, path: str, checkpoint: dict[str, 
 def _averages_weights(cfg: DictConfig) -> bool:
     """Whether a configured callback is a Lightning `WeightAveraging` (`callbacks=ema`'s is,
     under whatever key): those write, and read back, `current_model_state`."""
-    for callback in (cfg.callbacks or {}).values():
+    return any(_configured(cfg, WeightAveraging))
+
+
+def _configured(cfg: DictConfig, kind: type) -> Iterator[tuple[str, DictConfig]]:
+    """(key, config) of each configured callback that builds a `kind`, under whatever key."""
+    for key, callback in (cfg.callbacks or {}).items():
         try:
-            if issubclass(get_class(callback._target_), WeightAveraging):
-                return True
+            builds = issubclass(get_class(callback._target_), kind)
         except Exception:  # no class: instantiating it fails later, naming it
             continue
-    return False
+        if builds:
+            yield key, callback
 
 
-def _resumed_model_problems(cfg: DictConfig, path: str, checkpoint: dict[str, Any]) -> list[str]:
+def _resumed_model_problems(cfg: DictConfig, resume: ResumePoint) -> list[str]:
     """Model settings of the config that differ from those the checkpoint was trained with."""
     if _model_problems(cfg):
         return []  # reported on their own
     family, settings = model_family(cfg), model_settings(cfg)
-    saved = checkpoint.get("model_config")
+    path, saved = resume.path, resume.model_config
     if saved is None:
         return []
     saved_family = saved.get("family", DEFAULT_FAMILY)
@@ -292,32 +282,28 @@ def _warn_about_positions(cfg: DictConfig) -> None:
     Only a warning: corpora of short sentences (the toy task) train fine with a small table.
     """
     data, max_positions = cfg.data, cfg.model.get("max_positions", 1024)
-    multiple = pad_multiple(data.get("pad_to_multiple_of", 1), "16-mixed")  # "auto" at its largest
-    positions = round_up(data.max_len + ADDED_TOKENS, multiple)
+    setting = data.get("pad_to_multiple_of", 1)
+    positions = longest_padded(data.max_len, setting)
     if max_positions < positions:
         log.warning(
-            "data.max_len=%d allows batches of %d positions (max_len + 1 padded to a multiple of "
-            "data.pad_to_multiple_of=%s), more than model.max_positions=%d: a sentence that long "
-            "would stop training; raise model.max_positions or lower data.max_len",
+            "data.max_len=%d allows batches of %d positions (max_len + 1 padded as "
+            "data.pad_to_multiple_of=%s pads in 16 bits), more than model.max_positions=%d: a "
+            "sentence that long would stop training; raise model.max_positions or lower "
+            "data.max_len",
             data.max_len,
             positions,
-            multiple,
+            setting,
             max_positions,
         )
 
 
-def check_resume(ckpt_path: str | None, tokenizer: BPETokenizer) -> None:
-    """Refuse to resume from a checkpoint that is unsafe, unreadable, or of another tokenizer.
-
-    Read weights-only first, so that a checkpoint carrying code is refused before Lightning
-    loads it; a tokenizer other than the data's would silently give every id another meaning.
-    """
-    if ckpt_path is None:
-        return
-    saved = read_checkpoint(ckpt_path, mmap=True).get("tokenizer")
+def check_resume(resume: ResumePoint, tokenizer: BPETokenizer) -> None:
+    """Refuse to resume from a checkpoint of another tokenizer than the data's, which would
+    silently give every id another meaning."""
+    saved = resume.tokenizer
     if saved is not None and saved != tokenizer.to_str():
         raise ConfigError(
-            f"ckpt_path={ckpt_path} was trained with another tokenizer than the one the data "
+            f"ckpt_path={resume.path} was trained with another tokenizer than the one the data "
             "settings give (data.corpus, data.src_lang, data.tgt_lang, data.vocab_size, "
             "data.min_frequency): resume with the run's own data settings"
         )

@@ -1,4 +1,13 @@
-"""The paper's learning-rate schedule (section 5.3), and an optional linear cool-down."""
+"""The learning rate of each update: the paper's schedule (section 5.3) and the cool-down.
+
+The cool-down, not in the paper, is the one of warm-up-stable-decay schedules: the rate falls
+linearly to zero over the last updates of the budget. A step budget places it in advance
+(`module.cooldown_steps`); a time budget (`callbacks.timed_cooldown.minutes`) places it when
+its last minutes begin, from the machine's pace (`cooldown_window`), since how many updates an
+hour holds depends on the machine. Either way `LearningRate` takes the window and applies it.
+"""
+
+import math
 
 
 def inverse_sqrt_warmup(step: int, d_model: int, warmup_steps: int, factor: float = 1.0) -> float:
@@ -15,12 +24,38 @@ def linear_cooldown(step: int, total_steps: int, cooldown_steps: int) -> float:
 
     1 until then; update `total_steps - cooldown_steps + 1` gets 1 and the last update
     (`total_steps`, counted from 1 like `step`) gets 1 / cooldown_steps, so no update of the
-    budget is wasted at a zero rate. Not in the paper: the cool-down of warm-up-stable-decay
-    schedules, for runs whose budget is known in advance.
+    budget is wasted at a zero rate.
     """
     if cooldown_steps <= 0:
         return 1.0
     return max(0.0, min(1.0, (total_steps - step + 1) / cooldown_steps))
+
+
+class LearningRate:
+    """The rate of each update: `inverse_sqrt_warmup`, times the `linear_cooldown` of a window."""
+
+    def __init__(self, d_model: int, warmup_steps: int, factor: float = 1.0) -> None:
+        self.d_model = d_model
+        self.warmup_steps = warmup_steps
+        self.factor = factor
+        self.window = (0, 0)  # (last update, updates) of the cool-down; 0 updates: none
+
+    def cool_down(self, last_step: int, steps: int) -> None:
+        """Take the rate linearly to zero over updates `last_step - steps + 1` to `last_step`."""
+        self.window = (last_step, steps)
+
+    def __call__(self, step: int) -> float:
+        """The rate of update `step`, counted from 1 as in the paper."""
+        paper = inverse_sqrt_warmup(step, self.d_model, self.warmup_steps, self.factor)
+        return paper * linear_cooldown(step, *self.window)
+
+
+def cooldown_window(step: int, left: float, pace: float) -> tuple[int, int]:
+    """(last update, updates) of a cool-down starting after update `step` with `left` seconds
+    of the budget remaining: as many updates as `pace` (updates a second) fits into what is
+    left, at least one."""
+    steps = max(1, math.floor(left * pace))
+    return step + steps, steps
 
 
 def cooldown_problem(cooldown_steps: int, max_steps: int) -> str | None:
@@ -34,3 +69,24 @@ def cooldown_problem(cooldown_steps: int, max_steps: int) -> str | None:
             "set both, or module.cooldown_steps=0"
         )
     return None
+
+
+def timed_cooldown_problems(
+    setting: str, minutes: float, cooldown_steps: int, max_time: str | None
+) -> list[str]:
+    """Why a cool-down over the last `minutes` of `trainer.max_time` cannot run: no time
+    budget, or a step cool-down set beside it. `setting` names the minutes' config key."""
+    if not minutes:
+        return []
+    problems = []
+    if cooldown_steps:
+        problems.append(
+            f"module.cooldown_steps={cooldown_steps} and {setting}={minutes} both set the "
+            "cool-down: keep the steps for a step budget, the minutes for a time budget"
+        )
+    if minutes < 0 or max_time is None:
+        problems.append(
+            f"{setting}={minutes} needs a positive number of minutes and trainer.max_time "
+            f"(now {max_time}), whose last minutes it takes"
+        )
+    return problems

@@ -7,41 +7,16 @@ import torch
 from torch import Tensor
 from torchmetrics import SumMetric
 
-from transformer_nmt.data.datamodule import pad_multiple
-from transformer_nmt.data.framing import TARGET_FRAME, cut_at_eos, round_up
+from transformer_nmt.data.framing import TARGET_FRAME, cut_at_eos
+from transformer_nmt.data.padding import projected_rows
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.model import EncoderDecoder, greedy_search
 from transformer_nmt.training.bleu import SacreBLEU
-from transformer_nmt.training.callbacks.timed_cooldown import TimedCooldown
+from transformer_nmt.training.device_defaults import device_default
 from transformer_nmt.training.hot_path import all_reduce_, is_logging_step
 from transformer_nmt.training.loss import label_smoothed_nll, perplexity
-from transformer_nmt.training.lr_schedule import (
-    cooldown_problem,
-    inverse_sqrt_warmup,
-    linear_cooldown,
-)
+from transformer_nmt.training.lr_schedule import LearningRate, cooldown_problem
 from transformer_nmt.training.rdrop import doubled, symmetric_kl
-
-# The coarsest multiple the projected rows round to in 16 bits (`projected_rows`).
-MAX_ROW_MULTIPLE = 128
-
-
-def projected_rows(n: int, precision: str | None) -> int:
-    """How many rows the output projection computes for a batch's n real target positions.
-
-    In fp32, n itself. In 16 bits, n rounded up to a multiple of 8 or of the largest power of
-    two up to `MAX_ROW_MULTIPLE` that is at most n / 8, so the rounding adds under an eighth. n
-    is new nearly every batch, and each new row count costs a new bf16 CPU kernel, as every new
-    length does (`pad_multiple`); the 8,000-word projection's kernels also keep memory in
-    oneDNN's cache: rounding to 128 rather than 8 kept an R-Drop epoch of Multi30k 0.3 GB lower,
-    with no change of pace shown either way (experiments/speed/README.md).
-    """
-    multiple = pad_multiple("auto", precision)
-    if multiple == 1:
-        return n
-    while multiple < MAX_ROW_MULTIPLE and 2 * multiple <= n / 8:
-        multiple *= 2
-    return round_up(n, multiple)
 
 
 def real_target_logits(
@@ -73,14 +48,14 @@ class TranslationModule(L.LightningModule):
         lr_factor: multiplies the paper's learning rate (paper: 1).
         warmup_steps: warm-up of the inverse-square-root schedule (paper: 4000).
         cooldown_steps: take the rate linearly to zero over this many last updates of
-            `trainer.max_steps` (paper: 0, no cool-down).
-        cooldown_minutes: take it linearly to zero over the last this many minutes of
-            `trainer.max_time` instead, at the pace the machine shows (`TimedCooldown`).
+            `trainer.max_steps` (paper: 0, no cool-down); for a time budget,
+            `callbacks.timed_cooldown.minutes` places the cool-down instead.
         betas, eps: Adam's (paper: 0.9, 0.98 and 1e-9).
         max_len_b: validation translations stop at source length + max_len_b (paper: 50).
         compile: `torch.compile` the model's forward (the training and validation loss) with
             dynamic shapes, so that each new bucket shape reuses the compiled code instead of
-            compiling again. Decoding stays eager: its cache grows every step.
+            compiling again. Decoding stays eager: its cache grows every step. "auto": the
+            device's default (`device_defaults`), decided when the trainer knows the device.
     """
 
     def __init__(
@@ -92,16 +67,15 @@ class TranslationModule(L.LightningModule):
         lr_factor: float = 1.0,
         warmup_steps: int = 4000,
         cooldown_steps: int = 0,
-        cooldown_minutes: float = 0,
         betas: tuple[float, float] = (0.9, 0.98),
         eps: float = 1e-9,
         max_len_b: int = 50,
-        compile: bool = False,
+        compile: bool | str = False,
     ) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["model", "tokenizer"])
         self.model = model
-        if compile:
+        if compile is True:
             model.compile(dynamic=True)  # in place: parameter names stay those of the model
         self.tokenizer = tokenizer
         # Sums, not means, so that validation over several ranks weighs every token alike.
@@ -113,7 +87,7 @@ class TranslationModule(L.LightningModule):
         # and the factor that renormalizes its gradients once this micro-batch's backward is done.
         self._update_tokens: Tensor | None = None
         self._grad_rescale: Tensor | None = None
-        self._cooldown = (0, 0)  # (last update, updates) of the linear cool-down; 0: none
+        self.schedule: LearningRate | None = None  # the learning rate, built with the optimizer
         # Settable during training (callbacks/late_dropout.py); hparams keep the starting value.
         self.rdrop_alpha = rdrop_alpha
 
@@ -230,33 +204,27 @@ class TranslationModule(L.LightningModule):
             eps=self.hparams.eps,
             fused=can_fuse_adam(self.trainer),
         )
-        d_model = self.model.config.d_model
         hp = self.hparams
         total_steps = self.trainer.max_steps
         if problem := cooldown_problem(hp.cooldown_steps, total_steps):
             raise ValueError(problem)
-        self.cool_down(total_steps, hp.cooldown_steps)
-        scheduler = torch.optim.lr_scheduler.LambdaLR(
-            optimizer,
-            # LambdaLR counts from 0; the paper's step number counts from 1.
-            lambda step: (
-                inverse_sqrt_warmup(step + 1, d_model, hp.warmup_steps, hp.lr_factor)
-                * linear_cooldown(step + 1, *self._cooldown)
-            ),
-        )
+        schedule = LearningRate(self.model.config.d_model, hp.warmup_steps, hp.lr_factor)
+        schedule.cool_down(total_steps, hp.cooldown_steps)
+        self.schedule = schedule
+        # LambdaLR counts from 0; the paper's step number counts from 1. A lambda, not the
+        # schedule itself: LambdaLR would save its window and impose it on a resumed run.
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: schedule(step + 1))
         return {
             "optimizer": optimizer,
             "lr_scheduler": {"scheduler": scheduler, "interval": "step"},
         }
 
-    def cool_down(self, last_step: int, steps: int) -> None:
-        """Take the rate linearly to zero over updates `last_step - steps + 1` to `last_step`."""
-        self._cooldown = (last_step, steps)
-
-    def configure_callbacks(self) -> list[L.Callback]:
-        if not self.hparams.cooldown_minutes:
-            return []
-        return [TimedCooldown(self.hparams.cooldown_minutes)]
+    def configure_model(self) -> None:
+        """`compile="auto"`: the device's default (`device_defaults`), on one process only."""
+        if self.hparams.compile != "auto" or self.trainer.world_size > 1:
+            return
+        if device_default("compile", self.trainer.strategy.root_device.type):
+            self.model.compile(dynamic=True)
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         # Plain strings and numbers: rebuild model and tokenizer with weights_only loading.
@@ -279,8 +247,8 @@ class TranslationModule(L.LightningModule):
 def can_fuse_adam(trainer: L.Trainer) -> bool:
     """Whether Adam can update every weight in one fused kernel instead of a loop over tensors.
 
-    On a CPU torch otherwise loops in Python: 11-17 ms against 3-4 ms a step for 5.2M weights in 97
-    tensors (experiments/speed/). Not with a loss scaler (fp16) and gradient clipping: the fused
+    On a CPU torch otherwise loops over the tensors in Python, several times slower
+    (experiments/speed/README.md). Not with a loss scaler (fp16) and gradient clipping: the fused
     step unscales the gradients itself, after Lightning would have clipped them.
     """
     scaler = getattr(trainer.precision_plugin, "scaler", None)

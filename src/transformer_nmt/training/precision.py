@@ -16,18 +16,13 @@ from pathlib import Path
 
 import torch
 
-from transformer_nmt.checkpoint import read_checkpoint
-
 log = logging.getLogger(__name__)
 
-# CPU features that make bf16 matmuls native; without them bf16 is emulated and far slower
-# than fp32 (measured here on an AVX2-only EPYC: about 30x slower training steps).
+# CPU features that make bf16 matmuls native; without them bf16 is emulated, far slower than fp32.
 NATIVE_BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
 # Native is not enough: bf16 training pays only where bf16 matmuls are much faster than fp32
-# ones, since the rest of a step (casts, norms, softmax) gains nothing. Measured: a Zen 5 EPYC
-# multiplies 4x faster in bf16 (2 threads) and trains 2.5-2.9x faster; a Xeon whose VM hides AMX
-# multiplies 0.55x as fast (AVX512-BF16 alone; 0.54x on one thread) and trains 0.5-0.6x as
-# fast (experiments/speed/).
+# ones, since the rest of a step (casts, norms, softmax) gains nothing; some native CPUs
+# multiply slower in bf16 than in fp32 (experiments/speed/README.md).
 BF16_MIN_MATMUL_SPEEDUP = 1.5
 # The first process's CPU decision, inherited by the DDP ranks it starts: ranks must agree.
 AUTO_CPU_PRECISION_ENV = "TRANSFORMER_NMT_AUTO_CPU_PRECISION"
@@ -50,8 +45,8 @@ def cpu_bf16_matmul_speedup(n: int = 1024, pairs: int = 5) -> float:
     """How many times faster one core multiplies n x n matrices in bf16 than fp32 (about 0.3 s).
 
     One thread, fp32 and bf16 timed in turn, the median of the pairs' ratios: beside bursty load
-    this read 0.51-0.61 on a Xeon where two threads timing each dtype in its own block read
-    0.22-1.84, 3 times in 30 above the bar (experiments/speed/precision_probe.py).
+    this stays on one side of the bar where timing each dtype in its own block strayed across
+    it (experiments/speed/README.md).
     """
     # Its own generator: drawn from the global one, the operands shifted every later dropout
     # mask, so that precision=auto and the precision it picks trained differently on one seed.
@@ -78,17 +73,17 @@ def cpu_bf16_matmul_speedup(n: int = 1024, pairs: int = 5) -> float:
     return statistics.median(ratios)
 
 
-def auto_cpu_precision(ckpt_path: str | None = None) -> str:
+def auto_cpu_precision(resumed: str | None = None) -> str:
     """bf16 mixed precision where bf16 matmuls are native and measured much faster, else fp32.
 
     Decided once per run: the DDP ranks a process starts inherit its answer, and a run resumed
-    from a checkpoint (`ckpt_path`) trained on a CPU trains on as it did.
+    from a checkpoint trained on a CPU in `resumed` (`ResumePoint.cpu_precision`) trains on in it.
     """
     if AUTO_CPU_PRECISION_ENV in os.environ:
         return os.environ[AUTO_CPU_PRECISION_ENV]
     if not cpu_has_native_bf16():
         precision = "32-true"
-    elif (resumed := cpu_precision_of(ckpt_path)) in AUTO_CPU_PRECISIONS:
+    elif resumed in AUTO_CPU_PRECISIONS:
         precision = resumed
         log.info(
             "precision=auto: training on in %s, as the checkpoint did; set trainer.precision "
@@ -135,32 +130,25 @@ def cuda_capabilities() -> list[tuple[int, int]] | None:
 
 
 def resolve_precision(
-    precision: str | int, accelerator: str, ckpt_path: str | None = None
+    precision: str | int, accelerator: str, resumed: str | None = None
 ) -> str | int:
     """The configured precision, with "auto" replaced by the fastest one available.
 
-    Resuming on a CPU, "auto" is the precision the checkpoint trained in on a CPU, not a new
-    timing's answer: a timing on a busy machine can disagree with the first.
+    Resuming on a CPU, "auto" is `resumed`, the precision the checkpoint trained in on a CPU
+    (`ResumePoint.cpu_precision`), not a new timing's answer: a timing on a busy machine can
+    disagree with the first.
     """
     if precision != "auto":
         return precision
-    return auto_precision(accelerator, ckpt_path)
+    return auto_precision(accelerator, resumed)
 
 
-def cpu_precision_of(ckpt_path: str | None) -> str | None:
-    """The precision a checkpoint was trained in, if on a CPU (`TranslationModule` saves it)."""
-    if ckpt_path is None:
-        return None
-    saved = read_checkpoint(ckpt_path, mmap=True).get("precision", {})
-    return saved.get("precision") if saved.get("device") == "cpu" else None
-
-
-def auto_precision(accelerator: str, ckpt_path: str | None = None) -> str:
+def auto_precision(accelerator: str, resumed: str | None = None) -> str:
     """The fastest precision that trains as well as fp32, decided without initialising CUDA.
 
     GPUs: "bf16-mixed" if every visible GPU runs bf16 natively (compute capability 8.0 or
     later), else "16-mixed", whose loss scaling Lightning adds. CPUs: `auto_cpu_precision`,
-    given the checkpoint resumed from, if any.
+    given the CPU precision of the checkpoint resumed from, if any.
     """
     # NVML counts the GPUs first; torch falls back to the CUDA driver only if NVML fails.
     if accelerator in ("gpu", "cuda", "auto") and torch.cuda.device_count() > 0:
@@ -173,4 +161,4 @@ def auto_precision(accelerator: str, ckpt_path: str | None = None) -> str:
             return "16-mixed"
         native = min(capabilities) >= NATIVE_BF16_CUDA_CAPABILITY
         return "bf16-mixed" if native else "16-mixed"
-    return auto_cpu_precision(ckpt_path)
+    return auto_cpu_precision(resumed)

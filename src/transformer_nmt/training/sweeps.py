@@ -2,14 +2,13 @@
 
 import logging
 import math
-from pathlib import Path
 
 import lightning as L
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from transformer_nmt.checkpoint import read_checkpoint
+from transformer_nmt.training.resume import ResumePoint
 
 log = logging.getLogger(__name__)
 
@@ -42,14 +41,14 @@ def optimized_metric(cfg: DictConfig, metrics: dict[str, float]) -> float | None
     return value
 
 
-def best_scores(trainer: L.Trainer, ckpt_path: str | None) -> dict[str, float]:
+def best_scores(trainer: L.Trainer, resume: ResumePoint) -> dict[str, float]:
     """`best/<metric>` of each checkpoint callback that monitors one, over the whole run.
 
     A resumed run counts the best its checkpoint recorded: Lightning restores it only when the
     run writes to the same folder, and a resumed run that stops before validating again would
     otherwise report nothing.
     """
-    restored = _restored_best(ckpt_path) if ckpt_path else {}
+    restored = resume.best_scores
     best = {}
     for checkpoint in trainer.checkpoint_callbacks:
         if not checkpoint.monitor:
@@ -60,17 +59,6 @@ def best_scores(trainer: L.Trainer, ckpt_path: str | None) -> dict[str, float]:
         if scores:
             pick = max if checkpoint.mode == "max" else min
             best[f"best/{checkpoint.monitor}"] = pick(scores)
-    return best
-
-
-def _restored_best(ckpt_path: str | Path) -> dict[str, float]:
-    """The best score of each monitored metric saved in a checkpoint's callback states."""
-    states = read_checkpoint(ckpt_path, mmap=True).get("callbacks", {})
-    best = {}
-    for state in states.values():
-        monitor, score = state.get("monitor"), state.get("best_model_score")
-        if monitor and score is not None:
-            best[monitor] = float(score)
     return best
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from experiments.common import batches
-from transformer_nmt.data.batching import ROUNDING_ALLOWANCE
+from transformer_nmt.data.padding import ROUNDING_ALLOWANCE
 from transformer_nmt.data.tokenizer import EOS_ID, PAD_ID
 
 VOCAB = 100

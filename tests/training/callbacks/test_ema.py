@@ -9,7 +9,7 @@ import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from ddp_helpers import (
+from helpers.ddp import (
     BatchesPerRank,
     SaveWeightsPerRank,
     assert_same_weights,
@@ -17,11 +17,12 @@ from ddp_helpers import (
     sentences,
     tiny_module,
 )
-from hydra_compose import compose_train
-from signal_at_step import signal_at
+from helpers.hydra_compose import compose_train
+from helpers.signal_at_step import signal_at
 from transformer_nmt.train import build_data_and_module, build_trainer, fit, train
 from transformer_nmt.training.callbacks.ema import WeightEMA
 from transformer_nmt.training.config_checks import ConfigError, check_config
+from transformer_nmt.training.resume import ResumePoint
 
 DECAY, START = 0.8, 4
 # 15 toy batches an epoch: 20 updates validate once, at update 15, between start and end.
@@ -43,11 +44,12 @@ class TrainedWeights(L.Callback):
 def run(tmp_path: Path, *overrides: str) -> tuple[TrainedWeights, L.LightningModule]:
     cfg = compose_train(tmp_path, list(overrides))
     L.seed_everything(cfg.seed, workers=True)
-    datamodule, module = build_data_and_module(cfg)
-    trainer = build_trainer(cfg, [])
+    resume = ResumePoint(cfg.get("ckpt_path"))
+    datamodule, module = build_data_and_module(cfg, resume)
+    trainer = build_trainer(cfg, [], resume)
     recorder = TrainedWeights()
     trainer.callbacks.append(recorder)
-    fit(trainer, module, datamodule, cfg.get("ckpt_path"))
+    fit(trainer, module, datamodule, resume)
     return recorder, module
 
 

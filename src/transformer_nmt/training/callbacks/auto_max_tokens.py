@@ -11,7 +11,7 @@ import lightning as L
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from transformer_nmt.data.datamodule import pad_multiple
+from transformer_nmt.data.padding import pad_multiple
 from transformer_nmt.data.token_budget import (
     CPU_MAX_TOKENS,
     MAX_AUTO_TOKENS,
@@ -30,7 +30,8 @@ log = logging.getLogger(__name__)
 class DeviceMemory(Protocol):
     """What the search reads of a device: its free bytes, and the peak bytes of a step."""
 
-    def free(self) -> int: ...
+    def free(self) -> int:
+        """Bytes free before the probe's model arrived."""
 
     def peak(self, step: Callable[[], None], resident: int) -> float:
         """Bytes in use at the step's peak, counted from before the probe's model arrived
@@ -41,14 +42,15 @@ class CudaMemory:
     """A GPU's memory through torch's allocator counters; `limit` caps what counts as free."""
 
     def __init__(self, device: torch.device, limit: int | None = None):
-        self.device, self.limit = device, limit
-        self.base = torch.cuda.memory_allocated(device)  # before the probe's model arrives
+        # Both read before the probe's model arrives, which its peaks then count.
+        self.device, self.base = device, torch.cuda.memory_allocated(device)
+        free, _ = torch.cuda.mem_get_info(device)
+        # Blocks torch holds but does not use are free to this process too.
+        free += torch.cuda.memory_reserved(device) - self.base
+        self.free_bytes = free if limit is None else min(free, limit)
 
     def free(self) -> int:
-        free, _ = torch.cuda.mem_get_info(self.device)
-        # Blocks torch holds but does not use are free to this process too.
-        free += torch.cuda.memory_reserved(self.device) - torch.cuda.memory_allocated(self.device)
-        return free if self.limit is None else min(free, self.limit)
+        return self.free_bytes
 
     def peak(self, step: Callable[[], None], resident: int) -> float:
         torch.cuda.reset_peak_memory_stats(self.device)

@@ -23,14 +23,14 @@ class LateDropout(L.Callback):
 
     Not the paper. "Late dropout" (Liu et al., 2023, "Dropout Reduces Underfitting") trains
     without dropout first and adds it for the rest of training, against overfitting. On
-    Multi30k a fast CPU overfits the recipe from minute 22 of the hour, while a higher rate
-    from the start learns too slowly (experiments/multi30k_sweep/): this keeps the recipe's
+    Multi30k a fast CPU overfits the recipe late in the hour, while a higher rate from the
+    start learns too slowly (experiments/multi30k_sweep/README.md): this keeps the recipe's
     rate while the validation loss still falls and raises it after. R-Drop regularizes at
     about twice the cost of an update there; late, the hour's first part keeps the plain pace.
 
     The point is one of:
     - `after_minutes` into `trainer.max_time`, on the `Timer`'s clock as for
-      `module.cooldown_minutes`. Each rank reads its own clock, so ranks may switch a few
+      `callbacks.timed_cooldown`. Each rank reads its own clock, so ranks may switch a few
       updates apart, which no collective depends on. The same minute falls at a third of the
       updates on a machine a third as fast;
     - `patience` validations in a row without a new lowest `val/loss` (synchronised across

@@ -1,35 +1,40 @@
-"""A cool-down over the last minutes of a time budget, whatever the machine's pace."""
+"""The clock of a cool-down over the last minutes of a time budget, whatever the machine's pace."""
 
 import logging
-import math
 from collections import deque
 from typing import Any
 
 import lightning as L
 from lightning.pytorch.callbacks import Timer
 
+from transformer_nmt.training.lr_schedule import cooldown_window
 from transformer_nmt.training.time_budget import budget_timer
 
 log = logging.getLogger(__name__)
+
+# The setting that turns it on, as errors name it.
+SETTING = "callbacks.timed_cooldown.minutes"
 
 
 class TimedCooldown(L.Callback):
     """Takes the learning rate linearly to zero over the last `minutes` of `trainer.max_time`.
 
     A step budget (`module.cooldown_steps`) fixes the cool-down's updates in advance, but how
-    many updates an hour holds depends on the machine: the same 2-core EPYC made 205 a minute
-    one day and 153 another, and a cool-down planned for the first never starts on the second.
-    This one starts when `minutes` of the budget are left. From the pace of the `minutes` before
-    (updates per second of training, validation included, as the budget counts it) it predicts
-    the update at which the budget runs out; the rate reaches zero there, and training stops
-    there, with a last validation as when the budget ends it. The recent pace, not the whole
-    run's, because the pace changes: R-Drop switched on late (`callbacks.late_dropout`) more
-    than halves it, and a whole-run pace would plan updates the budget cannot hold. If the pace
-    slows after the start, `trainer.max_time` still ends the run.
+    many updates an hour holds depends on the machine, and even on its load that day
+    (experiments/multi30k_sweep/README.md): a cool-down planned for a fast hour never starts in
+    a slow one. This one starts when `minutes` of the budget are left. From the pace of the
+    `minutes` before (updates per second of training, validation included, as the budget counts
+    it) it predicts the update at which the budget runs out; the rate reaches zero there, and
+    training stops there, with a last validation as when the budget ends it. The recent pace,
+    not the whole run's, because the pace changes: R-Drop switched on late
+    (`callbacks.late_dropout`) more than halves it, and a whole-run pace would plan updates the
+    budget cannot hold. If the pace slows after the start, `trainer.max_time` still ends the
+    run.
 
-    Added by the module when `module.cooldown_minutes` is set. The clock is read every
-    `trainer.log_every_n_steps` updates, and rank zero's plan is broadcast so every rank cools
-    down alike.
+    Configured as `callbacks.timed_cooldown` (conf/callbacks/default.yaml); `minutes: 0`, the
+    default, leaves it idle. The clock is read every `trainer.log_every_n_steps` updates, and
+    rank zero's plan is broadcast so every rank cools down alike; the plan goes to the module's
+    `schedule` (`lr_schedule.LearningRate`).
     """
 
     def __init__(self, minutes: float) -> None:
@@ -40,17 +45,18 @@ class TimedCooldown(L.Callback):
         self._clock: deque[tuple[float, int]] = deque()  # (elapsed seconds, update) at checks
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        self._timer = budget_timer(
-            trainer, "module.cooldown_minutes", self.minutes, "module.cooldown_minutes=0"
-        )
+        if self.minutes:
+            self._timer = budget_timer(trainer, SETTING, self.minutes, f"{SETTING}=0")
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if self.window is not None:  # resumed inside the cool-down
-            pl_module.cool_down(*self.window)
+        if self.minutes and self.window is not None:  # resumed inside the cool-down
+            pl_module.schedule.cool_down(*self.window)
 
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx: int
     ) -> None:
+        if not self.minutes:
+            return
         step = trainer.global_step
         if self.window is not None:
             # Stopping as the Timer does, not through max_steps, validates the final weights.
@@ -68,7 +74,7 @@ class TimedCooldown(L.Callback):
         self._clock.append((elapsed, step))
         self.window = trainer.strategy.broadcast(plan, src=0)
         if self.window is not None:
-            pl_module.cool_down(*self.window)
+            pl_module.schedule.cool_down(*self.window)
             log.info(
                 "%.3g minutes left at update %d: cooling down to zero at update %d",
                 left / 60,
@@ -87,11 +93,3 @@ class TimedCooldown(L.Callback):
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.window = state_dict["window"]
-
-
-def cooldown_window(step: int, left: float, pace: float) -> tuple[int, int]:
-    """(last update, updates) of a cool-down starting after update `step` with `left` seconds
-    of the budget remaining: as many updates as `pace` (updates a second) fits into what is
-    left, at least one."""
-    steps = max(1, math.floor(left * pace))
-    return step + steps, steps

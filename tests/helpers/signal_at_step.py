@@ -24,7 +24,7 @@ class SignalAtStep(L.Callback):
 def signal_at(step: int, signum: int) -> list[str]:
     """Overrides that make a run send itself `signum` as step `step` starts."""
     return [
-        "+callbacks.signal_at._target_=signal_at_step.SignalAtStep",
+        "+callbacks.signal_at._target_=helpers.signal_at_step.SignalAtStep",
         f"+callbacks.signal_at.step={step}",
         f"+callbacks.signal_at.signum={int(signum)}",
     ]
