@@ -7,8 +7,8 @@ import re
 import pytest
 import torch
 
-from checkpoint_files import SENTENCES, write_checkpoint
-from full_disk import fill_disk_after
+from helpers.checkpoint_files import SENTENCES, write_checkpoint
+from helpers.full_disk import fill_disk_after
 from transformer_nmt import atomic
 from transformer_nmt.atomic import (
     atomic_folder,

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from checkpoint_files import SENTENCES, TINY, write_checkpoint
+from helpers.checkpoint_files import SENTENCES, TINY, write_checkpoint
 from transformer_nmt.checkpoint import (
     CheckpointError,
     average_checkpoints,

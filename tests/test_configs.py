@@ -5,7 +5,7 @@ import torch
 from hydra.utils import get_class, instantiate
 from lightning.pytorch.loggers import CSVLogger, WandbLogger
 
-from hydra_compose import CONF, compose_train
+from helpers.hydra_compose import CONF, compose_train
 from transformer_nmt.data.datamodule import TranslationDataModule
 from transformer_nmt.model import FAMILIES
 from transformer_nmt.training.module import TranslationModule

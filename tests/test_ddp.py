@@ -20,7 +20,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import open_dict, read_write
 
-from ddp_helpers import (
+from helpers.ddp import (
     BatchesPerRank,
     SaveGradients,
     assert_same_weights,
@@ -30,8 +30,8 @@ from ddp_helpers import (
     tiny_module,
     weights_callback,
 )
-from hydra_compose import ROOT, compose_train
-from signal_at_step import signal_at
+from helpers.hydra_compose import ROOT, compose_train
+from helpers.signal_at_step import signal_at
 from transformer_nmt.data.tokenizer import PAD_ID
 from transformer_nmt.model import Transformer
 from transformer_nmt.training.config_checks import check_config

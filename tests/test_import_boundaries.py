@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from checkpoint_files import SENTENCES, write_checkpoint
+from helpers.checkpoint_files import SENTENCES, write_checkpoint
 from transformer_nmt.data.tokenizer import BPETokenizer
 
 TRAINER = ("lightning", "pytorch_lightning", "hydra")
@@ -26,7 +26,7 @@ INFERENCE = [
     "transformer_nmt.export.hf",
     "transformer_nmt.export.native",
     "transformer_nmt.export.vmap",
-    "transformer_nmt.export.hub",
+    "transformer_nmt.export.hub_push",
 ]
 
 

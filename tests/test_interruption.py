@@ -12,8 +12,8 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
-from hydra_compose import ROOT, compose_train
-from signal_at_step import signal_at
+from helpers.hydra_compose import ROOT, compose_train
+from helpers.signal_at_step import signal_at
 from transformer_nmt.checkpoint import load_checkpoint, save_atomically
 from transformer_nmt.train import SIGTERM_EXIT, train
 from transformer_nmt.training.checkpoint_io import AtomicCheckpointIO
@@ -80,7 +80,7 @@ QUICK = [
 
 def start(tmp_path: Path, name: str, *overrides: str) -> subprocess.Popen:
     """`python train.py` writing to tmp_path/name, sharing one tokenizer cache."""
-    # tests/ on the path: the runs load `signal_at_step` from there.
+    # tests/ on the path: the runs load `helpers.signal_at_step` from there.
     pythonpath = os.pathsep.join(filter(None, [str(ROOT / "tests"), os.environ.get("PYTHONPATH")]))
     return subprocess.Popen(
         [

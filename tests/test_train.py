@@ -7,7 +7,7 @@ import sys
 import pytest
 import torch
 
-from hydra_compose import ROOT, compose_train
+from helpers.hydra_compose import ROOT, compose_train
 from transformer_nmt.allocator import FAST_MALLOC
 from transformer_nmt.checkpoint import load_checkpoint
 from transformer_nmt.data.tokenizer import BPETokenizer

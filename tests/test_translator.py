@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from checkpoint_files import SENTENCES, write_checkpoint
+from helpers.checkpoint_files import SENTENCES, write_checkpoint
 from transformer_nmt import Translator
 from transformer_nmt import translator as translator_module
 from transformer_nmt.checkpoint import (

@@ -5,8 +5,8 @@ import json
 import pytest
 import wandb
 
-import wandb_records
-from checkpoint_files import SENTENCES, write_checkpoint
+from helpers import wandb_records
+from helpers.checkpoint_files import SENTENCES, write_checkpoint
 from transformer_nmt.cli.evaluate import main as evaluate_main
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.wandb_run import save_run

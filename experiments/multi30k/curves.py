@@ -8,7 +8,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from tests.wandb_records import history  # the offline run reader the tests use
+from tests.helpers.wandb_records import history  # the offline run reader the tests use
 
 PANELS = (("train/loss", None), ("val/loss", "o"), ("val/bleu", "o"))
 

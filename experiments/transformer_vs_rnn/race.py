@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 from matplotlib.figure import Figure
 
-from tests.wandb_records import history  # the offline run reader the tests use
+from tests.helpers.wandb_records import history  # the offline run reader the tests use
 
 ROWS = {
     "transformer": "Transformer small",

@@ -79,7 +79,7 @@ def attention_grid(
         )
         ax.set_title(f"head {head + 1}", fontsize=8)
         # Every head has the same tokens, so only the grid's outer edges are labelled: a tick per
-        # token on every panel made drawing a base-size layer 2.3x slower (experiments/speed/).
+        # token on every panel dominated the drawing time (experiments/speed/README.md).
         if head + cols >= h:  # nothing below it
             ax.set_xticks(range(len(key_tokens)), key_tokens, rotation=90, fontsize=fontsize)
         else:

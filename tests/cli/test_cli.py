@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import transformer_nmt
-from hydra_compose import compose_train
+from helpers.hydra_compose import compose_train
 from transformer_nmt.checkpoint import load_checkpoint
 from transformer_nmt.cli.evaluate import main as evaluate_main
 from transformer_nmt.cli.evaluate import score

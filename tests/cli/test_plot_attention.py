@@ -8,8 +8,8 @@ import matplotlib.image
 import pytest
 import torch
 
-from checkpoint_files import write_checkpoint
-from hydra_compose import ROOT
+from helpers.checkpoint_files import write_checkpoint
+from helpers.hydra_compose import ROOT
 from transformer_nmt.attention_plots import figure_pixels
 from transformer_nmt.cli.plot_attention import plot_attention
 from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from checkpoint_files import TINY
+from helpers.checkpoint_files import TINY
 from transformer_nmt.cli.average import main as average_main
 from transformer_nmt.cli.evaluate import main as evaluate_main
 from transformer_nmt.cli.translate import main as translate_main

@@ -5,7 +5,7 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 
-from toy_datamodule import make_datamodule
+from helpers.toy_datamodule import make_datamodule
 from transformer_nmt.data.bpe_dropout import BPEDropout
 from transformer_nmt.data.datamodule import TranslationDataModule
 from transformer_nmt.data.tokenizer import EOS_ID, PAD_ID

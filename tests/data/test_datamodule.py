@@ -2,7 +2,7 @@ import lightning as L
 import pytest
 import torch
 
-from toy_datamodule import make_datamodule
+from helpers.toy_datamodule import make_datamodule
 from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, BPETokenizer
 
 

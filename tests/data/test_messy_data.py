@@ -8,11 +8,11 @@ import logging
 import datasets
 import pytest
 
-from transformer_nmt.data import hub
+from transformer_nmt.data import hub_corpus
 from transformer_nmt.data.bitext import TextCorpus
 from transformer_nmt.data.corpus import DataFormatError, DataNotFoundError
 from transformer_nmt.data.datamodule import TranslationDataModule
-from transformer_nmt.data.hub import HubCorpus
+from transformer_nmt.data.hub_corpus import HubCorpus
 from transformer_nmt.data.tokenizer import cache_path, load_or_train
 
 
@@ -76,7 +76,9 @@ def test_a_corpus_in_utf16_is_an_error_that_says_so(tmp_path):
 def test_hub_rows_with_a_missing_side_are_dropped_and_counted(monkeypatch, caplog):
     table = {"en": ["a", None, "c", " "], "de": ["x", "y", None, "w"]}
     monkeypatch.setattr(
-        hub.datasets, "load_dataset", lambda *args, **kwargs: datasets.Dataset.from_dict(table)
+        hub_corpus.datasets,
+        "load_dataset",
+        lambda *args, **kwargs: datasets.Dataset.from_dict(table),
     )
     with caplog.at_level(logging.WARNING):
         pairs = HubCorpus("some/dataset").read("train", "en", "de")
@@ -87,7 +89,9 @@ def test_hub_rows_with_a_missing_side_are_dropped_and_counted(monkeypatch, caplo
 def test_hub_columns_of_other_languages_say_which_settings_to_change(monkeypatch):
     table = {"translation": [{"fr": "a", "en": "b"}]}
     monkeypatch.setattr(
-        hub.datasets, "load_dataset", lambda *args, **kwargs: datasets.Dataset.from_dict(table)
+        hub_corpus.datasets,
+        "load_dataset",
+        lambda *args, **kwargs: datasets.Dataset.from_dict(table),
     )
     with pytest.raises(DataFormatError) as info:
         HubCorpus("wmt/wmt14", "fr-en").read("train", "de", "en")

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from checkpoint_files import SENTENCES, write_checkpoint
 from experiments.export import benchmark as bench
+from helpers.checkpoint_files import SENTENCES, write_checkpoint
 from transformer_nmt.data.tokenizer import BPETokenizer
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from huggingface_hub import ModelCard
 
-from checkpoint_files import SENTENCES, write_checkpoint
+from helpers.checkpoint_files import SENTENCES, write_checkpoint
 from transformer_nmt.checkpoint import load_checkpoint
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.export.card import model_card, run_record

@@ -4,7 +4,7 @@ import pytest
 import torch
 from sacrebleu.metrics import BLEU, CHRF
 
-from checkpoint_files import SENTENCES
+from helpers.checkpoint_files import SENTENCES
 from transformer_nmt import Translator
 from transformer_nmt.cli.export import main as export_main
 from transformer_nmt.cli.translate import main as translate_main

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from checkpoint_files import SENTENCES, write_checkpoint
-from hydra_compose import ROOT
+from helpers.checkpoint_files import SENTENCES, write_checkpoint
+from helpers.hydra_compose import ROOT
 from transformer_nmt.checkpoint import load_checkpoint
 from transformer_nmt.cli.evaluate import main as evaluate_main
 from transformer_nmt.cli.export import main as export_main

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from checkpoint_files import SENTENCES
+from helpers.checkpoint_files import SENTENCES
 from transformer_nmt import Translator
 from transformer_nmt.cli.export import main as export_main
 from transformer_nmt.data.framing import (

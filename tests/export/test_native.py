@@ -6,7 +6,7 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from checkpoint_files import SENTENCES, write_checkpoint
+from helpers.checkpoint_files import SENTENCES, write_checkpoint
 from transformer_nmt import Translator
 from transformer_nmt.checkpoint import load_checkpoint
 from transformer_nmt.cli.export import main as export_main

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from hydra_compose import compose_train
+from helpers.hydra_compose import compose_train
 from transformer_nmt.model import TransformerConfig
 from transformer_nmt.train import train
 from transformer_nmt.training.auto_resume import resume_from_run_folder

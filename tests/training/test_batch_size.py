@@ -6,8 +6,8 @@ import logging
 import pytest
 from omegaconf import OmegaConf
 
-from hydra_compose import compose_train
-from trainer_record import record_trainer
+from helpers.hydra_compose import compose_train
+from helpers.trainer_record import record_trainer
 from transformer_nmt.train import train
 from transformer_nmt.training.batch_size import (
     UpdatePlan,

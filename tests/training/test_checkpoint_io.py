@@ -7,7 +7,7 @@ import re
 import pytest
 import torch
 
-from full_disk import fill_disk_after
+from helpers.full_disk import fill_disk_after
 from transformer_nmt import atomic
 from transformer_nmt.checkpoint import save_atomically
 from transformer_nmt.training.checkpoint_io import AtomicCheckpointIO

@@ -8,7 +8,7 @@ import pytest
 import torch
 from hydra.errors import InstantiationException
 
-from hydra_compose import ROOT, compose_train
+from helpers.hydra_compose import ROOT, compose_train
 from transformer_nmt.checkpoint import CheckpointError
 from transformer_nmt.cli.train import HINT
 from transformer_nmt.data.tokenizer import BPETokenizer

@@ -3,8 +3,8 @@
 import lightning as L
 import pytest
 
-from checkpoint_files import SENTENCES
-from hydra_compose import compose_train
+from helpers.checkpoint_files import SENTENCES
+from helpers.hydra_compose import compose_train
 from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer
 from transformer_nmt.model import Transformer
 from transformer_nmt.training import device_defaults

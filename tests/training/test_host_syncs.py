@@ -6,7 +6,7 @@ import pytest
 import torch
 from omegaconf import open_dict
 
-from hydra_compose import compose_train
+from helpers.hydra_compose import compose_train
 from transformer_nmt.train import train
 
 LOG_EVERY = 4
@@ -24,7 +24,7 @@ ACCELERATOR = {"cpu": "cpu", "cuda": "gpu"}
     ],
 )
 def test_a_training_step_syncs_once_and_a_logging_step_a_few_times(tmp_path, device):
-    """Over 12 steps; on a CPU counted as a GPU would sync (see sync_counting.SyncCounter)."""
+    """Over 12 steps; on a CPU counted as a GPU would sync (helpers.sync_counting.SyncCounter)."""
     cfg = compose_train(
         tmp_path,
         [
@@ -33,7 +33,7 @@ def test_a_training_step_syncs_once_and_a_logging_step_a_few_times(tmp_path, dev
             "+trainer.limit_val_batches=0", "+trainer.num_sanity_val_steps=0",
             f"trainer.log_every_n_steps={LOG_EVERY}", "+trainer.enable_progress_bar=true",
             "trainer.precision=32-true", f"trainer.accelerator={ACCELERATOR[device]}",
-            "+callbacks.syncs._target_=sync_counting.SyncsPerBatch",
+            "+callbacks.syncs._target_=helpers.sync_counting.SyncsPerBatch",
             f"+callbacks.syncs.path={tmp_path}/syncs.json", f"+callbacks.syncs.device={device}",
         ],
     )  # fmt: skip

@@ -6,9 +6,9 @@ import json
 import pytest
 from omegaconf import open_dict
 
-import wandb_records
-from checkpoint_files import SENTENCES, write_checkpoint
-from hydra_compose import compose_train
+from helpers import wandb_records
+from helpers.checkpoint_files import SENTENCES, write_checkpoint
+from helpers.hydra_compose import compose_train
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.train import train
 from transformer_nmt.training.config_checks import ConfigError, check_config

@@ -3,8 +3,8 @@ import itertools
 import pytest
 from omegaconf import open_dict
 
-from csv_metrics import logged
-from hydra_compose import compose_train
+from helpers.csv_metrics import logged
+from helpers.hydra_compose import compose_train
 from transformer_nmt.train import train
 from transformer_nmt.training.lr_schedule import (
     LearningRate,

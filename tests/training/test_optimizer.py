@@ -6,7 +6,7 @@ import pytest
 import torch
 from lightning.pytorch.plugins.precision import MixedPrecision
 
-from ddp_helpers import BatchesPerRank, batch, sentences, tiny_module
+from helpers.ddp import BatchesPerRank, batch, sentences, tiny_module
 from transformer_nmt.training.module import TranslationModule
 
 

@@ -2,7 +2,7 @@ import lightning as L
 import pytest
 import torch
 
-from ddp_helpers import batch, sentences, tiny_module
+from helpers.ddp import batch, sentences, tiny_module
 
 
 def loss_and_projected_rows(precision: str) -> tuple[list[torch.Tensor], int, list[int]]:

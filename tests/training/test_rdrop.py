@@ -5,8 +5,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from ddp_helpers import batch, sentences, tiny_module
-from hydra_compose import compose_train
+from helpers.ddp import batch, sentences, tiny_module
+from helpers.hydra_compose import compose_train
 from transformer_nmt.model import Transformer
 from transformer_nmt.train import train
 from transformer_nmt.training import loss as loss_module

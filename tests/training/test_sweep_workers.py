@@ -15,9 +15,11 @@ from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
 
-from ddp_helpers import ddp_env
-from hold_until import hold_until
-from hydra_compose import ROOT
+from helpers.ddp import ddp_env
+from helpers.hold_until import hold_until
+from helpers.hydra_compose import ROOT
+from helpers.postgres_server import create_database, postgres_server
+from helpers.sweep_runs import TOY_SPACE, train_command, wait_for
 from hydra_plugins.transformer_nmt_sweeper._impl import StudyWorker
 from hydra_plugins.transformer_nmt_sweeper._space import (
     SearchSpaceChanged,
@@ -26,8 +28,6 @@ from hydra_plugins.transformer_nmt_sweeper._space import (
 )
 from hydra_plugins.transformer_nmt_sweeper._storage import StorageUnreachable, open_storage
 from hydra_plugins.transformer_nmt_sweeper._trials import INTERRUPTED, SURPLUS
-from postgres_server import create_database, postgres_server
-from sweep_runs import TOY_SPACE, train_command, wait_for
 
 STUDY = "multi30k_de_en"
 # The toy search over the learning rate alone, each trial valued by its last val/loss: a

@@ -17,7 +17,8 @@ from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 from wandb.sdk.launch.sweeps.utils import create_sweep_command_args
 
-from hydra_compose import ROOT, compose_train
+from helpers.hydra_compose import ROOT, compose_train
+from helpers.sweep_runs import TOY_SPACE, dead_worker, train_command
 from hydra_plugins.transformer_nmt_sweeper._space import search_space
 from hydra_plugins.transformer_nmt_sweeper._trials import (
     INTERRUPTED,
@@ -30,7 +31,6 @@ from hydra_plugins.transformer_nmt_sweeper._trials import (
     keep_if_counted,
     this_worker,
 )
-from sweep_runs import TOY_SPACE, dead_worker, train_command
 from transformer_nmt.model.transformer.config import settings_problems
 from transformer_nmt.training.loggers import group_wandb_runs_by_sweep
 from transformer_nmt.training.sweeps import optimized_metric, raise_if_diverged

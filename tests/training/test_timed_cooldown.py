@@ -5,10 +5,10 @@ import lightning.pytorch.callbacks.timer
 import pytest
 from omegaconf import open_dict
 
-from csv_metrics import logged
-from ddp_helpers import assert_same_weights, ddp_env, weights_callback
-from hydra_compose import ROOT, compose_train
-from step_clock import StepClock, tick
+from helpers.csv_metrics import logged
+from helpers.ddp import assert_same_weights, ddp_env, weights_callback
+from helpers.hydra_compose import ROOT, compose_train
+from helpers.step_clock import StepClock, tick
 from transformer_nmt.train import train
 from transformer_nmt.training.config_checks import ConfigError, check_config
 from transformer_nmt.training.lr_schedule import inverse_sqrt_warmup

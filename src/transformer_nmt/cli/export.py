@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> None:
         write_atomically(args.out / "README.md", str(model_card))
         print(f"{args.out}: {what}, from {', '.join(str(p) for p in paths)}")
         if args.push_to_hub:
-            from transformer_nmt.export.hub import push_to_hub
+            from transformer_nmt.export.hub_push import push_to_hub
 
             print(f"pushed to {push_to_hub(args.out, args.push_to_hub, args.private, what)}")
     except (CheckpointError, DataError, ExportError, OSError) as e:

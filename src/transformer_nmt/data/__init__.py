@@ -1,3 +1,3 @@
-"""From text to batches: corpora (bitext, hub, toy behind `corpus.Corpus`), the joint BPE
+"""From text to batches: corpora (bitext, hub_corpus, toy behind `corpus.Corpus`), the joint BPE
 `tokenizer`, sequence `framing` (BOS, EOS, padding), the encoded `dataset` and its on-disk
 `store`, `progress` bars, length-bucketed `batching` and the Lightning `datamodule`."""

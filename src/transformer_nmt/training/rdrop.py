@@ -4,9 +4,7 @@ Every training sentence goes through the model twice in one batch. Dropout draws
 element, so the two copies see different sub-networks; a symmetric KL divergence between their
 output distributions, weighted by alpha, joins the two copies' label-smoothed losses. fairseq's
 `label_smoothed_cross_entropy_with_rdrop` criterion is the same loss. An update then costs about
-twice the same batch without it: 2.3x in the Multi30k recipe with the KL written in autograd
-(experiments/multi30k_sweep/, session 32), 2.0x with the KL in one walk over the logits (the late
-R-Drop en->de hours of sessions 35 and 36: 297-307 updates a minute before it, 150-154 after).
+twice the same batch without it, the KL included (experiments/multi30k_sweep/README.md).
 """
 
 from typing import Any
@@ -46,11 +44,10 @@ class _SymmetricKL(torch.autograd.Function):
     """The divergence and its gradient in one walk over the pairs' rows, a block at a time.
 
     Autograd through log-softmax and the products made a dozen passes over (n, V) tensors and
-    held them for backward: 70 ms an update in the Multi30k recipe (900 pairs, 8,000 tokens, 2
-    threads), twice the label-smoothed loss; this walk takes about 23 ms (experiments/speed/,
-    session 35). The gradient is computed with the divergence, while the rows are in cache:
-    backward cannot read the logits, which the label-smoothed loss's backward overwrites with
-    its own gradient. With a = log p - log q,
+    held them for backward, costing twice the label-smoothed loss; this walk takes about a third
+    of that (experiments/speed/README.md). The gradient is computed with the divergence, while
+    the rows are in cache: backward cannot read the logits, which the label-smoothed loss's
+    backward overwrites with its own gradient. With a = log p - log q,
     d/dz_p = (p (a - KL(p||q)) + p - q) / 2 and d/dz_q = (q (-a - KL(q||p)) + q - p) / 2.
     """
 

@@ -65,8 +65,8 @@ def best_scores(trainer: L.Trainer, resume: ResumePoint) -> dict[str, float]:
 def raise_if_diverged(metrics: dict[str, float]) -> None:
     """A NaN or infinite training loss fails the run (a sweeper records it as a failed trial).
 
-    Raising rather than returning NaN: hydra-optuna-sweeper 1.3 with optuna 2.x aborts the whole
-    sweep on a NaN return value, but records a raised exception as a failed trial.
+    Raising rather than returning NaN: the run fails with its reason in its train.log and W&B
+    run, whichever sweeper ran it; our Optuna sweeper records the error as a failed trial.
     """
     loss = metrics.get("train/loss")
     if loss is not None and not math.isfinite(loss):

@@ -7,7 +7,7 @@ import torch
 from padding_property import assert_padding_changes_nothing
 from torch import nn
 
-from toy_training import VOCAB_SIZE, toy_batch, train_steps
+from helpers.toy_training import VOCAB_SIZE, toy_batch, train_steps
 from transformer_nmt.model import RNNAttention, RNNConfig, beam_search, greedy_search
 from transformer_nmt.model.masks import padding_mask
 

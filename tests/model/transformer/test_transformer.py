@@ -6,7 +6,7 @@ import torch
 from padding_property import assert_padding_changes_nothing
 from torch import nn
 
-from toy_training import VOCAB_SIZE, toy_batch, train_steps
+from helpers.toy_training import VOCAB_SIZE, toy_batch, train_steps
 from transformer_nmt.model import Transformer, TransformerConfig, reorder_cache
 from transformer_nmt.model.masks import causal_mask, padding_mask
 from transformer_nmt.model.transformer.attention import MultiHeadAttention

@@ -7,8 +7,8 @@ import matplotlib.image
 import pytest
 from omegaconf import open_dict
 
-import wandb_records
-from hydra_compose import compose_train
+from helpers import wandb_records
+from helpers.hydra_compose import compose_train
 from transformer_nmt.attention_plots import figure_pixels
 from transformer_nmt.train import train
 

@@ -7,7 +7,7 @@ import re
 import pytest
 import torch
 
-from hydra_compose import compose_train
+from helpers.hydra_compose import compose_train
 from transformer_nmt.data.token_budget import CPU_MAX_TOKENS, BudgetError
 from transformer_nmt.data.tokenizer import PAD_ID
 from transformer_nmt.model import Transformer

@@ -4,7 +4,7 @@ import logging
 
 import pytest
 
-from hydra_compose import compose_train
+from helpers.hydra_compose import compose_train
 from transformer_nmt.checkpoint import read_checkpoint
 from transformer_nmt.cli.evaluate import main as evaluate_main
 from transformer_nmt.train import train

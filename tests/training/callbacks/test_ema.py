@@ -9,7 +9,7 @@ import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from ddp_helpers import (
+from helpers.ddp import (
     BatchesPerRank,
     SaveWeightsPerRank,
     assert_same_weights,
@@ -17,8 +17,8 @@ from ddp_helpers import (
     sentences,
     tiny_module,
 )
-from hydra_compose import compose_train
-from signal_at_step import signal_at
+from helpers.hydra_compose import compose_train
+from helpers.signal_at_step import signal_at
 from transformer_nmt.train import build_data_and_module, build_trainer, fit, train
 from transformer_nmt.training.callbacks.ema import WeightEMA
 from transformer_nmt.training.config_checks import ConfigError, check_config

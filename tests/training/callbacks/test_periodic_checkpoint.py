@@ -1,6 +1,6 @@
 import pytest
 
-from hydra_compose import compose_train
+from helpers.hydra_compose import compose_train
 from transformer_nmt.train import train
 
 

@@ -2,7 +2,7 @@ import csv
 
 import pytest
 
-from full_disk import fill_disk_after
+from helpers.full_disk import fill_disk_after
 from transformer_nmt.training.callbacks.translation_table import COLUMNS, TranslationTable
 
 ROWS = [[3, "a\tb", 'ein "Zitat"', "hyp", 12.5], [3, "c", "d", "", 0.0]]

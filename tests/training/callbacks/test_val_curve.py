@@ -2,7 +2,7 @@ import csv
 
 import pytest
 
-from hydra_compose import compose_train
+from helpers.hydra_compose import compose_train
 from transformer_nmt.train import train
 from transformer_nmt.training.callbacks.val_curve import ValCurve
 

@@ -7,7 +7,7 @@ import torch
 from lightning.pytorch.loggers import WandbLogger
 
 from transformer_nmt.attention_plots import draw_sentence_attention
-from transformer_nmt.training.callbacks.val_examples import pick_val_examples
+from transformer_nmt.training.val_examples import pick_val_examples
 
 
 class AttentionMaps(L.Callback):

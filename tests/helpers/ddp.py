@@ -8,7 +8,7 @@ from pathlib import Path
 import lightning as L
 import torch
 
-from hydra_compose import ROOT
+from helpers.hydra_compose import ROOT
 from transformer_nmt.data.batching import collate
 from transformer_nmt.data.tokenizer import EOS_ID, PAD_ID, BPETokenizer
 from transformer_nmt.model import Transformer
@@ -28,7 +28,7 @@ def ddp_env() -> dict[str, str]:
 def weights_callback(dirpath: Path) -> list[str]:
     """Overrides that make every rank of a `train.py` run save its final weights under dirpath."""
     return [
-        "+callbacks.weights._target_=ddp_helpers.SaveWeightsPerRank",
+        "+callbacks.weights._target_=helpers.ddp.SaveWeightsPerRank",
         f"+callbacks.weights.dirpath={dirpath}",
     ]
 

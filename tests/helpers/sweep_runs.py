@@ -20,8 +20,8 @@ FAST_TOY = [
     "data.corpus.num_val=8",
 ]
 
-# The search's parameters fixed to a tiny model on the toy vocabulary; the learning rate still
-# searched. A trial then takes about a second.
+# The search's parameters fixed to a tiny model on the toy vocabulary, so that trials are quick;
+# the learning rate still searched.
 TOY_SPACE = [
     "data.vocab_size=512",
     "data.max_tokens=1024",

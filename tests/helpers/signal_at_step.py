@@ -39,7 +39,7 @@ def signal_at(
 ) -> list[str]:
     """Overrides that make a run send itself `signum` as step `step` starts (see above)."""
     return [
-        "+callbacks.signal_at._target_=signal_at_step.SignalAtStep",
+        "+callbacks.signal_at._target_=helpers.signal_at_step.SignalAtStep",
         f"+callbacks.signal_at.step={step}",
         f"+callbacks.signal_at.signum={int(signum)}",
         *([f"+callbacks.signal_at.once={once}"] if once else []),

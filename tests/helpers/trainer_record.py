@@ -24,6 +24,6 @@ class TrainerRecord(L.Callback):
 def record_trainer(path: str) -> list[str]:
     """Overrides that make a run write down its trainer's batch settings to `path`."""
     return [
-        "+callbacks.record._target_=trainer_record.TrainerRecord",
+        "+callbacks.record._target_=helpers.trainer_record.TrainerRecord",
         f"+callbacks.record.path={path}",
     ]

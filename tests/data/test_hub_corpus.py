@@ -6,10 +6,10 @@ import datasets
 import pytest
 from hydra.utils import instantiate
 
-from hydra_compose import compose_train
-from transformer_nmt.data import hub
+from helpers.hydra_compose import compose_train
+from transformer_nmt.data import hub_corpus
 from transformer_nmt.data.corpus import DataError, DataFormatError, DataNotFoundError
-from transformer_nmt.data.hub import HubCorpus
+from transformer_nmt.data.hub_corpus import HubCorpus
 
 HUB_SPLITS = ("train", "validation", "test")
 
@@ -104,7 +104,7 @@ def test_hub_names_reach_load_dataset(monkeypatch):
         calls.append((name, config, split, cache_dir))
         return datasets.Dataset.from_dict({"translation": [{"de": " a ", "en": "b"}]})
 
-    monkeypatch.setattr(hub.datasets, "load_dataset", fake_load_dataset)
+    monkeypatch.setattr(hub_corpus.datasets, "load_dataset", fake_load_dataset)
     pairs = HubCorpus("wmt/wmt14", "de-en").read("test", "en", "de")
     assert calls == [("wmt/wmt14", "de-en", "test", None)]
     assert pairs == [("b", "a")]
@@ -114,7 +114,7 @@ def test_unreachable_hub_says_how_to_work_offline(monkeypatch):
     def offline(*args, **kwargs):
         raise ConnectionError("Couldn't reach 'wmt/wmt14' on the Hub (LocalEntryNotFoundError)")
 
-    monkeypatch.setattr(hub.datasets, "load_dataset", offline)
+    monkeypatch.setattr(hub_corpus.datasets, "load_dataset", offline)
     with pytest.raises(DataNotFoundError, match="wmt/wmt14.*local copy"):
         HubCorpus("wmt/wmt14", "de-en").read("train", "en", "de")
 
@@ -134,7 +134,7 @@ def test_reading_streams_record_batches_and_cleaning_keeps_its_counts(
     de = [f"satz {i}" if i % 4 else " " for i in range(25)]
     en = [f"sentence {i}" if i % 5 else None for i in range(25)]
     datasets.Dataset.from_dict({"de": de, "en": en}).to_parquet(tmp_path / "train.parquet")
-    monkeypatch.setattr(hub, "READ_BATCH", 4)
+    monkeypatch.setattr(hub_corpus, "READ_BATCH", 4)
 
     def whole_columns(*args, **kwargs):
         raise AssertionError("a whole split turned into Python lists")
@@ -159,7 +159,7 @@ def test_multi30k_experiment_reads_the_hub_copy_through_the_datamodule(multi30k_
     ]
     cfg = compose_train(tmp_path, overrides)
     assert cfg.task_name == "multi30k_de_en"  # the experiment's settings stay
-    assert cfg.data.corpus._target_ == "transformer_nmt.data.hub.HubCorpus"
+    assert cfg.data.corpus._target_ == "transformer_nmt.data.hub_corpus.HubCorpus"
     dm = instantiate(cfg.data)
     dm.prepare_data()
     dm.setup("fit")

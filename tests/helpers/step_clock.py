@@ -61,7 +61,7 @@ def tick(
 ) -> list[str]:
     """Overrides that move the run's clock `seconds` a batch (tests/ must be on the path)."""
     return [
-        "+callbacks.tick._target_=step_clock.Tick",
+        "+callbacks.tick._target_=helpers.step_clock.Tick",
         f"+callbacks.tick.seconds={seconds}",
         f"+callbacks.tick.first_extra={first_extra}",
         f"+callbacks.tick.skew={skew}",

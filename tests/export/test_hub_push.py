@@ -3,10 +3,10 @@
 import huggingface_hub
 import pytest
 
-from checkpoint_files import SENTENCES, write_checkpoint
+from helpers.checkpoint_files import SENTENCES, write_checkpoint
 from transformer_nmt.cli.export import main as export_main
 from transformer_nmt.data.tokenizer import BPETokenizer
-from transformer_nmt.export import hub
+from transformer_nmt.export import hub_push
 
 
 @pytest.fixture(scope="module")
@@ -15,7 +15,7 @@ def checkpoint(tmp_path_factory):
     return write_checkpoint(tmp_path_factory.mktemp("ckpt") / "last.ckpt", tokenizer, seed=3)
 
 
-class RecordingHub(hub.HfApi):
+class RecordingHub(hub_push.HfApi):
     """The real client up to its two network calls, which record what they were given."""
 
     calls: list[tuple[str, dict]] = []
@@ -32,7 +32,7 @@ class RecordingHub(hub.HfApi):
 
 
 def test_the_finished_folder_is_uploaded_to_the_named_repo(checkpoint, tmp_path, monkeypatch):
-    monkeypatch.setattr(hub, "HfApi", RecordingHub)
+    monkeypatch.setattr(hub_push, "HfApi", RecordingHub)
     RecordingHub.calls = []
     out = tmp_path / "native"
     export_main(["safetensors", str(checkpoint), str(out), "--push-to-hub", "me/m", "--private"])

@@ -7,7 +7,7 @@ from pathlib import Path
 import lightning as L
 from hydra.core.hydra_config import HydraConfig
 
-from sweep_runs import wait_for
+from helpers.sweep_runs import wait_for
 from transformer_nmt.atomic import write_atomically
 
 
@@ -28,7 +28,7 @@ class HoldUntil(L.Callback):
 def hold_until(pattern: str | Path, count: int = 1) -> list[str]:
     """Overrides that make every trial hold until `count` files match `pattern`."""
     return [
-        "+callbacks.hold._target_=hold_until.HoldUntil",
+        "+callbacks.hold._target_=helpers.hold_until.HoldUntil",
         f"+callbacks.hold.pattern='{pattern}'",
         f"+callbacks.hold.count={count}",
     ]
