@@ -11,8 +11,8 @@ from collections.abc import Callable
 import numpy as np
 
 from transformer_nmt.data.batching import collate
-from transformer_nmt.data.framing import ADDED_TOKENS
-from transformer_nmt.data.tokenizer import EOS_ID, PAD_ID
+from transformer_nmt.data.framing import ADDED_TOKENS, source_ids
+from transformer_nmt.data.tokenizer import PAD_ID
 
 # Of the free memory measured before the search, the share left unused: the allocator's
 # fragmentation over many shapes, validation's search and what other processes allocate later.
@@ -39,7 +39,7 @@ def worst_batch(rows: int, longest: int, vocab_size: int, pad_to_multiple_of: in
     """
     rng = np.random.default_rng(0)
     ids = rng.integers(FIRST_ID, vocab_size, size=(rows, 2, longest - ADDED_TOKENS)).tolist()
-    examples = [{"src": [*src, EOS_ID], "tgt": tgt} for src, tgt in ids]
+    examples = [{"src": source_ids(src), "tgt": tgt} for src, tgt in ids]
     return collate(examples, PAD_ID, pad_to_multiple_of)
 
 
