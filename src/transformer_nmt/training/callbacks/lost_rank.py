@@ -1,10 +1,14 @@
 """The rank whose loss ended a DDP run, named in the run's log."""
 
 import logging
+import subprocess
 
 import lightning as L
 
 log = logging.getLogger(__name__)
+
+# How long a rank whose connection broke may take to be reported dead by the kernel.
+EXIT_WAIT_SECONDS = 5
 
 
 class LostRank(L.Callback):
@@ -21,8 +25,11 @@ class LostRank(L.Callback):
     ) -> None:
         launcher = getattr(trainer.strategy, "launcher", None)
         for local_rank, process in enumerate(getattr(launcher, "procs", []), start=1):
-            code = process.poll()
-            if code is None or code == 0:
+            try:  # a killed rank's sockets close before the kernel reports it dead
+                code = process.wait(timeout=EXIT_WAIT_SECONDS)
+            except subprocess.TimeoutExpired:
+                continue  # alive: not the lost one
+            if code == 0:
                 continue
             rank = trainer.node_rank * trainer.num_devices + local_rank
             log.error(
