@@ -1,7 +1,29 @@
-"""Fixtures shared by every test folder."""
+"""Fixtures shared by every test folder, and how the suite is spread over xdist workers."""
+
+import importlib.util
+import os
 
 import pytest
 import torch
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # One intra-op thread per xdist worker (and the runs it starts): a thread per core, not two.
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    if importlib.util.find_spec("xdist") is None:
+        # pyproject's addopts name xdist's options; an environment without it runs serially.
+        parser.addoption("--numprocesses", dest="numprocesses", default=None)
+        parser.addoption("--dist", dest="dist", default="no")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Files with slow tests first: xdist hands out whole files, and the long ones start early."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)
+
 
 # CUDA runs where a GPU exists and shows as skipped elsewhere: a CPU-only run says what it left out.
 DEVICES = [

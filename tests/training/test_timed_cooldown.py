@@ -14,9 +14,10 @@ from transformer_nmt.training.config_checks import ConfigError, check_config
 from transformer_nmt.training.lr_schedule import inverse_sqrt_warmup
 
 # The toy run with a 100-second budget whose last 30 seconds cool down, on a clock that moves
-# with the batches (no validation: only training spends the budget).
+# with the batches (no validation: only training spends the budget); small batches, as the plan
+# counts updates, not tokens.
 TIMED = [
-    "experiment=toy", "logger=csv", "trainer.log_every_n_steps=1",
+    "experiment=toy", "logger=csv", "trainer.log_every_n_steps=1", "data.max_tokens=256",
     "trainer.max_epochs=-1", "trainer.max_steps=-1", "trainer.max_time=00:00:01:40",
     "callbacks.timed_cooldown.minutes=0.5",
     "+trainer.limit_val_batches=0", "+trainer.num_sanity_val_steps=0",
