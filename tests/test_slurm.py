@@ -7,6 +7,7 @@ import re
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import optuna
@@ -18,8 +19,8 @@ from optuna.trial import TrialState
 from helpers.ddp import ddp_env
 from helpers.hydra_compose import ROOT
 from helpers.pause_until_signal import pause_until_signal
-from helpers.slurm_cluster import missing_binaries, slurm_cluster
-from helpers.sweep_runs import TOY_SPACE, train_command, wait_for
+from helpers.slurm_cluster import ENDED, SlurmCluster, missing_binaries, slurm_cluster
+from helpers.sweep_runs import TOY_SPACE, train_command
 
 missing = missing_binaries()
 pytestmark = [
@@ -124,6 +125,17 @@ def on_a_cpu_box(script: str, tmp_path: Path) -> str:
     return script.replace(srun, srun + " ".join(shlex.quote(o) for o in overrides) + " ")
 
 
+def held_at(cluster: SlurmCluster, job: int, marker: Path, output: Path) -> None:
+    """Until the job writes `marker`; fails at once, showing its output, if the job ends first."""
+    deadline = time.monotonic() + TIMEOUT
+    while not marker.exists():
+        state = cluster.job(job)["JobState"]
+        if state in ENDED or time.monotonic() > deadline:
+            tail = output.read_text()[-3000:] if output.exists() else ""
+            raise AssertionError(f"job {job} {state} before {marker.name}:\n{tail}")
+        time.sleep(0.2)
+
+
 @pytest.fixture(scope="module")
 def recipe_job(cluster, tmp_path_factory) -> dict:
     """The README's job, requeued by `scontrol requeue` at one step and by USR1 at another."""
@@ -134,9 +146,10 @@ def recipe_job(cluster, tmp_path_factory) -> dict:
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env["PATH"]])
     output = f"--output={tmp_path}/slurm-%j.out"
     job = cluster.sbatch(script, output, "--open-mode=append", cwd=ROOT, env=env)
-    wait_for(tmp_path / f"paused_at_{REQUEUED_AT}", timeout=TIMEOUT)
+    output = tmp_path / f"slurm-{job}.out"
+    held_at(cluster, job, tmp_path / f"paused_at_{REQUEUED_AT}", output)
     cluster.run("scontrol", "requeue", str(job))
-    wait_for(tmp_path / f"paused_at_{SIGNALLED_AT}", timeout=TIMEOUT)
+    held_at(cluster, job, tmp_path / f"paused_at_{SIGNALLED_AT}", output)
     cluster.run("scancel", "--signal=USR1", str(job))  # as --signal=USR1@N does: to the tasks
     record = cluster.wait_until_ended(job, TIMEOUT)
     runs = tmp_path / "outputs" / "train" / "runs"

@@ -10,9 +10,14 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import TypeVar
+
+from helpers.sweep_runs import wait_for
+
+T = TypeVar("T")
 
 BINARIES = ("mungekey", "munged", "slurmctld", "slurmd", "sbatch", "scontrol", "sinfo", "squeue")
 NODE = "localhost"  # resolves on any machine: Lightning's SLURMEnvironment joins ranks at it
@@ -22,31 +27,49 @@ START_TIMEOUT = 120
 ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "DEADLINE"}
 
 
+# The daemons live in sbin, which a user's PATH may lack.
+PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
+
+
 def missing_binaries() -> list[str]:
     """The SLURM and munge programs this machine lacks."""
-    found = os.environ.get("PATH", "") + os.pathsep + "/usr/sbin:/sbin"
-    return [name for name in BINARIES if shutil.which(name, path=found) is None]
+    return [name for name in BINARIES if shutil.which(name, path=PATH) is None]
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+def _free_ports(count: int) -> list[int]:
+    """Loopback ports free now: all probed at once, so that they differ."""
+    with ExitStack() as stack:
+        probes = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return [probe.getsockname()[1] for probe in probes]
 
 
-def _hardware() -> str:
+def _hardware(env: dict[str, str]) -> str:
     """This machine's CPUs and memory as `slurmd -C` reports them, less its NodeName."""
-    first = subprocess.run(["slurmd", "-C"], capture_output=True, text=True, check=True)
+    first = subprocess.run(["slurmd", "-C"], env=env, capture_output=True, text=True, check=True)
     fields = first.stdout.splitlines()[0].split()
     return " ".join(f for f in fields if not f.startswith("NodeName="))
 
 
-def slurm_conf(folder: Path, user: str) -> str:
+def _poll(probe: Callable[[], T], timeout: float, what: Callable[[], str]) -> T:
+    """probe()'s first truthy value; TimeoutError saying what() past timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while not (value := probe()):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"after {timeout} s: {what()}")
+        time.sleep(0.2)
+    return value
+
+
+def slurm_conf(folder: Path, user: str, env: dict[str, str]) -> str:
+    controller_port, node_port = _free_ports(2)
+    node = f"{NODE} NodeHostname={socket.gethostname()} NodeAddr=127.0.0.1 {_hardware(env)}"
     return f"""\
 ClusterName=nmt-tests
 SlurmctldHost={NODE}(127.0.0.1)
-SlurmctldPort={_free_port()}
-SlurmdPort={_free_port()}
+SlurmctldPort={controller_port}
+SlurmdPort={node_port}
 SlurmUser={user}
 SlurmdUser={user}
 AuthType=auth/munge
@@ -70,7 +93,7 @@ SchedulerParameters=sched_interval=1
 MpiDefault=none
 ReturnToService=2
 MailProg=/bin/true
-NodeName={NODE} NodeHostname={socket.gethostname()} NodeAddr=127.0.0.1 {_hardware()} State=UNKNOWN
+NodeName={node} State=UNKNOWN
 PartitionName=debug Nodes={NODE} Default=YES MaxTime=INFINITE State=UP
 """
 
@@ -80,7 +103,7 @@ class SlurmCluster:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self.env = {**os.environ, "SLURM_CONF": str(folder / "slurm.conf")}
+        self.env = {**os.environ, "PATH": PATH, "SLURM_CONF": str(folder / "slurm.conf")}
 
     def run(self, *command: str) -> str:
         """A client command's output; CalledProcessError (with its stderr) if it fails."""
@@ -105,12 +128,12 @@ class SlurmCluster:
 
     def wait_until_ended(self, job_id: int | str, timeout: float = 600) -> dict[str, str]:
         """The job's fields once it has ended (JobState COMPLETED, FAILED, ...)."""
-        deadline = time.monotonic() + timeout
-        while (job := self.job(job_id))["JobState"] not in ENDED:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"job {job_id} still {job['JobState']} after {timeout} s")
-            time.sleep(0.2)
-        return job
+
+        def ended() -> dict[str, str] | None:
+            job = self.job(job_id)
+            return job if job["JobState"] in ENDED else None
+
+        return _poll(ended, timeout, lambda: f"job {job_id}: {self.job(job_id)['JobState']}")
 
     def log_tails(self) -> str:
         """The end of each daemon's log: what a failing test shows."""
@@ -119,25 +142,20 @@ class SlurmCluster:
 
     def wait_until_idle(self) -> None:
         """Until the controller answers and the node is idle, ready for jobs."""
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
+
+        def idle() -> bool:
             try:
-                if self.run("sinfo", "--noheader", "--format=%t").split() == ["idle"]:
-                    return
+                return self.run("sinfo", "--noheader", "--format=%t").split() == ["idle"]
             except subprocess.CalledProcessError:
-                pass  # the controller is not listening yet
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"SLURM not up after {START_TIMEOUT} s\n{self.log_tails()}")
-            time.sleep(0.1)
+                return False  # the controller is not listening yet
+
+        _poll(idle, START_TIMEOUT, lambda: f"SLURM is not up\n{self.log_tails()}")
 
     def cancel_all_jobs(self) -> None:
         """Cancels every job and waits until none is queued or running, its processes gone."""
         self.run("scancel", "--partition=debug")
-        deadline = time.monotonic() + START_TIMEOUT
-        while states := self.run("squeue", "--noheader", "--format=%T").split():
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"jobs still {states} after {START_TIMEOUT} s")
-            time.sleep(0.2)
+        queue = lambda: self.run("squeue", "--noheader", "--format=%i %T")  # noqa: E731
+        _poll(lambda: not queue().strip(), START_TIMEOUT, lambda: f"jobs left: {queue()}")
 
 
 def _daemon(stack: ExitStack, command: list[str], env: dict[str, str], log: Path) -> None:
@@ -164,12 +182,12 @@ def slurm_cluster() -> Iterator[SlurmCluster]:
     folder.chmod(0o755)  # munged: the socket's folder must be reachable by every user
     for name in ("munge", "state", "spool", "log"):
         (folder / name).mkdir()
-    user = pwd.getpwuid(os.getuid()).pw_name
-    (folder / "slurm.conf").write_text(slurm_conf(folder, user))
-    munge = folder / "munge"
     cluster = SlurmCluster(folder)
+    user = pwd.getpwuid(os.getuid()).pw_name
+    (folder / "slurm.conf").write_text(slurm_conf(folder, user, cluster.env))
+    munge = folder / "munge"
     try:
-        subprocess.run(["mungekey", "--create", f"--keyfile={munge}/key"], check=True)
+        cluster.run("mungekey", "--create", f"--keyfile={munge}/key")
         with ExitStack() as stack:
             munged = [
                 "munged",
@@ -181,7 +199,7 @@ def slurm_cluster() -> Iterator[SlurmCluster]:
                 f"--log-file={folder}/log/munged.log",
             ]
             _daemon(stack, munged, cluster.env, folder / "log" / "munged.out")
-            _wait_for_path(munge / "socket")
+            wait_for(munge / "socket", timeout=START_TIMEOUT)
             daemons = (["slurmctld", "-D", "-i"], ["slurmd", "-D", "-N", NODE])
             for command in daemons:
                 _daemon(stack, command, cluster.env, folder / "log" / f"{command[0]}.out")
@@ -192,11 +210,3 @@ def slurm_cluster() -> Iterator[SlurmCluster]:
                 cluster.cancel_all_jobs()
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-
-
-def _wait_for_path(path: Path) -> None:
-    deadline = time.monotonic() + START_TIMEOUT
-    while not path.exists():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{path} not there after {START_TIMEOUT} s")
-        time.sleep(0.05)
