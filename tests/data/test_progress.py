@@ -210,6 +210,7 @@ TranslationDataModule(
 """
 
 
+@pytest.mark.slow
 def test_off_a_terminal_bpe_training_and_encoding_log_their_start_and_end(tmp_path):
     datamodule(tmp_path)  # writes the corpus
     run = subprocess.run(
