@@ -64,6 +64,30 @@ def test_another_host_s_lock_not_refreshed_for_the_stale_interval_is_taken_over(
     lock.release()
 
 
+def test_an_earlier_start_of_a_requeued_slurm_job_is_taken_over_on_any_node(
+    tmp_path, caplog, monkeypatch
+):
+    path = tmp_path / ".lock"
+    write_lock(path, {**OTHER_HOST, "slurm_job": "77", "slurm_restart": 0})  # fresh: just now
+    monkeypatch.setenv("SLURM_JOB_ID", "77")
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "0")  # the same start: a live holder
+    assert LockFile(path).try_acquire()["slurm_job"] == "77"
+    monkeypatch.setenv("SLURM_JOB_ID", "78")  # another job
+    assert LockFile(path).try_acquire()["host"] == "node-b"
+    monkeypatch.setenv("SLURM_JOB_ID", "77")
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")  # the job, requeued
+    lock = LockFile(path)
+    with caplog.at_level(logging.WARNING):
+        assert lock.try_acquire() is None
+    assert json.loads(path.read_text()) == lock.holder
+    assert lock.holder["slurm_job"] == "77" and lock.holder["slurm_restart"] == 1
+    assert caplog.messages == [
+        f"{path} was left by {NAMED}, an earlier start of SLURM job 77, requeued since: "
+        "taking it over"
+    ]
+    lock.release()
+
+
 class OtherHost:
     """A holder on another host, seen by a waiter whose clock runs only as it sleeps.
 

@@ -8,6 +8,8 @@ refreshes the file's mtime every `HEARTBEAT` seconds.
 A lock whose holder is gone is taken over, with a warning naming it:
 
 - on this host, its process gone: at once;
+- an earlier start of this SLURM job (same `SLURM_JOB_ID`, a lower `SLURM_RESTART_COUNT`), on
+  any node: at once, since a requeued job runs only once its earlier start has ended;
 - on any host, not refreshed for `STALE` seconds: its machine crashed or its job was killed, so
   a job requeued on another node is not blocked for ever.
 
@@ -77,6 +79,7 @@ class LockFile:
             "host": socket.gethostname(),
             "since": datetime.now().astimezone().isoformat(timespec="seconds"),
             "token": uuid.uuid4().hex,  # tells this holding from any other of the same pid
+            **_slurm_start(),
         }
         # Not ".tmp": `atomic.atomic_folder` removes a cache entry's leftover temporaries.
         draft = self.path.with_name(f"{self.path.name}.{me['token']}.draft")
@@ -160,6 +163,10 @@ class LockFile:
             return None
         if holder.get("host") == socket.gethostname() and not _alive(holder.get("pid")):
             return holder, "which is gone"
+        mine = _slurm_start()
+        if mine and holder.get("slurm_job") == mine["slurm_job"]:
+            if holder.get("slurm_restart", 0) < mine["slurm_restart"]:
+                return holder, f"an earlier start of SLURM job {mine['slurm_job']}, requeued since"
         unrefreshed = self.clock() - mtime
         if unrefreshed > self.stale_after:
             return holder, f"and not refreshed for {unrefreshed:.0f} s"
@@ -208,6 +215,14 @@ def parse_holder(data: bytes) -> dict[str, Any]:
     except ValueError:
         return {}
     return holder if isinstance(holder, dict) else {}
+
+
+def _slurm_start() -> dict[str, Any]:
+    """This process's SLURM job and how often it was requeued; {} outside SLURM."""
+    job = os.environ.get("SLURM_JOB_ID")
+    if job is None:
+        return {}
+    return {"slurm_job": job, "slurm_restart": int(os.environ.get("SLURM_RESTART_COUNT", 0))}
 
 
 def _alive(pid: Any) -> bool:
