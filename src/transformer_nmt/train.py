@@ -28,6 +28,7 @@ from transformer_nmt.training.loggers import (
 from transformer_nmt.training.module import TranslationModule
 from transformer_nmt.training.precision import resolve_precision
 from transformer_nmt.training.resume import ResumePoint
+from transformer_nmt.training.run_config import write_run_config
 from transformer_nmt.training.run_lock import RunLock, is_global_rank_zero
 from transformer_nmt.training.slurm_requeue import requeue_on_signal, slurm_environment
 from transformer_nmt.training.sweeps import best_scores, raise_if_diverged
@@ -51,6 +52,8 @@ def train(cfg: DictConfig) -> dict[str, float]:
     # Two runs writing one folder would overwrite each other's checkpoints: the second is refused.
     # A SLURM job asked to requeue (USR1) does so once the lock is released.
     with requeue_on_signal(), RunLock(cfg.paths.output_dir, enabled=is_global_rank_zero()):
+        if is_global_rank_zero():
+            write_run_config(cfg)
         L.seed_everything(cfg.seed, workers=True)
         datamodule, module = build_data_and_module(cfg, resume)
         loggers = build_loggers(cfg)
