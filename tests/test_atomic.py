@@ -1,6 +1,7 @@
 """Atomic writes keep the previous file whole, and every file a user keeps goes through them."""
 
 import errno
+import fcntl
 import json
 import re
 
@@ -19,7 +20,8 @@ from transformer_nmt.atomic import (
 )
 from transformer_nmt.cli.average import main as average_main
 from transformer_nmt.cli.evaluate import main as evaluate_main
-from transformer_nmt.data.tokenizer import BPETokenizer
+from transformer_nmt.data.store import open_or_build, store_path
+from transformer_nmt.data.tokenizer import BPETokenizer, cache_path, load_or_train
 
 
 def files(folder) -> list[str]:
@@ -86,6 +88,21 @@ def test_the_cache_lock_leaves_no_file_and_no_empty_folder(tmp_path):
     with exclusive(lock):
         (tmp_path / "cache" / "entry").write_text("built")
     assert files(tmp_path / "cache") == ["entry"]
+
+
+def test_the_caches_build_where_flock_is_refused(tmp_path, monkeypatch):
+    def refused(*args):
+        raise OSError(errno.ENOSYS, "Function not implemented")  # Lustre mounted without flock
+
+    monkeypatch.setattr(fcntl, "flock", refused)
+    monkeypatch.setattr(fcntl, "lockf", refused)
+    cache = tmp_path / "cache"
+    tokenizer = load_or_train(cache, lambda: SENTENCES, 270, 1, "sentences")
+    pairs = list(zip(SENTENCES[::2], SENTENCES[1::2], strict=True))
+    store = store_path(cache, "val", "sentences", tokenizer, 16)
+    dataset, dropped = open_or_build(store, lambda: pairs, tokenizer, 16, keep_text=True)
+    assert (len(dataset), dropped) == (len(pairs), 0)
+    assert files(cache) == sorted([cache_path(cache, 270, 1, "sentences").name, store.name])
 
 
 def test_a_full_disk_is_seen_through_the_errors_it_caused():

@@ -8,14 +8,16 @@ that one of them builds what the others then read.
 
 import contextlib
 import errno
-import fcntl
 import os
 import shutil
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
+
+from transformer_nmt.lock_file import STALE, LockFile
 
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)  # no space left; over the user's quota
 
@@ -87,34 +89,32 @@ def sync_folder(folder: str | os.PathLike) -> None:
 
 
 @contextmanager
-def exclusive(lock_path: Path) -> Iterator[None]:
-    """Hold an exclusive `fcntl.flock` on `lock_path`, and remove the file before letting go.
+def exclusive(
+    lock_path: Path,
+    stale_after: float = STALE,
+    clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Iterator[None]:
+    """Hold the lock file `lock_path`, waiting while a live process holds it; remove it after.
 
-    Removing it keeps the cache folder to what is cached, and a folder left empty (nothing
-    cached, the build failed) is removed too. A process may then lock a file that has just been
-    removed; it notices (the path names another file, or none) and locks afresh, so that only
-    one process at a time holds the lock of a path.
+    A `LockFile`, made by a hard link, not `flock`, which cluster filesystems may refuse: a
+    holder that is gone is taken over with a warning naming it, and a waiter says every minute
+    whom it waits for. Removing the file keeps the cache folder to what is cached, and a folder
+    left empty (nothing cached, the build failed) is removed too; a process about to take the
+    lock just then makes the folder again.
+
+    Args:
+        lock_path: the lock file, beside the cache entry it guards.
+        stale_after, clock, sleep: as `LockFile` takes them.
     """
-    while True:
-        lock_path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            lock = open(lock_path, "a")  # closed below, or after the yield
-        except FileNotFoundError:  # the folder was removed since: a build failed
-            continue
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            if os.path.samestat(os.fstat(lock.fileno()), os.stat(lock_path)):
-                break
-        except FileNotFoundError:
-            pass
-        lock.close()
+    lock = LockFile(lock_path, stale_after, clock, sleep)
+    lock.acquire_waiting()
     try:
         yield
     finally:
-        os.unlink(lock_path)  # while still locked: the next holder finds the cache written
+        lock.release()  # the next holder finds the cache written
         with contextlib.suppress(OSError):  # not empty: the usual case
             lock_path.parent.rmdir()
-        lock.close()
 
 
 def write_atomically(path: str | os.PathLike, data: str | bytes) -> None:

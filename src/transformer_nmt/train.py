@@ -28,7 +28,9 @@ from transformer_nmt.training.loggers import (
 from transformer_nmt.training.module import TranslationModule
 from transformer_nmt.training.precision import resolve_precision
 from transformer_nmt.training.resume import ResumePoint
+from transformer_nmt.training.run_config import write_run_config
 from transformer_nmt.training.run_lock import RunLock, is_global_rank_zero
+from transformer_nmt.training.slurm_requeue import requeue_on_signal, slurm_environment
 from transformer_nmt.training.sweeps import best_scores, raise_if_diverged
 
 log = logging.getLogger(__name__)
@@ -48,7 +50,10 @@ def train(cfg: DictConfig) -> dict[str, float]:
     resume = check_config_or_resumed(cfg)
     resolve_update_size(cfg)
     # Two runs writing one folder would overwrite each other's checkpoints: the second is refused.
-    with RunLock(cfg.paths.output_dir, enabled=is_global_rank_zero()):
+    # A SLURM job asked to requeue (USR1) does so once the lock is released.
+    with requeue_on_signal(), RunLock(cfg.paths.output_dir, enabled=is_global_rank_zero()):
+        if is_global_rank_zero():
+            write_run_config(cfg)
         L.seed_everything(cfg.seed, workers=True)
         datamodule, module = build_data_and_module(cfg, resume)
         loggers = build_loggers(cfg)
@@ -130,6 +135,7 @@ def build_trainer(cfg: DictConfig, loggers: list[Logger], resume: ResumePoint) -
         logger=loggers or False,
         callbacks=callbacks,
         precision=precision,
+        plugins=[*(instantiate(cfg.trainer.get("plugins")) or []), *slurm_environment()],
         strategy=ddp_strategy(cfg.trainer.strategy, cfg.ddp_timeout_minutes),
         # BPE-dropout segments the training pairs anew in each epoch's loader.
         reload_dataloaders_every_n_epochs=1 if cfg.data.get("bpe_dropout") else 0,

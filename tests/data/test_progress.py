@@ -1,4 +1,4 @@
-"""Progress people can see: bars for reading, BPE training and encoding; the cache named."""
+"""Progress people can see: bars on a terminal, log lines elsewhere; the cache named."""
 
 import io
 import logging
@@ -6,12 +6,14 @@ import os
 import pty
 import subprocess
 import sys
+import threading
 
 import pytest
 
+from transformer_nmt.data import progress as progress_module
 from transformer_nmt.data.bitext import TextCorpus
 from transformer_nmt.data.datamodule import TranslationDataModule
-from transformer_nmt.data.progress import size_text
+from transformer_nmt.data.progress import LOG_EVERY, LoggedProgress, size_text
 
 
 class Terminal(io.StringIO):
@@ -105,3 +107,125 @@ def test_bpe_training_shows_its_progress_out_of_all_sentences_on_a_terminal_only
     piped = subprocess.run([sys.executable, "-c", BPE_TRAINING], capture_output=True, text=True)
     assert piped.returncode == 0
     assert piped.stderr == piped.stdout == ""
+
+
+class FakeClock:
+    """Seconds that pass only when a test says so, or by `step` at every reading."""
+
+    def __init__(self, step: float = 0.0):
+        self.now, self.step = 1000.0, step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+def lines(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == progress_module.__name__]
+
+
+def test_off_a_terminal_a_line_comes_every_30_seconds_and_none_between(caplog):
+    clock = FakeClock()
+    with caplog.at_level(logging.INFO):
+        bar = LoggedProgress(desc="encoding x", total=1000, unit=" pairs", clock=clock)
+        logged_at = []  # the seconds at which an update logged a line
+        for second in range(1, 100):  # 10 pairs a second for 99 s
+            before = len(lines(caplog))
+            clock.now += 1
+            bar.update(10)
+            if len(lines(caplog)) > before:
+                logged_at.append(second)
+        bar.close()
+    assert LOG_EVERY == 30
+    assert logged_at == [30, 60, 90]
+    assert lines(caplog) == [
+        "encoding x: started of 1,000 pairs",
+        "encoding x: 300/1,000 pairs (30%), 10 pairs/s, 00:30 elapsed, 01:10 left",
+        "encoding x: 600/1,000 pairs (60%), 10 pairs/s, 01:00 elapsed, 00:40 left",
+        "encoding x: 900/1,000 pairs (90%), 10 pairs/s, 01:30 elapsed, 00:10 left",
+        "encoding x: done, 990 pairs in 01:39, 10 pairs/s",
+    ]
+
+
+def test_a_stream_of_unknown_length_logs_its_count_and_rate(caplog):
+    clock = FakeClock()
+    with caplog.at_level(logging.INFO):
+        bar = LoggedProgress(iter(range(90)), desc="reading f", unit=" pairs", clock=clock)
+        for _ in bar:
+            clock.now += 1
+        assert bar.closed  # it ends with its iterable, as a tqdm bar does
+    assert lines(caplog) == [
+        "reading f: started",
+        "reading f: 30 pairs, 1 pairs/s, 00:30 elapsed",
+        "reading f: 60 pairs, 1 pairs/s, 01:00 elapsed",
+        "reading f: 90 pairs, 1 pairs/s, 01:30 elapsed",
+        "reading f: done, 90 pairs in 01:30, 1 pairs/s",
+    ]
+
+
+def test_a_pass_that_counts_nothing_is_still_logged_from_its_heartbeat(caplog, monkeypatch):
+    monkeypatch.setattr(progress_module, "HEARTBEAT_POLL", 0.001)
+    clock = FakeClock(step=LOG_EVERY)  # every look at the clock finds 30 s more
+    beats = threading.Event()
+
+    class Beats(logging.Handler):
+        def emit(self, record):
+            if "read, " in record.getMessage():
+                beats.set()
+
+    handler = Beats()
+    progress_module.log.addHandler(handler)
+    try:
+        with caplog.at_level(logging.INFO):
+            with LoggedProgress(desc="BPE training", unit=" sentences", clock=clock) as bar:
+                assert list(bar.count(["a", "b"])) == ["a", "b"]
+                # Blocked, as the trainer is while it merges: only the thread can log.
+                assert beats.wait(timeout=60)
+    finally:
+        progress_module.log.removeHandler(handler)
+    logged = lines(caplog)
+    assert logged[0] == "BPE training: started"
+    assert any(line.startswith("BPE training: all 2 sentences read, ") for line in logged)
+    assert logged[-1].startswith("BPE training: done, 2 sentences in ")
+
+
+def test_a_failed_pass_is_not_logged_as_done(caplog):
+    with caplog.at_level(logging.INFO), pytest.raises(KeyboardInterrupt):
+        with LoggedProgress(desc="encoding x", clock=FakeClock()):
+            raise KeyboardInterrupt
+    assert lines(caplog) == ["encoding x: started"]
+
+
+# Stderr is a pipe, as under SLURM or nohup.
+PREPARED_OFF_A_TERMINAL = """
+import logging, sys
+from pathlib import Path
+from transformer_nmt.data.bitext import TextCorpus
+from transformer_nmt.data.datamodule import TranslationDataModule
+logging.basicConfig(level=logging.INFO, format="%(message)s")
+corpus = TextCorpus(sys.argv[1])
+TranslationDataModule(
+    corpus, "en", "de", vocab_size=300, max_tokens=64, max_len=16, cache_dir=sys.argv[1] + "/c"
+).setup("validate")
+"""
+
+
+@pytest.mark.slow
+def test_off_a_terminal_bpe_training_and_encoding_log_their_start_and_end(tmp_path):
+    datamodule(tmp_path)  # writes the corpus
+    run = subprocess.run(
+        [sys.executable, "-c", PREPARED_OFF_A_TERMINAL, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    logged = run.stderr.splitlines()
+    for start, end in [
+        ("BPE training: started", "BPE training: done, "),
+        (f"reading {tmp_path / 'val.en'} and", f"reading {tmp_path / 'val.en'} and"),
+        ("encoding tokens-val-", "encoding tokens-val-"),
+    ]:
+        assert any(line.startswith(start) and "started" in line for line in logged), start
+        assert any(line.startswith(end) and ": done, " in line for line in logged), end
+    assert "\r" not in run.stderr  # no bar

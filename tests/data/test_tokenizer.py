@@ -1,6 +1,8 @@
-import fcntl
 import json
 import multiprocessing
+import socket
+import subprocess
+import sys
 import time
 
 import pytest
@@ -16,6 +18,7 @@ from transformer_nmt.data.tokenizer import (
     cache_path,
     load_or_train,
 )
+from transformer_nmt.lock_file import LockFile
 
 TRAIN = [
     "the cat sat on the mat",
@@ -167,13 +170,13 @@ def race_for_the_tokenizer(cache_dir, trainings, first_trains, second_waits, fir
         return iter(TRAIN)
 
     if not first:
-        flock = fcntl.flock
+        try_acquire = LockFile.try_acquire
 
-        def signalling_flock(*args):
+        def signalling_try_acquire(self):
             second_waits.set()
-            return flock(*args)
+            return try_acquire(self)
 
-        fcntl.flock = signalling_flock
+        LockFile.try_acquire = signalling_try_acquire
     load_or_train(cache_dir, sentences, **SETTINGS)
 
 
@@ -190,4 +193,49 @@ def test_processes_racing_on_an_empty_cache_train_once(tmp_path):
         process.join(timeout=120)
     assert [first.exitcode, second.exitcode] == [0, 0]
     assert trainings.value == 1
+    assert [p.name for p in tmp_path.iterdir()] == [cache_path(tmp_path, **SETTINGS).name]
+
+
+# Loads the tokenizer of argv[1]'s cache, logging to stderr; trains only after a line on stdin.
+LOADS_THE_TOKENIZER = """
+import json, logging, sys
+from transformer_nmt.data.tokenizer import load_or_train
+logging.basicConfig(level=logging.INFO, format="%(message)s")
+
+def sentences():
+    print("training", flush=True)
+    sys.stdin.readline()
+    return iter(json.loads(sys.argv[2]))
+
+load_or_train(sys.argv[1], sentences, **json.loads(sys.argv[3]))
+"""
+
+
+@pytest.mark.slow
+def test_a_second_process_waits_naming_the_builder_then_reads_its_cache(tmp_path):
+    def start():
+        return subprocess.Popen(
+            [sys.executable, "-c", LOADS_THE_TOKENIZER, str(tmp_path), *map(json.dumps, args)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    args = (TRAIN, SETTINGS)
+    builder = start()
+    assert builder.stdout.readline() == "training\n"  # it holds the lock
+    waiter = start()
+    waiting = f"waiting for process {builder.pid} on {socket.gethostname()}"
+    seen = []
+    while waiting not in (line := waiter.stderr.readline()):
+        assert line, f"the waiter ended without waiting: {seen}"
+        seen.append(line)
+    builder.stdin.write("\n")
+    builder.stdin.close()
+    assert builder.wait(timeout=120) == 0
+    out, err = waiter.communicate(timeout=120)
+    assert waiter.returncode == 0, err
+    assert out == ""  # it never asked for sentences: it did not train
+    assert f"Tokenizer: reusing {cache_path(tmp_path, **SETTINGS)}" in err
     assert [p.name for p in tmp_path.iterdir()] == [cache_path(tmp_path, **SETTINGS).name]

@@ -1,9 +1,12 @@
 """A run started in a folder holding last.ckpt resumes from it; another model's is refused."""
 
+import subprocess
+import sys
+
 import pytest
 import torch
 
-from helpers.hydra_compose import compose_train
+from helpers.hydra_compose import ROOT, compose_train
 from transformer_nmt.model import TransformerConfig
 from transformer_nmt.train import train
 from transformer_nmt.training.auto_resume import resume_from_run_folder
@@ -42,3 +45,29 @@ def test_a_run_folder_holding_another_models_checkpoint_is_refused_before_any_wr
     assert sorted(p.name for p in run.rglob("*")) == ["checkpoints", "last.ckpt"]
     assert (run / "checkpoints" / "last.ckpt").read_bytes() == saved
     assert not (tmp_path / "cache").exists()  # refused before any data was read
+
+
+@pytest.mark.slow
+def test_a_refused_start_leaves_the_run_folders_config_record_as_it_was(tmp_path):
+    saved = left_checkpoint(tmp_path, d_model=64)
+    record = tmp_path / "run" / ".hydra" / "config.yaml"
+    record.parent.mkdir()
+    record.write_text("model:\n  d_model: 64\n")  # the record of the run that owns the folder
+    refused = subprocess.run(
+        [
+            sys.executable,
+            "train.py",
+            *TOY,
+            "model.d_model=128",
+            f"paths.cache_dir={tmp_path}/cache",
+            f"hydra.run.dir={tmp_path}/run",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert refused.returncode != 0
+    assert "was trained with model.d_model=64" in refused.stderr
+    assert record.read_text() == "model:\n  d_model: 64\n"
+    assert (tmp_path / "run" / "checkpoints" / "last.ckpt").read_bytes() == saved

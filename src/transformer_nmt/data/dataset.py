@@ -145,21 +145,21 @@ def encode_chunks(
     The one encoding both the in-memory dataset and the token store are made of.
     """
     total = len(pairs) if isinstance(pairs, Sized) else None
-    bar = progress(desc=desc, total=total, unit=" pairs")
     pairs = iter(pairs)
-    while chunk := list(itertools.islice(pairs, ENCODE_CHUNK)):
-        src_ids = tokenizer.encode_batch([src for src, _ in chunk])
-        tgt_ids = tokenizer.encode_batch([tgt for _, tgt in chunk])
-        keep = [
-            i
-            for i, (s, t) in enumerate(zip(src_ids, tgt_ids, strict=True))
-            if max(len(s), len(t)) <= max_len
-        ]
-        yield EncodedChunk(
-            TokenSequences.from_lists([src_ids[i] for i in keep]),
-            TokenSequences.from_lists([tgt_ids[i] for i in keep]),
-            [chunk[i] for i in keep],
-            len(chunk),
-        )
-        bar.update(len(chunk))
-    bar.close()
+    # A context, so that off a terminal a line comes every LOG_EVERY seconds even mid-chunk.
+    with progress(desc=desc, total=total, unit=" pairs") as bar:
+        while chunk := list(itertools.islice(pairs, ENCODE_CHUNK)):
+            src_ids = tokenizer.encode_batch([src for src, _ in chunk])
+            tgt_ids = tokenizer.encode_batch([tgt for _, tgt in chunk])
+            keep = [
+                i
+                for i, (s, t) in enumerate(zip(src_ids, tgt_ids, strict=True))
+                if max(len(s), len(t)) <= max_len
+            ]
+            yield EncodedChunk(
+                TokenSequences.from_lists([src_ids[i] for i in keep]),
+                TokenSequences.from_lists([tgt_ids[i] for i in keep]),
+                [chunk[i] for i in keep],
+                len(chunk),
+            )
+            bar.update(len(chunk))

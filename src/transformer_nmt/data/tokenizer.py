@@ -4,14 +4,13 @@ import hashlib
 import json
 import logging
 import os
-import sys
 from collections.abc import Callable, Iterable, Sized
 from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from transformer_nmt.atomic import exclusive, write_atomically
-from transformer_nmt.data.progress import size_text
+from transformer_nmt.data.progress import LoggedProgress, on_terminal, size_text
 
 log = logging.getLogger(__name__)
 
@@ -63,11 +62,15 @@ class BPETokenizer:
             # All 256 bytes, seen or not, so no character is ever unknown.
             initial_alphabet=alphabet,
             # Off the terminal its bars are hidden but still print blank lines into the logs.
-            show_progress=sys.stderr.isatty(),
+            show_progress=on_terminal(),
         )
         # With a length its bar shows counts, a rate and the time left.
         length = len(sentences) if isinstance(sentences, Sized) else None
-        tokenizer.train_from_iterator(sentences, trainer, length=length)
+        if on_terminal():
+            tokenizer.train_from_iterator(sentences, trainer, length=length)
+        else:  # the trainer reports nothing itself: count what it reads, and beat while it merges
+            with LoggedProgress(desc="BPE training", total=length, unit=" sentences") as bar:
+                tokenizer.train_from_iterator(bar.count(sentences), trainer, length=length)
         return cls(tokenizer)
 
     @property

@@ -1,13 +1,10 @@
 """The run's config, as training uses it, to the loggers and the run folder once fit has set up."""
 
-from pathlib import Path
-
 import lightning as L
-from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from transformer_nmt.atomic import write_atomically
 from transformer_nmt.training.batch_size import UpdatePlan, record_plan
+from transformer_nmt.training.run_config import write_run_config
 
 
 class LoggedConfig(L.Callback):
@@ -35,13 +32,4 @@ class LoggedConfig(L.Callback):
         for logger in trainer.loggers:
             logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
         if trainer.is_global_zero:
-            rewrite_run_config(cfg)
-
-
-def rewrite_run_config(cfg: DictConfig) -> None:
-    """The run folder's `.hydra/config.yaml`, which Hydra wrote before the derived values."""
-    if not HydraConfig.initialized() or HydraConfig.get().output_subdir is None:
-        return
-    hydra = HydraConfig.get()
-    path = Path(hydra.runtime.output_dir) / hydra.output_subdir / "config.yaml"
-    write_atomically(path, OmegaConf.to_yaml(cfg))
+            write_run_config(cfg)

@@ -1,0 +1,34 @@
+"""The run folder's `.hydra/`: the config the run uses, written once the run is accepted.
+
+Hydra would write it before the task starts (`hydra.output_subdir`, null in `conf/hydra/`): a
+start that is then refused, because the folder's `last.ckpt` is another model's or another run
+holds the folder, would overwrite the record of the run that owns it, which the model card reads.
+"""
+
+from pathlib import Path
+
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from transformer_nmt.atomic import write_atomically
+
+FOLDER = ".hydra"
+
+
+def write_run_config(cfg: DictConfig) -> None:
+    """`config.yaml` (the task config), `hydra.yaml` and `overrides.yaml`, as Hydra names them.
+
+    Called by global rank 0 once the config is checked and the run lock is held, and again as
+    fit starts, when the derived batch settings are known. Without Hydra (`train(cfg)` from a
+    notebook) there is no run folder to write to.
+    """
+    if not HydraConfig.initialized():
+        return
+    hydra = HydraConfig.get()
+    folder = Path(hydra.runtime.output_dir) / FOLDER
+    task = cfg.copy()
+    OmegaConf.set_struct(task, False)
+    task.pop("hydra", None)  # tests compose with the Hydra node; a run's task config has none
+    write_atomically(folder / "config.yaml", OmegaConf.to_yaml(task))
+    write_atomically(folder / "hydra.yaml", OmegaConf.to_yaml({"hydra": hydra}))
+    write_atomically(folder / "overrides.yaml", OmegaConf.to_yaml(hydra.overrides.task))

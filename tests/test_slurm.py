@@ -1,0 +1,198 @@
+"""On a real single-node SLURM (tests/helpers/slurm_cluster.py): sweep trials as jobs through
+Hydra's submitit launcher, and the README's training recipe requeued, resuming in its folder."""
+
+import csv
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.storages import JournalStorage
+from optuna.storages.journal import JournalFileBackend
+from optuna.trial import TrialState
+
+from helpers.ddp import ddp_env
+from helpers.hydra_compose import ROOT
+from helpers.pause_until_signal import pause_until_signal
+from helpers.slurm_cluster import ENDED, SlurmCluster, missing_binaries, slurm_cluster
+from helpers.sweep_runs import TOY_SPACE, train_command
+
+missing = missing_binaries()
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        bool(missing),
+        reason=f"SLURM is not installed (no {', '.join(missing)}): "
+        "apt-get install slurmctld slurmd slurm-client munge, as .ci/run does",
+    ),
+]
+TIMEOUT = 900
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with slurm_cluster() as running:
+        yield running
+
+
+def test_submitit_slurm_runs_each_trial_as_a_job_of_one_study(tmp_path, cluster):
+    study = "multi30k_de_en"
+    search = [f"hparams_search={study}", *TOY_SPACE, "hydra.sweeper.n_trials=2"]
+    jobs = ["hydra/launcher=submitit_slurm", "hydra.sweeper.n_jobs=2"]
+    run = subprocess.run(
+        train_command(tmp_path, [*search, *jobs]),
+        cwd=ROOT,
+        env={**ddp_env(), "SLURM_CONF": cluster.env["SLURM_CONF"]},
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert run.returncode == 0, run.stderr[-3000:] + cluster.log_tails()
+
+    sweep = tmp_path / "toy" / "sweeps" / study
+    storage = JournalStorage(JournalFileBackend(str(sweep / "optuna.journal")))
+    trials = optuna.load_study(study_name=study, storage=storage).trials
+    assert [t.state for t in trials] == [TrialState.COMPLETE, TrialState.COMPLETE]
+    assert sorted(p.name for p in sweep.iterdir() if p.name.isdigit()) == ["0", "1"]
+    # One job array, a task of it per trial: submitit's folder per task, Slurm's record of each.
+    tasks = sorted(
+        p.name for p in (sweep / ".submitit").iterdir() if re.fullmatch(r"\d+_\d+", p.name)
+    )
+    assert [t.split("_")[1] for t in tasks] == ["0", "1"]
+    ended = [cluster.wait_until_ended(t, TIMEOUT)["JobState"] for t in tasks]
+    assert ended == ["COMPLETED", "COMPLETED"]
+
+
+# The README's sbatch script with the sizes of a 2-core CPU box: 2 ranks over gloo on one node.
+CPU_BOX = {
+    "--nodes=2": "--nodes=1",
+    "--ntasks-per-node=4": "--ntasks-per-node=2",
+    "#SBATCH --gres=gpu:4\n": "",
+    "--cpus-per-task=8": "--cpus-per-task=1",
+    "model=base trainer=ddp trainer.devices=4 trainer.num_nodes=2": (
+        "trainer=ddp_cpu trainer.devices=2 trainer.num_nodes=1"
+    ),
+}
+MAX_STEPS = 12
+# The toy task, seconds a run: epochs of ~7 steps a rank, validation on one batch.
+TOY = [
+    "experiment=toy",
+    "logger=csv",
+    "data.corpus.num_train=300",
+    "data.max_tokens=192",
+    "trainer.max_epochs=-1",
+    f"trainer.max_steps={MAX_STEPS}",
+    "+trainer.limit_val_batches=1",
+    "+trainer.num_sanity_val_steps=0",
+    "+trainer.enable_progress_bar=false",
+    "trainer.log_every_n_steps=1",
+    "trainer.precision=32-true",
+    "module.max_len_b=5",
+    "~callbacks.attention_maps",
+    "~callbacks.translation_table",
+]
+REQUEUED_AT, SIGNALLED_AT = 4, 8  # the steps the job is held at until requeued, then signalled
+
+
+def readme_sbatch_script() -> str:
+    """The README's SLURM script, the fenced block that starts with #!/bin/bash."""
+    blocks = re.findall(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
+    (script,) = [b for b in blocks if b.startswith("#!/bin/bash\n") and "#SBATCH" in b]
+    return script
+
+
+def on_a_cpu_box(script: str, tmp_path: Path) -> str:
+    """The script with CPU_BOX's sizes, the toy task, every output under tmp_path, and two
+    pauses: at REQUEUED_AT until SIGTERM, at SIGNALLED_AT until USR1 (it also arrives as TERM)."""
+    for readme, cpu in CPU_BOX.items():
+        assert script.count(readme) == 1, f"README.md's sbatch script no longer holds {readme!r}"
+        script = script.replace(readme, cpu)
+    overrides = [
+        *TOY,
+        f"paths.log_dir={tmp_path}/outputs",
+        f"paths.cache_dir={tmp_path}/cache",
+        *pause_until_signal("requeued", REQUEUED_AT, tmp_path),
+        *pause_until_signal("signalled", SIGNALLED_AT, tmp_path),
+    ]
+    srun = "srun python train.py "
+    assert script.count(srun) == 1 and "hydra.run.dir=outputs/" in script
+    script = script.replace("hydra.run.dir=outputs/", f"hydra.run.dir={tmp_path}/outputs/")
+    return script.replace(srun, srun + " ".join(shlex.quote(o) for o in overrides) + " ")
+
+
+def held_at(cluster: SlurmCluster, job: int, marker: Path, output: Path) -> None:
+    """Until the job writes `marker`; fails at once, showing its output, if the job ends first."""
+    deadline = time.monotonic() + TIMEOUT
+    while not marker.exists():
+        state = cluster.job(job)["JobState"]
+        if state in ENDED or time.monotonic() > deadline:
+            tail = output.read_text()[-3000:] if output.exists() else ""
+            raise AssertionError(f"job {job} {state} before {marker.name}:\n{tail}")
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def recipe_job(cluster, tmp_path_factory) -> dict:
+    """The README's job, requeued by `scontrol requeue` at one step and by USR1 at another."""
+    tmp_path = tmp_path_factory.mktemp("recipe")
+    script = tmp_path / "train.sbatch"
+    script.write_text(on_a_cpu_box(readme_sbatch_script(), tmp_path))
+    env = ddp_env()
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env["PATH"]])
+    output = f"--output={tmp_path}/slurm-%j.out"
+    job = cluster.sbatch(script, output, "--open-mode=append", cwd=ROOT, env=env)
+    output = tmp_path / f"slurm-{job}.out"
+    held_at(cluster, job, tmp_path / f"paused_at_{REQUEUED_AT}", output)
+    cluster.run("scontrol", "requeue", str(job))
+    held_at(cluster, job, tmp_path / f"paused_at_{SIGNALLED_AT}", output)
+    cluster.run("scancel", "--signal=USR1", str(job))  # as --signal=USR1@N does: to the tasks
+    record = cluster.wait_until_ended(job, TIMEOUT)
+    runs = tmp_path / "outputs" / "train" / "runs"
+    return {
+        "id": job,
+        "record": record,
+        "runs": sorted(p.name for p in runs.iterdir()),
+        "run": runs / f"slurm-{job}",
+    }
+
+
+def logged_steps(run: Path) -> list[list[int]]:
+    """The training steps each start of the run logged (the CSV logger's version_<n>)."""
+    starts = sorted(run.glob("csv/version_*/metrics.csv"), key=lambda p: int(p.parent.name[8:]))
+    return [
+        sorted({int(row["step"]) for row in csv.DictReader(p.open()) if row["train/loss"]})
+        for p in starts
+    ]
+
+
+def test_the_readme_recipe_requeued_resumes_where_it_was_in_its_run_folder(recipe_job):
+    job, run = recipe_job["id"], recipe_job["run"]
+    assert recipe_job["runs"] == [f"slurm-{job}"]  # one folder: the requeued job's id kept
+    log = (run / "train.log").read_text()
+    last = run / "checkpoints" / "last.ckpt"
+    # SIGTERM from the requeue: the held step runs, then last.ckpt is saved after it.
+    stopped = log.index(f"SIGTERM at step {REQUEUED_AT + 1}: saved {last}")
+    restarted = log.index(f"SLURM job {job}, restart 1")  # SLURM_RESTART_COUNT=1
+    assert stopped < log.index(f"Resuming from {last}", stopped) < restarted
+    first, second, _ = logged_steps(run)
+    assert first == list(range(REQUEUED_AT + 1))
+    assert second == list(range(REQUEUED_AT + 1, SIGNALLED_AT + 1))  # on from the saved step
+
+
+def test_usr1_saves_last_ckpt_and_requeues_the_job_which_ends_completed(recipe_job):
+    job, run = recipe_job["id"], recipe_job["run"]
+    log = (run / "train.log").read_text()
+    last = run / "checkpoints" / "last.ckpt"
+    stopped = log.index(f"SIGTERM at step {SIGNALLED_AT + 1}: saved {last}")
+    requeued = log.index(f"SIGUSR1: saved last.ckpt and requeued SLURM job {job}", stopped)
+    assert requeued < log.index(f"SLURM job {job}, restart 2", requeued)
+    *_, third = logged_steps(run)
+    assert third == list(range(SIGNALLED_AT + 1, MAX_STEPS))
+    assert not list(run.rglob("hpc_ckpt_*"))  # Lightning's auto-requeue is off: one resume source
+    record = recipe_job["record"]
+    assert (record["JobState"], record["Restarts"], record["ExitCode"]) == ("COMPLETED", "2", "0:0")
