@@ -40,6 +40,7 @@ TIMEOUT = 300
 # A few hundred steps of the toy task: enough for a BLEU above zero to compare.
 TOY = [
     "experiment=toy",
+    "~callbacks.attention_maps",  # drawing them would take most of each validation
     "data.max_tokens=256",
     # Rounded lengths, as 16-bit training pads them, so the rounding runs under DDP too.
     "data.pad_to_multiple_of=8",

@@ -235,6 +235,7 @@ def test_last_checkpoint_holds_the_final_step_when_the_last_validation_is_not_th
         "trainer.max_steps=40",
         "callbacks.model_checkpoint.monitor=val/loss",
         "callbacks.model_checkpoint.mode=max",
+        "~callbacks.attention_maps",
         "callbacks.periodic_checkpoint.train_time_interval=null",
         "+callbacks.periodic_checkpoint.every_n_train_steps=12",
     ]

@@ -19,10 +19,12 @@ from transformer_nmt.training.run_lock import RunLock, RunLockedError
 from transformer_nmt.training.sweeps import optimized_metric
 
 TOY = ["experiment=toy", "logger=none"]
+# Drawing attention maps would take most of a toy run's validation; the RNN test checks them.
+NO_MAPS = "~callbacks.attention_maps"
 
 
 def test_train_in_process_writes_checkpoints_that_carry_model_and_tokenizer(tmp_path):
-    metrics = train(compose_train(tmp_path, [*TOY, "trainer.max_epochs=2"]))
+    metrics = train(compose_train(tmp_path, [*TOY, NO_MAPS, "trainer.max_epochs=2"]))
 
     assert {"train/loss", "val/loss", "val/ppl", "val/bleu"} <= metrics.keys()
     checkpoints = tmp_path / "run" / "checkpoints"
@@ -64,6 +66,7 @@ def test_overfits_a_tiny_task(tmp_path):
             tmp_path,
             [
                 *TOY,
+                NO_MAPS,
                 "data=multi30k",
                 f"data.corpus.path={tmp_path}",
                 "data.corpus.splits={train:train,val:train,test:train}",

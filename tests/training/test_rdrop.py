@@ -97,6 +97,7 @@ def test_with_dropout_the_two_passes_draw_different_masks():
 
 def test_train_py_trains_with_r_drop_and_records_its_weight(tmp_path):
     overrides = ["experiment=toy", "logger=none", "module.rdrop_alpha=2", "trainer.max_epochs=1"]
+    overrides.append("~callbacks.attention_maps")
     metrics = train(compose_train(tmp_path, overrides))
     assert math.isfinite(metrics["train/loss"])
     ckpt = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", weights_only=True)

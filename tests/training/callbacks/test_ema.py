@@ -26,7 +26,8 @@ from transformer_nmt.training.resume import ResumePoint
 
 DECAY, START = 0.8, 4
 # 15 toy batches an epoch: 20 updates validate once, at update 15, between start and end.
-PLAIN = ["experiment=toy", "logger=none", "trainer.max_steps=20"]
+# Without attention maps: drawing them would take most of a run's time.
+PLAIN = ["experiment=toy", "logger=none", "trainer.max_steps=20", "~callbacks.attention_maps"]
 EMA = [*PLAIN, "callbacks=ema", f"callbacks.ema.decay={DECAY}", f"callbacks.ema.start_step={START}"]
 
 
