@@ -76,9 +76,9 @@ def test_overfits_a_tiny_task(tmp_path):
                 "data.min_frequency=1",
                 "data.max_tokens=1024",
                 "module.label_smoothing=0",
-                "trainer.max_epochs=150",
+                "trainer.max_epochs=100",
                 # One validation, at the end: the metrics asserted are the last epoch's.
-                "trainer.check_val_every_n_epoch=150",
+                "trainer.check_val_every_n_epoch=100",
                 "+trainer.num_sanity_val_steps=0",
             ],
         )
