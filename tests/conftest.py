@@ -1,6 +1,5 @@
 """Fixtures shared by every test folder, and how the suite is spread over xdist workers."""
 
-import importlib.util
 import os
 
 import pytest
@@ -12,9 +11,10 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    if importlib.util.find_spec("xdist") is None:
-        # pyproject's addopts name xdist's options; an environment without it runs serially.
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    if not pluginmanager.has_plugin("xdist"):
+        # pyproject's addopts name xdist's options; without xdist (not installed, or -p no:xdist)
+        # the suite runs serially.
         parser.addoption("--numprocesses", dest="numprocesses", default=None)
         parser.addoption("--dist", dest="dist", default="no")
 
