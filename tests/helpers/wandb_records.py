@@ -8,6 +8,7 @@ little-endian, type 1 byte: full, first, middle, last) carry serialized `Record`
 
 import json
 import struct
+import time
 from pathlib import Path
 
 from wandb.proto import wandb_internal_pb2
@@ -18,9 +19,23 @@ CHUNK_HEADER = 7
 FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
 
 
-def read_records(path: Path) -> list[wandb_internal_pb2.Record]:
+def read_records(path: Path, timeout: float = 60) -> list[wandb_internal_pb2.Record]:
+    """The run's records once the file holds its last, `exit`: the Go core may still be
+    writing them when `finish()` has returned."""
+    deadline = time.monotonic() + timeout
+    while True:
+        records = _parse(path)
+        if any(r.HasField("exit") for r in records):
+            return records
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{path} has no exit record after {timeout} s")
+        time.sleep(0.05)
+
+
+def _parse(path: Path) -> list[wandb_internal_pb2.Record]:
+    """The whole records written so far."""
     data = path.read_bytes()
-    assert data.startswith(HEADER), "not a W&B run file"
+    assert HEADER.startswith(data[: len(HEADER)]), "not a W&B run file"
     records, pending, pos = [], b"", len(HEADER)
     while pos + CHUNK_HEADER <= len(data):
         if BLOCK - pos % BLOCK < CHUNK_HEADER:  # a block's tail too short for a chunk is padding
@@ -29,7 +44,7 @@ def read_records(path: Path) -> list[wandb_internal_pb2.Record]:
         _, length, kind = struct.unpack("<IHB", data[pos : pos + CHUNK_HEADER])
         chunk = data[pos + CHUNK_HEADER : pos + CHUNK_HEADER + length]
         pos += CHUNK_HEADER + length
-        if kind == 0:  # zero padding at the end of the file
+        if kind == 0 or pos > len(data):  # zero padding at the end, or a chunk still being written
             break
         pending = chunk if kind in (FULL, FIRST) else pending + chunk
         if kind in (FULL, LAST):
