@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Measures the wall time of one toy Optuna search (6 trials, study on PostgreSQL) run by 1 worker
 # and by 2 workers started together, and prints each study's trials and trial folders.
-#   bash experiments/scale_out/workers.sh [n_trials] [out dir] [steps per trial]
+#   bash experiments/scale_out/workers.sh [n_trials] [out dir] [steps per epoch] [epochs]
 # Starts its own PostgreSQL server (Debian's postgresql) in a temporary folder, socket only.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 n_trials=${1:-6}
 out=${2:-$(mktemp -d /tmp/scale-out-XXXX)}
 steps=${3:-3}
+epochs=${4:-1}
 bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
 pg=$(mktemp -d /tmp/scale-out-pg-XXXX)
 as_server=()
@@ -17,9 +18,10 @@ if [ "$(id -u)" = 0 ]; then chown nobody "$pg"; as_server=(runuser -u nobody --)
 trap '"${as_server[@]}" "$bin/pg_ctl" -D "$pg/data" -m immediate -w stop >/dev/null; rm -rf "$pg"' EXIT
 
 # The toy search of tests/training/test_sweep_workers.py: the learning rate searched on a tiny
-# model, 3 steps a trial (or `steps`), each valued by its last val/loss.
+# model, 3 steps a trial (or `steps` x `epochs`), each valued by its last val/loss.
 search=(experiment=toy logger=none '~callbacks.attention_maps' '~callbacks.translation_table'
-  '~callbacks.periodic_checkpoint' trainer.max_epochs=1 +trainer.limit_train_batches=$steps
+  '~callbacks.periodic_checkpoint' trainer.max_epochs=$epochs
+  +trainer.limit_train_batches=$steps
   data.corpus.num_val=8 hparams_search=multi30k_de_en data.vocab_size=512 data.max_tokens=1024
   module.warmup_steps=50 module.label_smoothing=0.1 model.dropout=0.1 model.attention_dropout=0.0
   model.activation_dropout=0.0 model.N=1 model.d_model=64 model.d_ff=128 model.h=4
