@@ -13,6 +13,7 @@ import torch
 from hydra.utils import instantiate
 
 from helpers.hydra_compose import ROOT, compose_train
+from helpers.quick_toy_run import quick_toy_run
 from helpers.signal_at_step import signal_at
 from transformer_nmt.checkpoint import load_checkpoint, save_atomically
 from transformer_nmt.train import SIGTERM_EXIT, train
@@ -58,23 +59,9 @@ def test_the_trainer_writes_checkpoints_atomically(tmp_path):
 
 # Small enough that a run takes seconds: epochs of ~13 batches, validation on one batch.
 QUICK = [
-    "experiment=toy",
-    "logger=csv",
-    "data.corpus.num_train=300",
-    "data.max_tokens=192",
-    "trainer.max_epochs=-1",
-    "trainer.max_steps=18",
-    "+trainer.limit_val_batches=1",
-    "+trainer.num_sanity_val_steps=0",
-    "+trainer.enable_progress_bar=false",
-    "trainer.log_every_n_steps=1",
-    # Not auto: its timing probe can choose bf16 for one run of a loaded CPU and fp32 for the next.
-    "trainer.precision=32-true",
-    "module.max_len_b=5",
+    *quick_toy_run(max_steps=18),
     "callbacks.periodic_checkpoint.train_time_interval=null",
     "+callbacks.periodic_checkpoint.every_n_train_steps=3",
-    "~callbacks.attention_maps",
-    "~callbacks.translation_table",
 ]
 
 

@@ -19,6 +19,7 @@ from optuna.trial import TrialState
 from helpers.ddp import ddp_env
 from helpers.hydra_compose import ROOT
 from helpers.pause_until_signal import pause_until_signal
+from helpers.quick_toy_run import quick_toy_run
 from helpers.slurm_cluster import ENDED, SlurmCluster, missing_binaries, slurm_cluster
 from helpers.sweep_runs import TOY_SPACE, train_command
 
@@ -80,22 +81,7 @@ CPU_BOX = {
 }
 MAX_STEPS = 12
 # The toy task, seconds a run: epochs of ~7 steps a rank, validation on one batch.
-TOY = [
-    "experiment=toy",
-    "logger=csv",
-    "data.corpus.num_train=300",
-    "data.max_tokens=192",
-    "trainer.max_epochs=-1",
-    f"trainer.max_steps={MAX_STEPS}",
-    "+trainer.limit_val_batches=1",
-    "+trainer.num_sanity_val_steps=0",
-    "+trainer.enable_progress_bar=false",
-    "trainer.log_every_n_steps=1",
-    "trainer.precision=32-true",
-    "module.max_len_b=5",
-    "~callbacks.attention_maps",
-    "~callbacks.translation_table",
-]
+TOY = quick_toy_run(MAX_STEPS)
 REQUEUED_AT, SIGNALLED_AT = 4, 8  # the steps the job is held at until requeued, then signalled
 
 
