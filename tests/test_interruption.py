@@ -107,6 +107,17 @@ def logged_steps(run_dir: Path) -> dict[int, dict[str, float]]:
     return rows
 
 
+def assert_same_end(reference: Path, run: Path) -> tuple[dict, dict]:
+    """Both run folders' last.ckpt: each at step 18, with the same weights."""
+    ends = tuple(
+        torch.load(r / "checkpoints" / "last.ckpt", weights_only=True) for r in (reference, run)
+    )
+    assert ends[0]["global_step"] == ends[1]["global_step"] == 18
+    for key, weights in ends[0]["state_dict"].items():
+        torch.testing.assert_close(ends[1]["state_dict"][key], weights, rtol=1e-4, atol=1e-5)
+    return ends
+
+
 @pytest.fixture(scope="module")
 def interrupted(tmp_path_factory) -> dict:
     """One uninterrupted run; one of the same seed SIGKILLed, resumed, SIGTERMed and resumed.
@@ -175,13 +186,7 @@ def test_resuming_after_sigkill_and_sigterm_matches_the_uninterrupted_run(interr
         assert values["loss"] == pytest.approx(expected[step]["loss"], rel=1e-4), step
 
     # Same step count, optimizer state and weights at the end.
-    ends = [
-        torch.load(runs / run / "checkpoints" / "last.ckpt", weights_only=True)
-        for run in ("uninterrupted", "final")
-    ]
-    assert ends[0]["global_step"] == ends[1]["global_step"] == 18
-    for key, weights in ends[0]["state_dict"].items():
-        torch.testing.assert_close(ends[1]["state_dict"][key], weights, rtol=1e-4, atol=1e-5)
+    ends = assert_same_end(runs / "uninterrupted", runs / "final")
     adam = [end["optimizer_states"][0]["state"] for end in ends]
     for index, state in adam[0].items():
         assert adam[1][index]["step"] == state["step"]
@@ -203,13 +208,7 @@ def test_the_same_command_after_sigterm_resumes_in_its_folder_and_ends_as_the_un
             assert 9 <= last_step(runs / "restarted") < 18
     log = (runs / "restarted" / "train.log").read_text()
     assert f"Resuming from {runs}/restarted/checkpoints/last.ckpt" in log
-    ends = [
-        torch.load(runs / run / "checkpoints" / "last.ckpt", weights_only=True)
-        for run in ("uninterrupted", "restarted")
-    ]
-    assert ends[0]["global_step"] == ends[1]["global_step"] == 18
-    for key, weights in ends[0]["state_dict"].items():
-        torch.testing.assert_close(ends[1]["state_dict"][key], weights, rtol=1e-4, atol=1e-5)
+    assert_same_end(runs / "uninterrupted", runs / "restarted")
 
 
 def test_last_checkpoint_holds_the_final_step_when_the_last_validation_is_not_the_best(tmp_path):
@@ -249,17 +248,11 @@ def test_a_finished_run_extended_from_its_last_checkpoint_trains_as_the_longer_r
     extended = [*quick, "trainer.max_steps=18", f"ckpt_path={last}"]
     train(compose_train(tmp_path / "extended", extended))
 
-    ends = [
-        torch.load(tmp_path / run / "run" / "checkpoints" / "last.ckpt", weights_only=True)
-        for run in ("longer", "extended")
-    ]
-    assert ends[0]["global_step"] == ends[1]["global_step"] == 18
+    ends = assert_same_end(tmp_path / "longer" / "run", tmp_path / "extended" / "run")
     assert (
         ends[0]["loops"]["fit_loop"]["epoch_progress"]
         == ends[1]["loops"]["fit_loop"]["epoch_progress"]
     )
-    for key, weights in ends[0]["state_dict"].items():
-        torch.testing.assert_close(ends[1]["state_dict"][key], weights, rtol=1e-4, atol=1e-5)
 
 
 def test_a_resumed_run_that_ends_before_validating_reports_its_checkpoints_best(tmp_path):
