@@ -8,7 +8,6 @@ that a hung rank fails the test instead of blocking CI.
 import csv
 import re
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +30,7 @@ from helpers.ddp import (
     weights_callback,
 )
 from helpers.hydra_compose import ROOT, compose_train
+from helpers.loopback import free_ports
 from helpers.signal_at_step import signal_at
 from transformer_nmt.data.tokenizer import PAD_ID
 from transformer_nmt.model import Transformer
@@ -141,15 +141,9 @@ def test_a_lost_rank_ends_the_run_naming_it_and_the_same_command_resumes(tmp_pat
     assert torch.load(checkpoint, weights_only=True)["global_step"] == 8
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_two_torchrun_nodes_train_together_and_agree_on_the_weights(tmp_path):
-    port = free_port()
+    port = free_ports(1)[0]
     nodes = [
         subprocess.Popen(
             [
@@ -185,7 +179,7 @@ def test_torchrun_ranks_train_the_tokenizer_and_encode_once_and_share_both(tmp_p
     run = subprocess.run(
         [
             sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
-            f"--master_port={free_port()}", "train.py", "experiment=toy", "trainer=ddp_cpu",
+            f"--master_port={free_ports(1)[0]}", "train.py", "experiment=toy", "trainer=ddp_cpu",
             "trainer.devices=2", "trainer.max_steps=2", "+trainer.limit_val_batches=0",
             "+trainer.num_sanity_val_steps=0", "trainer.precision=32-true", "logger=none",
             "optimized_metric=null",

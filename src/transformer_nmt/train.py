@@ -51,8 +51,9 @@ def train(cfg: DictConfig) -> dict[str, float]:
     resolve_update_size(cfg)
     # Two runs writing one folder would overwrite each other's checkpoints: the second is refused.
     # A SLURM job asked to requeue (USR1) does so once the lock is released.
-    with requeue_on_signal(), RunLock(cfg.paths.output_dir, enabled=is_global_rank_zero()):
-        if is_global_rank_zero():
+    rank_zero = is_global_rank_zero()
+    with requeue_on_signal(), RunLock(cfg.paths.output_dir, enabled=rank_zero):
+        if rank_zero:
             write_run_config(cfg)
         L.seed_everything(cfg.seed, workers=True)
         datamodule, module = build_data_and_module(cfg, resume)

@@ -9,15 +9,13 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import TypeVar
 
+from helpers.loopback import free_ports
+from helpers.polling import poll
 from helpers.sweep_runs import wait_for
-
-T = TypeVar("T")
 
 BINARIES = ("mungekey", "munged", "slurmctld", "slurmd", "sbatch", "scontrol", "sinfo", "squeue")
 NODE = "localhost"  # resolves on any machine: Lightning's SLURMEnvironment joins ranks at it
@@ -36,15 +34,6 @@ def missing_binaries() -> list[str]:
     return [name for name in BINARIES if shutil.which(name, path=PATH) is None]
 
 
-def _free_ports(count: int) -> list[int]:
-    """Loopback ports free now: all probed at once, so that they differ."""
-    with ExitStack() as stack:
-        probes = [stack.enter_context(socket.socket()) for _ in range(count)]
-        for probe in probes:
-            probe.bind(("127.0.0.1", 0))
-        return [probe.getsockname()[1] for probe in probes]
-
-
 def _hardware(env: dict[str, str]) -> str:
     """This machine's CPUs and memory as `slurmd -C` reports them, less its NodeName."""
     first = subprocess.run(["slurmd", "-C"], env=env, capture_output=True, text=True, check=True)
@@ -52,18 +41,8 @@ def _hardware(env: dict[str, str]) -> str:
     return " ".join(f for f in fields if not f.startswith("NodeName="))
 
 
-def _poll(probe: Callable[[], T], timeout: float, what: Callable[[], str]) -> T:
-    """probe()'s first truthy value; TimeoutError saying what() past timeout seconds."""
-    deadline = time.monotonic() + timeout
-    while not (value := probe()):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"after {timeout} s: {what()}")
-        time.sleep(0.2)
-    return value
-
-
 def slurm_conf(folder: Path, user: str, env: dict[str, str]) -> str:
-    controller_port, node_port = _free_ports(2)
+    controller_port, node_port = free_ports(2)
     node = f"{NODE} NodeHostname={socket.gethostname()} NodeAddr=127.0.0.1 {_hardware(env)}"
     return f"""\
 ClusterName=nmt-tests
@@ -133,7 +112,7 @@ class SlurmCluster:
             job = self.job(job_id)
             return job if job["JobState"] in ENDED else None
 
-        return _poll(ended, timeout, lambda: f"job {job_id}: {self.job(job_id)['JobState']}")
+        return poll(ended, timeout, lambda: f"job {job_id}: {self.job(job_id)['JobState']}", 0.2)
 
     def log_tails(self) -> str:
         """The end of each daemon's log: what a failing test shows."""
@@ -149,13 +128,13 @@ class SlurmCluster:
             except subprocess.CalledProcessError:
                 return False  # the controller is not listening yet
 
-        _poll(idle, START_TIMEOUT, lambda: f"SLURM is not up\n{self.log_tails()}")
+        poll(idle, START_TIMEOUT, lambda: f"SLURM is not up\n{self.log_tails()}", 0.2)
 
     def cancel_all_jobs(self) -> None:
         """Cancels every job and waits until none is queued or running, its processes gone."""
         self.run("scancel", "--partition=debug")
         queue = lambda: self.run("squeue", "--noheader", "--format=%i %T")  # noqa: E731
-        _poll(lambda: not queue().strip(), START_TIMEOUT, lambda: f"jobs left: {queue()}")
+        poll(lambda: not queue().strip(), START_TIMEOUT, lambda: f"jobs left: {queue()}", 0.2)
 
 
 def _daemon(stack: ExitStack, command: list[str], env: dict[str, str], log: Path) -> None:

@@ -5,8 +5,9 @@ import glob
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+from helpers.polling import poll
 
 # The toy task, a few steps a trial: a sweep's mechanics, not its results.
 FAST_TOY = [
@@ -56,12 +57,13 @@ def wait_for(pattern: str | Path, count: int = 1, timeout: float = 600) -> list[
 
     For events another process signals by writing a file: no guess at how long it takes.
     """
-    deadline = time.monotonic() + timeout
-    while len(found := sorted(glob.glob(str(pattern)))) < count:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{len(found)} of {count} files {pattern} after {timeout} s")
-        time.sleep(0.05)
-    return found
+
+    def enough() -> list[str] | None:
+        found = sorted(glob.glob(str(pattern)))
+        return found if len(found) >= count else None
+
+    missing = lambda: f"{len(glob.glob(str(pattern)))} of {count} files {pattern}"  # noqa: E731
+    return poll(enough, timeout, missing)
 
 
 def dead_worker() -> str:

@@ -8,10 +8,11 @@ little-endian, type 1 byte: full, first, middle, last) carry serialized `Record`
 
 import json
 import struct
-import time
 from pathlib import Path
 
 from wandb.proto import wandb_internal_pb2
+
+from helpers.polling import poll
 
 HEADER = b":W&B\xe1\xbe\x00"
 BLOCK = 32768
@@ -22,14 +23,12 @@ FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
 def read_records(path: Path, timeout: float = 60) -> list[wandb_internal_pb2.Record]:
     """The run's records once the file holds its last, `exit`: the Go core may still be
     writing them when `finish()` has returned."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def ended() -> list[wandb_internal_pb2.Record] | None:
         records = _parse(path)
-        if any(r.HasField("exit") for r in records):
-            return records
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{path} has no exit record after {timeout} s")
-        time.sleep(0.05)
+        return records if any(r.HasField("exit") for r in records) else None
+
+    return poll(ended, timeout, lambda: f"{path} has no exit record")
 
 
 def _parse(path: Path) -> list[wandb_internal_pb2.Record]:
