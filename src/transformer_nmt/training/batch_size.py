@@ -65,38 +65,6 @@ def plan_update(tokens_per_update: int, max_tokens: int, world_size: int) -> Upd
     return plan
 
 
-def resolve_update_size(cfg: DictConfig) -> UpdatePlan | None:
-    """Write the accumulation and batch budget training will use into `cfg`.
-
-    With `data.tokens_per_update`, `plan_update` derives them; `check_config` has refused a
-    `trainer.accumulate_grad_batches` other than 1 alongside it, so the derived value never
-    silently replaces a chosen one. `trainer.accumulate_grad_batches`, `data.max_tokens` and
-    `tokens_per_update_used` then hold what training uses, for the loggers, the run folder's
-    config and the model card. Under `data.max_tokens=auto` nothing is known yet (None):
-    `AutoMaxTokens` plans once the budget is, and `LoggedConfig` records it.
-    """
-    if cfg.data.max_tokens == "auto":
-        return None
-    world_size = device_count(cfg.trainer) * cfg.trainer.get("num_nodes", 1)
-    tokens_per_update = cfg.data.get("tokens_per_update")
-    if tokens_per_update is None:
-        accumulate = cfg.trainer.get("accumulate_grad_batches", 1)
-        plan = UpdatePlan(
-            accumulate, cfg.data.max_tokens, accumulate * cfg.data.max_tokens * world_size
-        )
-    else:
-        plan = plan_update(tokens_per_update, cfg.data.max_tokens, world_size)
-    record_plan(cfg, plan)
-    return plan
-
-
-def record_plan(cfg: DictConfig, plan: UpdatePlan) -> None:
-    """Put `plan` into `cfg`, where the loggers and the run folder's config read it."""
-    cfg.trainer.accumulate_grad_batches = plan.accumulate_grad_batches
-    cfg.data.max_tokens = plan.max_tokens
-    cfg.tokens_per_update_used = plan.tokens_per_update
-
-
 def device_count(trainer: DictConfig) -> int:
     """Devices per node that `trainer.devices` asks for, as Lightning will read it.
 
