@@ -9,6 +9,7 @@ from helpers.checkpoint_files import SENTENCES, write_checkpoint
 from transformer_nmt import Translator
 from transformer_nmt import translator as translator_module
 from transformer_nmt.checkpoint import (
+    CheckpointError,
     average_checkpoints,
     load_checkpoint,
     translator_from,
@@ -16,6 +17,7 @@ from transformer_nmt.checkpoint import (
 from transformer_nmt.data.framing import TARGET_FRAME, source_batch
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.model import beam_search
+from transformer_nmt.model.ensemble import Ensemble
 
 INPUTS = ["one two three", "", "fünf sechs", "four five six seven", "zwei"]
 
@@ -207,3 +209,25 @@ def test_autocast_keeps_float32_weights_and_runs_the_matmuls_in_bfloat16(folder)
     plain.model.generator.register_forward_hook(lambda m, i, out: seen.add(out.dtype))
     plain.translate(INPUTS[:1], beam_size=1, max_len_b=2)
     assert seen == {torch.float32}  # the autocast did not leak out of its search
+
+
+def test_an_ensemble_of_one_checkpoint_translates_as_that_checkpoint(folder):
+    path = folder / "step1.ckpt"
+    options = dict(beam_size=3, max_len_b=5, n_best=2, batch_size=2)
+    single = Translator.from_checkpoint(path, device="cpu").translate(INPUTS, **options)
+    assert Translator.from_ensemble([path], device="cpu").translate(INPUTS, **options) == single
+    pair = Translator.from_ensemble([path, [folder / "step2.ckpt", folder / "step3.ckpt"]])
+    assert len(pair.model.members) == 2  # the second member the average of two
+    assert len(pair.translate(INPUTS, **options)) == len(INPUTS)
+
+
+def test_an_ensemble_member_of_another_vocabulary_is_refused_naming_it(folder, tmp_path):
+    other = BPETokenizer.train(["sieben acht neun"] * 5, vocab_size=270, min_frequency=1)
+    stranger = write_checkpoint(tmp_path / "other.ckpt", other)
+    with pytest.raises(CheckpointError, match=r"ensemble member 2 \(.*other.ckpt\) has another"):
+        Translator.from_ensemble([folder / "step1.ckpt", stranger])
+    with pytest.raises(ValueError, match="1 ensemble weights for 2 members"):
+        Translator.from_ensemble([folder / "nothing.ckpt", stranger], weights=[1.0])
+    model, tokenizer = load_checkpoint(folder / "step1.ckpt")
+    with pytest.raises(ValueError, match="an ensemble decodes with engine='torch'"):
+        Translator(Ensemble([model]), tokenizer, engine="ct2")

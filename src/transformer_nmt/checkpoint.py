@@ -253,3 +253,27 @@ def load_translator(paths: list[Path]) -> tuple[EncoderDecoder, BPETokenizer]:
     if len(paths) == 1:
         return load_checkpoint(paths[0])
     return translator_from(average_checkpoints(paths), where=f"average of {len(paths)}")
+
+
+def load_members(
+    members: list[list[Path]],
+) -> tuple[list[EncoderDecoder], BPETokenizer]:
+    """The models of an ensemble, each one checkpoint or an average, and their one tokenizer.
+
+    A member whose tokenizer differs from the first's is refused, naming it, before any decoding:
+    ids would mean different words to different members.
+    """
+    models, tokenizers = [], []
+    for paths in members:
+        model, tokenizer = load_translator(paths)
+        models.append(model)
+        tokenizers.append(tokenizer)
+    first = tokenizers[0].to_str()
+    for i, (paths, tokenizer) in enumerate(zip(members, tokenizers, strict=True)):
+        if tokenizer.to_str() != first:
+            raise CheckpointError(
+                f"ensemble member {i + 1} ({', '.join(map(str, paths))}) has another vocabulary "
+                f"than member 1 ({', '.join(map(str, members[0]))}): members must share the "
+                "tokenizer, e.g. runs trained on one data config and BPE"
+            )
+    return models, tokenizers[0]

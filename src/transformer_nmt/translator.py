@@ -13,15 +13,17 @@ import logging
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import accumulate, islice
+from pathlib import Path
 from typing import Protocol
 
 import torch
 
-from transformer_nmt.checkpoint import load_translator, resolve_checkpoints
+from transformer_nmt.checkpoint import load_members, load_translator, resolve_checkpoints
 from transformer_nmt.data.batching import greedy_sizes
 from transformer_nmt.data.framing import ADDED_TOKENS, TARGET_FRAME, source_batch
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.model import EncoderDecoder, Hypothesis, beam_search
+from transformer_nmt.model.ensemble import Ensemble, normalized_weights
 from transformer_nmt.model.quantization import quantize_int8
 
 log = logging.getLogger(__name__)
@@ -134,6 +136,8 @@ class Translator:
             self.model = _torch_model(model, self.device, dtype, quantization)
             self.search: Search = TorchSearch(self.model, self.device, autocast)
         elif engine == "ct2":
+            if isinstance(model, Ensemble):
+                raise ValueError("an ensemble decodes with engine='torch': CTranslate2 runs one")
             # Imported here: ctranslate2 is needed only by this engine.
             from transformer_nmt.export.ct2 import CT2Search
             from transformer_nmt.export.vmap import target_vocabulary_map
@@ -171,6 +175,37 @@ class Translator:
         paths = [str(p) for p in path_or_paths] if many else [str(path_or_paths)]
         model, tokenizer = load_translator(resolve_checkpoints(paths, average_last))
         return cls(model, tokenizer, device, dtype, engine, quantization, vmap_from, autocast)
+
+    @classmethod
+    def from_ensemble(
+        cls,
+        members: Sequence[str | os.PathLike | Sequence[str | os.PathLike]],
+        weights: Sequence[float] | None = None,
+        device: str | torch.device | None = None,
+        dtype: torch.dtype | None = None,
+        quantization: str | None = None,
+        autocast: torch.dtype | None = None,
+    ) -> "Translator":
+        """Several checkpoints decoding as one model (`Ensemble`), on the torch engine.
+
+        Args:
+            members: each a .ckpt, or a list of .ckpt files averaged into one member.
+            weights: one positive number per member; None weighs them equally.
+            device, dtype, quantization, autocast: as for `Translator`.
+
+        Raises:
+            CheckpointError: a member that cannot be loaded, or whose vocabulary differs from
+                the first member's (named).
+            ValueError: weights that are not one positive number per member.
+        """
+        paths = [
+            [Path(member)] if isinstance(member, str | os.PathLike) else [Path(p) for p in member]
+            for member in members
+        ]
+        normalized_weights(weights, len(paths))  # refused before loading anything
+        models, tokenizer = load_members(paths)
+        ensemble = Ensemble(models, None if weights is None else list(weights))
+        return cls(ensemble, tokenizer, device, dtype, "torch", quantization, None, autocast)
 
     @classmethod
     def from_folder(

@@ -240,3 +240,17 @@ def test_evaluate_in_token_batches_gives_the_sentence_batches_hypotheses(checkpo
     report = json.loads((tmp_path / "bf16" / "report.json").read_text())
     assert report["search"]["max_tokens"] == 6 and report["dtype"] == "bf16-mixed"
     assert len((tmp_path / "bf16" / "hypotheses.txt").read_text().splitlines()) == len(SOURCES)
+
+
+def test_evaluate_an_ensemble_of_two_identical_checkpoints_as_the_one(checkpoints, tmp_path):
+    (tmp_path / "src.en").write_text("\n".join(SOURCES) + "\n")
+    (tmp_path / "ref.de").write_text("\n".join(REFERENCES) + "\n")
+    files = ["--src", str(tmp_path / "src.en"), "--ref", str(tmp_path / "ref.de")]
+    ckpt, common = str(checkpoints / "last.ckpt"), ["--device", "cpu", "--threads", "1"]
+    evaluate_main([ckpt, *files, *common, "--output-dir", str(tmp_path / "one")])
+    pair = ["--ensemble", ckpt, "--weights", "1", "3", "--output-dir", str(tmp_path / "two")]
+    evaluate_main([ckpt, *files, *common, *pair])
+    hypotheses = [(tmp_path / name / "hypotheses.txt").read_text() for name in ("one", "two")]
+    assert hypotheses[0] == hypotheses[1]
+    report = json.loads((tmp_path / "two" / "report.json").read_text())
+    assert report["ensemble"] == [ckpt] and report["weights"] == [1, 3]

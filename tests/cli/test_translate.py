@@ -40,6 +40,8 @@ def test_batches_keep_the_input_order(family, device):
         ("--average-last", "0", "must be an integer >= 1, got '0'"),
         ("--batch-size", "two", "must be an integer >= 1, got 'two'"),
         ("--max-tokens", "0", "must be an integer >= 1, got '0'"),
+        ("--weights", "0", "must be a finite number > 0, got '0'"),
+        ("--weights", "nan", "must be a finite number > 0, got 'nan'"),
     ],
 )
 def test_options_out_of_range_are_refused_naming_the_range(option, value, expected, capsys):
@@ -95,3 +97,20 @@ def test_batch_size_and_max_tokens_are_one_choice(capsys):
     with pytest.raises(SystemExit):
         translate_main(["some.ckpt", "--batch-size", "8", "--max-tokens", "4000"])
     assert "not allowed with argument" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("main", [translate_main, evaluate_main])
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--ensemble", "b.ckpt", "--weights", "1"], "--weights: 1 given for 2 ensemble members"),
+        (["--weights", "1", "2"], "--weights: 2 given for 1 ensemble members"),
+        (["--ensemble", "b.ckpt", "--engine", "ct2"], "--ensemble decodes with --engine torch"),
+    ],
+)
+def test_ensemble_options_that_cannot_work_are_refused_before_loading(main, args, expected, capsys):
+    test_set = ["--src", "a", "--ref", "b"] if main is evaluate_main else []
+    with pytest.raises(SystemExit) as info:
+        main(["some.ckpt", *test_set, *args])
+    assert info.value.code == 2
+    assert expected in capsys.readouterr().err

@@ -6,10 +6,10 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from transformer_nmt.checkpoint import CheckpointError
+from transformer_nmt.checkpoint import CheckpointError, resolve_checkpoints
+from transformer_nmt.cli import ensemble_args
 from transformer_nmt.cli.search_args import (
     add_search_arguments,
-    engine_options,
     parse_search_args,
     positive_int,
     search_options,
@@ -17,7 +17,6 @@ from transformer_nmt.cli.search_args import (
 from transformer_nmt.data.bitext import decode_lines, read_lines
 from transformer_nmt.data.corpus import DataError
 from transformer_nmt.export import ExportError
-from transformer_nmt.translator import Translator
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -38,17 +37,18 @@ def main(argv: list[str] | None = None) -> None:
         default=1,
         help="if above 1, print 'line<TAB>score<TAB>text' lines (at most --beam-size)",
     )
+    ensemble_args.add_ensemble_arguments(parser)
     add_search_arguments(parser)
     args = parse_search_args(parser, argv)
+    ensemble_args.check_ensemble_args(parser, args)
     if args.n_best > args.beam_size:
         parser.error(
             f"--n-best {args.n_best} exceeds --beam-size {args.beam_size}: the beam holds only "
             "beam-size hypotheses; raise --beam-size or lower --n-best"
         )
     try:
-        translator = Translator.from_checkpoint(
-            args.checkpoint, args.device, average_last=args.average_last, **engine_options(args)
-        )
+        first = resolve_checkpoints([args.checkpoint], args.average_last)
+        translator = ensemble_args.load(first, args)
         if args.input is None:
             # Bytes, not text: invalid UTF-8 is replaced per line, and only "\n" ends a line.
             lines, progress = decode_lines(sys.stdin.buffer, "stdin", replace_invalid=True), None
