@@ -45,7 +45,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
     Returns the final metrics (e.g. `val/bleu`) as floats, and as `best/<name>` the best value
     of each metric a checkpoint callback monitors. Raises `FloatingPointError` if the training
     loss became non-finite, so that a sweep records the trial as failed, and `SystemExit(143)`
-    after a SIGTERM, once the `last_checkpoint` callback has saved.
+    after a SIGTERM, once the checkpoint policy has saved `last.ckpt`.
     """
     # Decided once, on global rank 0, before anything is written; the other ranks take it.
     timeout = 60 * cfg.ddp_timeout_minutes
@@ -79,7 +79,7 @@ def fit_and_report(
         exit_code = 0
         return metrics
     except SIGTERMException:
-        # The `last_checkpoint` callback has saved and said where: no traceback to add.
+        # The checkpoint policy has saved and said where: no traceback to add.
         for logger in loggers:
             logger.save()  # Lightning does not flush loggers when fit ends by an exception
         exit_code = SIGTERM_EXIT

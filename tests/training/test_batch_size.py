@@ -9,10 +9,12 @@ from omegaconf import OmegaConf
 
 from helpers.hydra_compose import compose_train
 from helpers.trainer_record import record_trainer
+from transformer_nmt.data.token_budget import largest_budget
 from transformer_nmt.train import train
 from transformer_nmt.training.batch_size import (
     UpdatePlan,
     device_count,
+    per_rank_cap,
     plan_update,
     updates_per_step,
 )
@@ -98,6 +100,44 @@ def test_tokens_per_update_land_within_5_percent_on_any_device_count(devices, no
 def test_the_paper_setting_is_kept_where_it_lands_exactly():
     for devices, accumulate in [(1, 8), (2, 4), (4, 2), (8, 1)]:
         assert plan_update(25_000, 3125, devices) == UpdatePlan(accumulate, 3125, 25_000)
+
+
+WMT14_LONGEST = 257  # data.max_len=256 plus EOS
+
+
+@pytest.mark.parametrize("rows_that_fit", [None, 40, 12, 3, 1])
+def test_the_auto_budget_on_1_to_64_ranks_reaches_the_target_without_needless_accumulation(
+    rows_that_fit,
+):
+    """data.max_tokens=auto at 25k tokens per update, memory holding the worst batches of
+    `rows_that_fit` longest pairs (None: any budget), on every world size from 1 to 64."""
+    for world_size in range(1, 65):
+        cap = per_rank_cap(25_000, world_size, WMT14_LONGEST)
+        fits = (
+            (lambda b: True)
+            if rows_that_fit is None
+            else lambda b: b // WMT14_LONGEST <= rows_that_fit
+        )
+        measured = largest_budget(fits, WMT14_LONGEST, cap)
+        plan = plan_update(25_000, measured, world_size, WMT14_LONGEST)
+        case = f"{world_size} ranks, {measured} tokens measured: {plan}"
+        assert WMT14_LONGEST <= plan.max_tokens <= measured, case
+        overshoot = plan.tokens_per_update - 25_000
+        if measured > WMT14_LONGEST:
+            assert 0 <= overshoot < plan.max_tokens, case  # within one batch of the target
+        else:  # no batch smaller than one longest pair: the least step is one pair a rank
+            assert 0 <= overshoot < world_size * WMT14_LONGEST, case
+        # The fewest batches per update that memory allows: one wherever one step fits.
+        assert plan.accumulate_grad_batches == -(-25_000 // (measured * world_size)), case
+        if fits(-(-25_000 // world_size)):
+            assert plan.accumulate_grad_batches == 1, case
+
+
+def test_the_cap_rounds_up_and_never_falls_below_the_longest_pair():
+    assert per_rank_cap(25_000, 3, 257) == 8334  # 8333 x 3 fell one token short: 2 batches
+    assert per_rank_cap(25_000, 64, 257) == 391
+    assert per_rank_cap(25_000, 128, 257) == 257  # 196 could not hold the longest pair
+    assert plan_update(25_000, 390, 64, longest=257).max_tokens == 257  # not 196
 
 
 @pytest.mark.slow

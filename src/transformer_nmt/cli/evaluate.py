@@ -21,6 +21,7 @@ from tqdm import tqdm
 
 from transformer_nmt.atomic import write_atomically
 from transformer_nmt.checkpoint import CheckpointError, resolve_checkpoints
+from transformer_nmt.cli import ensemble_args
 from transformer_nmt.cli.grid import settings, table
 from transformer_nmt.cli.search_args import (
     add_search_arguments,
@@ -110,6 +111,13 @@ def read_test_set(
     return sources, references, {"src": str(args.src), "ref": str(args.ref)}
 
 
+def _ensemble(args: argparse.Namespace) -> dict[str, Any]:
+    """The report's further ensemble members and weights, when there are any."""
+    if not args.ensemble:
+        return {}
+    return {"ensemble": [str(p) for p in args.ensemble], "weights": args.weights}
+
+
 def _text(path: Path | None) -> str | None:
     return None if path is None else str(path)
 
@@ -159,8 +167,10 @@ def parse_arguments(argv: list[str] | None) -> tuple[argparse.Namespace, list[st
         help="also add the report (scores, signatures, decoding settings) to the W&B run of the "
         "checkpoint's training run (<run dir>/wandb_run.json), online or offline as W&B is set",
     )
+    ensemble_args.add_ensemble_arguments(parser)
     add_search_arguments(parser, grid=True)
     args = parse_search_args(parser, argv, intermixed=True)
+    ensemble_args.check_ensemble_args(parser, args)
     if (args.src is None) != (args.ref is None):
         parser.error("--src and --ref go together")
     if args.wandb and len(settings(args.average_last, args.beam_size, args.alpha)) > 1:
@@ -223,14 +233,13 @@ def main(argv: list[str] | None = None) -> None:
         try:
             if i == 0 or setting.average_last != grid[i - 1].average_last:
                 translator = None  # free the previous average before building the next
-                translator = Translator.from_checkpoint(
-                    paths[setting.average_last], args.device, **options
-                )
+                translator = ensemble_args.load(paths[setting.average_last], args)
             search = search_options(args) | {"beam_size": setting.beam_size, "alpha": setting.alpha}
             desc = setting.name if len(grid) > 1 else None
             hypotheses, scores = evaluate(translator, sources, references, search, tok_lang, desc)
             report = {
                 "checkpoints": [str(p) for p in paths[setting.average_last]],
+                **_ensemble(args),
                 **test_set,
                 "sentences": len(sources),
                 "search": search,

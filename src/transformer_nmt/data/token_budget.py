@@ -44,14 +44,15 @@ def worst_batch(rows: int, longest: int, vocab_size: int, pad_to_multiple_of: in
 
 
 def largest_budget(fits: Callable[[int], bool], longest: int, cap: int) -> int:
-    """The largest budget up to `cap` whose worst batch fits: `cap` itself if its worst batch
-    fits, else a multiple of `longest` (budgets between two multiples share a worst batch).
+    """The largest budget up to `cap` whose worst batches fit: `cap` itself if they fit, else a
+    multiple of `longest`.
 
-    Doubles the rows of the worst batch until it no longer fits (or the cap is reached), then
-    bisects; `fits` must grow no likelier with more rows, as memory does.
+    Tries the cap first (on enough ranks it binds, and one probe settles it), then doubles the
+    rows of the longest pairs until they no longer fit, then bisects; `fits` must grow no
+    likelier with a larger budget, as memory does.
 
     Args:
-        fits: whether a training step on the worst batch of this budget fits in memory.
+        fits: whether a training step on the worst batches of this budget fits in memory.
         longest: tokens a side of the longest pair, EOS included.
         cap: the largest budget wanted.
 
@@ -64,9 +65,11 @@ def largest_budget(fits: Callable[[int], bool], longest: int, cap: int) -> int:
             "device's free memory even alone: lower data.max_len, free the device, or train a "
             "smaller model"
         )
-    most = cap // longest
-    if most <= 1:
-        return max(cap, longest)
+    if cap <= longest:
+        return longest
+    if fits(cap):
+        return cap
+    most = (cap - 1) // longest  # the most rows of longest pairs below the cap
     good, bad = 1, None
     while bad is None and good < most:
         rows = min(2 * good, most)
@@ -77,4 +80,4 @@ def largest_budget(fits: Callable[[int], bool], longest: int, cap: int) -> int:
     while bad is not None and bad - good > 1:
         rows = (good + bad) // 2
         good, bad = (rows, bad) if fits(rows * longest) else (good, rows)
-    return cap if good == most else good * longest
+    return good * longest

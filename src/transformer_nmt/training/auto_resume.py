@@ -12,9 +12,9 @@ from omegaconf import DictConfig
 
 
 def run_folder_checkpoint(cfg: DictConfig) -> Path:
-    """Where this run's `last.ckpt` lives: the `last_checkpoint` callback's folder."""
-    last = (cfg.get("callbacks") or {}).get("last_checkpoint")
-    folder = last.dirpath if last else Path(cfg.paths.output_dir) / "checkpoints"
+    """Where this run's `last.ckpt` lives: the checkpoint policy's folder."""
+    policy = (cfg.get("callbacks") or {}).get("checkpoints")
+    folder = policy.dirpath if policy else Path(cfg.paths.output_dir) / "checkpoints"
     return Path(folder) / "last.ckpt"
 
 

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from lightning.fabric.accelerators.cuda import num_cuda_devices
 from omegaconf import DictConfig, OmegaConf
 
+from transformer_nmt.data.token_budget import MAX_AUTO_TOKENS
+
 log = logging.getLogger(__name__)
 
 
@@ -38,17 +40,34 @@ def updates_per_step(tokens_per_update: int, max_tokens: int, devices: int, num_
     return math.ceil(tokens_per_update / (max_tokens * devices * num_nodes))
 
 
-def plan_update(tokens_per_update: int, max_tokens: int, world_size: int) -> UpdatePlan:
+def per_rank_cap(tokens_per_update: int | None, world_size: int, longest: int) -> int:
+    """The most tokens a side `data.max_tokens=auto` gives one device's batch.
+
+    With `tokens_per_update`, its share per rank rounded up: where memory holds it, one batch on
+    every rank reaches the target with no accumulation (rounded down, the share fell a few tokens
+    short, and `plan_update` halved every batch to take two). Never below `longest`, the longest
+    pair, which every batch must be able to hold. Without, `MAX_AUTO_TOKENS`.
+    """
+    if tokens_per_update is None:
+        return max(MAX_AUTO_TOKENS, longest)
+    return max(math.ceil(tokens_per_update / world_size), longest)
+
+
+def plan_update(
+    tokens_per_update: int, max_tokens: int, world_size: int, longest: int = 1
+) -> UpdatePlan:
     """The accumulation that reaches `tokens_per_update`, each batch shrunk to the least budget
-    that still reaches it.
+    that still reaches it, and never below `longest`.
 
     Rounding the accumulation up alone overshoots by up to a whole batch per device: 50 % with
     6 devices of 3,125 tokens, 100 % with 16. Shrinking `max_tokens` (never raising it: it is
     what fits the device) to `ceil(tokens_per_update / (accumulation x world_size))` lands within
-    `accumulation x world_size` tokens above the target, under 1 % at the paper's 25,000.
+    `accumulation x world_size` tokens above the target, under 1 % at the paper's 25,000. The
+    floor at `longest` (at most `max_tokens`) keeps every pair batchable; only where it binds, on
+    more ranks than `tokens_per_update / longest`, does an update overshoot by more.
     """
     accumulate = updates_per_step(tokens_per_update, max_tokens, world_size, 1)
-    budget = math.ceil(tokens_per_update / (accumulate * world_size))
+    budget = max(math.ceil(tokens_per_update / (accumulate * world_size)), min(longest, max_tokens))
     plan = UpdatePlan(accumulate, budget, accumulate * budget * world_size)
     shrunk = f"data.max_tokens shrunk from {max_tokens} to {budget}" if budget < max_tokens else ""
     log.info(

@@ -16,6 +16,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from transformer_nmt.data.framing import ADDED_TOKENS
 from transformer_nmt.training.auto_resume import found_in_run_folder_hint, run_folder_checkpoint
 from transformer_nmt.training.batch_size import device_count, plan_update
 from transformer_nmt.training.config_checks import ConfigError, check_config
@@ -116,7 +117,7 @@ def plan_run(cfg: DictConfig) -> RunPlan:
         raise ConfigError(f"{error}\n  {found_in_run_folder_hint(resume.path)}") from None
     trainer = cfg.trainer
     precision = resolve_precision(trainer.precision, trainer.accelerator, resume.cpu_precision)
-    periodic = (cfg.get("callbacks") or {}).get("periodic_checkpoint") or {}
+    policy = (cfg.get("callbacks") or {}).get("checkpoints") or {}
     timed = (cfg.get("callbacks") or {}).get("timed_cooldown") or {}
     return RunPlan(
         resume_from=resume.path,
@@ -130,7 +131,7 @@ def plan_run(cfg: DictConfig) -> RunPlan:
         max_time=trainer.get("max_time"),
         cooldown_steps=cfg.module.get("cooldown_steps", 0),
         cooldown_minutes=timed.get("minutes", 0),
-        keep_last=periodic.get("keep_last"),
+        keep_last=policy.get("keep_last"),
     )
 
 
@@ -176,6 +177,7 @@ def planned_update(cfg: DictConfig, world_size: int, resume: ResumePoint) -> Upd
         log.info("data.max_tokens=auto: %d, as measured when the run started", saved.max_tokens)
         return saved.accumulate_grad_batches, saved.max_tokens, saved.tokens_per_update
     if tokens_per_update is not None:
-        update = plan_update(tokens_per_update, max_tokens, world_size)
+        longest = cfg.data.max_len + ADDED_TOKENS  # the longest pair the data can hold
+        update = plan_update(tokens_per_update, max_tokens, world_size, longest)
         return update.accumulate_grad_batches, update.max_tokens, update.tokens_per_update
     return accumulate, max_tokens, accumulate * max_tokens * world_size

@@ -14,13 +14,12 @@ from torch.profiler import ProfilerActivity, profile
 from transformer_nmt.data.padding import pad_multiple
 from transformer_nmt.data.token_budget import (
     CPU_MAX_TOKENS,
-    MAX_AUTO_TOKENS,
     MEMORY_MARGIN,
     largest_budget,
     worst_batch,
 )
 from transformer_nmt.model import EncoderDecoder
-from transformer_nmt.training.batch_size import plan_update
+from transformer_nmt.training.batch_size import per_rank_cap, plan_update
 from transformer_nmt.training.loss import label_smoothed_nll
 from transformer_nmt.training.module import real_target_logits
 
@@ -158,7 +157,7 @@ class AutoMaxTokens(L.Callback):
 
     On each device, the largest budget whose worst batch fits in free memory with `margin` of it
     left over; the ranks then take the smallest, so that all cut the same batches. At most
-    `data.tokens_per_update` over the devices (an update holds no more than asked), else
+    `per_rank_cap`: the rank's share of `data.tokens_per_update`, rounded up, else
     `MAX_AUTO_TOKENS`. `trainer.accumulate_grad_batches` is then derived from
     `data.tokens_per_update` by `plan_update`, which may shrink the budget to land near it. On
     CPUs the budget is `CPU_MAX_TOKENS` unless `memory_limit` (bytes) is given, which caps free
@@ -183,13 +182,14 @@ class AutoMaxTokens(L.Callback):
                 if device.type == "cuda"
                 else HostMemory(self.memory_limit)
             )
-            cap = tokens_per_update // trainer.world_size if tokens_per_update else MAX_AUTO_TOKENS
+            longest = datamodule.longest_train_pair()
+            cap = per_rank_cap(tokens_per_update, trainer.world_size, longest)
             probe = StepProbe(
                 pl_module.model,
                 device,
                 trainer.precision,
                 trainer.precision_plugin.forward_context,
-                datamodule.longest_train_pair(),
+                longest,
             )
             budget = search_max_tokens(probe, memory, cap, self.margin)
             del probe  # its copy of the model and optimizer state leave the device
@@ -200,7 +200,8 @@ class AutoMaxTokens(L.Callback):
         budget = int(trainer.strategy.reduce(torch.tensor(budget, device=device), reduce_op="min"))
         datamodule.max_tokens = budget
         if tokens_per_update:  # may shrink the batches, and says so
-            plan = plan_update(tokens_per_update, budget, trainer.world_size)
+            longest = datamodule.longest_train_pair()
+            plan = plan_update(tokens_per_update, budget, trainer.world_size, longest)
             datamodule.max_tokens = plan.max_tokens
             trainer.accumulate_grad_batches = plan.accumulate_grad_batches
         log.info(
