@@ -33,7 +33,8 @@ def checkpoints(tmp_path_factory) -> Path:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny tensors: threads only add synchronisation
     overrides = ["trainer.max_epochs=1", "+trainer.limit_train_batches=5", "data.corpus.num_val=8"]
-    overrides.append("~callbacks.attention_maps")
+    # A periodic checkpoint at the epoch's end, for --average-last.
+    overrides += ["~callbacks.attention_maps", "callbacks.checkpoints.every_n_steps=5"]
     train(compose_train(tmp_path, ["experiment=toy", "logger=none", *overrides]))
     torch.set_num_threads(threads)
     return tmp_path / "run" / "checkpoints"
