@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import accumulate, islice
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -25,6 +25,7 @@ from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.model import EncoderDecoder, Hypothesis, beam_search
 from transformer_nmt.model.ensemble import Ensemble, normalized_weights
 from transformer_nmt.model.quantization import quantize_int8
+from transformer_nmt.model.sampling import Sampling, sample
 
 log = logging.getLogger(__name__)
 
@@ -77,14 +78,25 @@ class TorchSearch:
         penalty: str,
         max_len_b: int,
         n_best: int,
+        sampling: Sampling | None = None,
+        indices: list[list[int]] | None = None,
+        target_prefixes: list[list[list[int]]] | None = None,
     ) -> Iterator[list[list[Hypothesis]]]:
-        options = dict(beam_size=beam_size, alpha=alpha, penalty=penalty, n_best=n_best)
-        for tokens in batches:
+        """Beam search, or with `sampling` sampling (each batch's `indices` seed its streams);
+        `target_prefixes` per batch, per sentence."""
+        for b, tokens in enumerate(batches):
             src = source_batch(tokens, self.max_positions).to(self.device)
+            common = dict(max_len_b=max_len_b, alpha=alpha, penalty=penalty)
+            common["target_prefixes"] = None if target_prefixes is None else target_prefixes[b]
             with torch.autocast(
                 self.device.type, dtype=self.autocast, enabled=self.autocast is not None
             ):  # not around the yield: the caller's code would run under it
-                found = beam_search(self.model, src, **TARGET_FRAME, max_len_b=max_len_b, **options)
+                if sampling is None:
+                    options = dict(beam_size=beam_size, n_best=n_best)
+                    found = beam_search(self.model, src, **TARGET_FRAME, **common, **options)
+                else:
+                    where = dict(sampling=sampling, indices=indices[b])
+                    found = sample(self.model, src, **TARGET_FRAME, **common, **where)
             yield found
 
 
@@ -131,7 +143,7 @@ class Translator:
         if device is None:
             device = "cuda" if torch.cuda.is_available() else "cpu"
         self.device = torch.device(device)
-        self.tokenizer = tokenizer
+        self.tokenizer, self.engine = tokenizer, engine
         if engine == "torch":
             self.model = _torch_model(model, self.device, dtype, quantization)
             self.search: Search = TorchSearch(self.model, self.device, autocast)
@@ -238,6 +250,8 @@ class Translator:
         batch_size: int = 64,
         n_best: int | None = None,
         max_tokens: int | None = None,
+        sampling: Sampling | None = None,
+        prefixes: Iterable[str] | None = None,
     ) -> list[str] | list[Scored]:
         """Translate sentences, in input order; the defaults are the paper's (section 6.1).
 
@@ -254,14 +268,25 @@ class Translator:
             max_tokens: if given, batches hold up to this many source tokens, padding and EOS
                 included, instead of `batch_size` sentences: short sentences share large
                 batches, as a GPU wants. A longer sentence goes alone in its batch.
+            sampling: sample instead of beam search (`Sampling`: n, temperature, top_k, top_p,
+                seed); a sentence's samples depend on the seed and its index in `sentences`, not
+                on the batches. Excludes n_best: its n samples are the scored lists.
+            prefixes: one per sentence, text its translation starts with ("" none), forced
+                before the search goes on (engine "torch"); longer than the translation may be
+                (its source's length + max_len_b tokens) is an error naming its line.
 
         Returns:
-            One translation per sentence, or one list of n_best scored translations.
+            One translation per sentence, or one list of n_best scored translations (of n
+            samples, in the order drawn).
         """
+        if sampling is not None and n_best is not None:
+            raise ValueError("n_best is beam search's: sampling gives sampling.n scored samples")
+        count = n_best or (sampling.n if sampling is not None else 1)
         results = self.stream(
-            sentences, beam_size, alpha, penalty, max_len_b, batch_size, n_best or 1, max_tokens
-        )
-        if n_best is None:
+            sentences, beam_size, alpha, penalty, max_len_b, batch_size, count, max_tokens,
+            sampling=sampling, prefixes=prefixes,
+        )  # fmt: skip
+        if n_best is None and count == 1:
             return [hypotheses[0][0] for hypotheses in results]
         return list(results)
 
@@ -275,38 +300,54 @@ class Translator:
         batch_size: int = 64,
         n_best: int = 1,
         max_tokens: int | None = None,
+        sampling: Sampling | None = None,
+        prefixes: Iterable[str] | None = None,
     ) -> Iterator[Scored]:
-        """`translate` lazily, in input order: yields each sentence's n-best.
+        """`translate` lazily, in input order: yields each sentence's n-best (or samples).
 
         Reads SORT_CHUNK batches of sentences at a time (with max_tokens, max_tokens sentences:
         at least one full batch) and decodes them in batches of similar token length, so a
         batch pads little; batch_size 1 reads one line at a time, for interactive input. An
         empty (or blank) sentence translates to an empty one without running the model. A
         sentence longer than the model's position table is cut to fit, with a warning naming
-        its line. Arguments as for `translate`.
+        its line. Arguments as for `translate`; with sampling, n_best is ignored.
         """
         # islice would take nothing: every sentence lost without a word
         for name, value in (("batch_size", batch_size), ("max_tokens", max_tokens)):
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be >= 1, got {value}")
+        if self.engine != "torch" and (sampling is not None or prefixes is not None):
+            raise ValueError(f"sampling and prefixes need engine 'torch', not {self.engine!r}")
         options = dict(beam_size=beam_size, alpha=alpha, penalty=penalty, max_len_b=max_len_b)
+        options |= dict(n_best=n_best if sampling is None else sampling.n, sampling=sampling)
         if max_tokens is not None:  # a sentence has at least one token
             chunk_size = max_tokens
         else:
             chunk_size = batch_size * SORT_CHUNK if batch_size > 1 else 1
         sentences = iter(sentences)
+        prefixes = None if prefixes is None else iter(prefixes)
         first_line = 1
         while chunk := [s.strip() for s in islice(sentences, chunk_size)]:
             sizes = (batch_size, max_tokens)
-            yield from self._translate_chunk(chunk, first_line, sizes, n_best, **options)
+            forced = None if prefixes is None else _prefix_chunk(prefixes, len(chunk), first_line)
+            yield from self._translate_chunk(chunk, first_line, sizes, forced, **options)
             first_line += len(chunk)
+        if prefixes is not None and next(prefixes, None) is not None:
+            raise ValueError(f"more prefixes than the {first_line - 1} sentences")
 
     def _translate_chunk(
-        self, chunk: list[str], first_line: int, sizes: tuple, n_best: int, **options
+        self,
+        chunk: list[str],
+        first_line: int,
+        sizes: tuple,
+        prefixes: list[str] | None,
+        n_best: int,
+        sampling: Sampling | None,
+        **options,
     ) -> list[Scored]:
         """The n-best of each sentence of `chunk`, decoded shortest first, in chunk order.
 
-        sizes: (batch_size, max_tokens) as `stream` takes them.
+        sizes: (batch_size, max_tokens) as `stream` takes them; prefixes: one per sentence.
         """
         results = [[("", 0.0)] * n_best for _ in chunk]
         todo = [i for i, sentence in enumerate(chunk) if sentence]
@@ -314,7 +355,17 @@ class Translator:
         tokens = dict(zip(todo, ids, strict=True))
         by_length = sorted(todo, key=lambda i: len(tokens[i]))
         batches = self._batches(by_length, tokens, *sizes)
-        found = self.search([[tokens[i] for i in b] for b in batches], n_best=n_best, **options)
+        extra: dict[str, Any] = {}  # only what is asked for: an engine may know no more
+        if sampling is not None:
+            extra |= dict(
+                sampling=sampling, indices=[[first_line - 1 + i for i in b] for b in batches]
+            )
+        if prefixes is not None:
+            forced = self._prefix_ids(prefixes, tokens, first_line, options["max_len_b"])
+            extra["target_prefixes"] = [[forced[i] for i in b] for b in batches]
+        found = self.search(
+            [[tokens[i] for i in b] for b in batches], n_best=n_best, **options, **extra
+        )
         for batch, beams in zip(batches, found, strict=True):
             for i, hypotheses in zip(batch, beams, strict=True):
                 texts = self.tokenizer.decode_batch([h.tokens for h in hypotheses])
@@ -339,6 +390,23 @@ class Translator:
         ends = list(accumulate(sizes))
         return [by_length[end - size : end] for size, end in zip(sizes, ends, strict=True)]
 
+    def _prefix_ids(
+        self, prefixes: list[str], tokens: dict[int, list[int]], first_line: int, max_len_b: int
+    ) -> dict[int, list[int]]:
+        """Each decoded sentence's prefix ids, refusing one longer than its output may be."""
+        todo = list(tokens)
+        ids = dict(zip(todo, self.tokenizer.encode_batch([prefixes[i] for i in todo]), strict=True))
+        limit = self.search.max_positions
+        for i, prefix in ids.items():
+            longest = min(min(len(tokens[i]) + ADDED_TOKENS, limit) + max_len_b, limit)
+            if len(prefix) > longest:
+                raise ValueError(
+                    f"line {first_line + i}: its prefix has {len(prefix)} tokens, more than the "
+                    f"{longest} its translation may have (source length + max_len_b); shorten "
+                    "the prefix or raise max_len_b"
+                )
+        return ids
+
     def _encode(self, sentences: list[str], lines: list[int]) -> list[list[int]]:
         """Token ids of each sentence, warning (by line number) about those too long to fit."""
         ids = self.tokenizer.encode_batch(sentences)
@@ -353,6 +421,14 @@ class Translator:
                     limit,
                 )
         return ids
+
+
+def _prefix_chunk(prefixes: Iterator[str], n: int, first_line: int) -> list[str]:
+    """The next n prefixes, stripped; fewer is an error naming the first line without one."""
+    chunk = [p.strip() for p in islice(prefixes, n)]
+    if len(chunk) < n:
+        raise ValueError(f"line {first_line + len(chunk)}: no prefix, the prefixes ended before")
+    return chunk
 
 
 def _torch_model(

@@ -3,6 +3,7 @@
 import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -30,7 +31,8 @@ def checkpoints(tmp_path_factory) -> Path:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny tensors: threads only add synchronisation
     overrides = ["trainer.max_epochs=1", "+trainer.limit_train_batches=5", "data.corpus.num_val=8"]
-    overrides.append("~callbacks.attention_maps")
+    # A periodic checkpoint at the epoch's end, for --average-last.
+    overrides += ["~callbacks.attention_maps", "callbacks.checkpoints.every_n_steps=5"]
     train(compose_train(tmp_path, ["experiment=toy", "logger=none", *overrides]))
     torch.set_num_threads(threads)
     return tmp_path / "run" / "checkpoints"
@@ -253,3 +255,23 @@ def test_evaluate_an_ensemble_of_two_identical_checkpoints_as_the_one(checkpoint
     assert hypotheses[0] == hypotheses[1]
     report = json.loads((tmp_path / "two" / "report.json").read_text())
     assert report["ensemble"] == [ckpt] and report["weights"] == [1, 3]
+
+
+def test_translate_samples_reproducibly_and_keeps_prefixes(checkpoints, tmp_path, capsys):
+    (tmp_path / "src.en").write_text("\n".join(SOURCES) + "\n")
+    (tmp_path / "prefix.de").write_text("drei eins\n\nneun\n\n")
+    common = [str(checkpoints / "last.ckpt"), str(tmp_path / "src.en"), "--threads", "1"]
+    sample = ["--sample", "3", "--top-p", "0.9", "--temperature", "1.5", "--seed", "4"]
+    outputs = []
+    for plan in (["--batch-size", "1"], ["--max-tokens", "8"]):
+        translate_main([*common, *sample, *plan])
+        outputs.append(capsys.readouterr().out)
+    # The same samples; scores within float rounding of batches padded differently.
+    texts = [re.sub(r"^(\d+)\t-?\d+\.\d{4}\t", r"\1\t", out, flags=re.M) for out in outputs]
+    assert texts[0] == texts[1]
+    assert re.findall(r"^(\d+)\t-?\d+\.\d{4}\t", outputs[0], flags=re.M) == [
+        str(i) for i in range(len(SOURCES)) for _ in range(3)
+    ]
+    translate_main([*common, "--prefix", str(tmp_path / "prefix.de")])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("drei eins") and lines[2].startswith("neun")
