@@ -353,3 +353,12 @@ def test_evaluate_refuses_a_comparison_it_cannot_make_before_decoding(tmp_path, 
     torch.save({"state_dict": {}}, tmp_path / "some.ckpt")
     with pytest.raises(SystemExit, match="short.de has 1 lines for 2 references"):
         evaluate_main([str(tmp_path / "some.ckpt"), *files, *short])
+
+
+def test_translate_with_terminology_constraints(checkpoints, tmp_path, capsys):
+    (tmp_path / "src.en").write_text("\n".join(SOURCES) + "\n")
+    (tmp_path / "terms.tsv").write_text("1\tvier\n4\tzwei drei\tfünf\n")
+    ckpt = str(checkpoints / "last.ckpt")
+    translate_main([ckpt, str(tmp_path / "src.en"), "--constraints", str(tmp_path / "terms.tsv")])
+    lines = capsys.readouterr().out.split("\n")
+    assert " vier" in lines[0] and " zwei drei" in lines[3] and " fünf" in lines[3]
