@@ -53,6 +53,14 @@ def test_train_batches_fit_the_budget_and_are_shaped_for_teacher_forcing(tmp_pat
         assert torch.equal(batch["tgt_in"][:, 1:][shifted], batch["tgt_out"][:, :-1][shifted])
         assert ((batch["src"] == EOS_ID).sum(dim=1) == 1).all()
         assert "tgt_text" not in batch
+    # The buckets at both ends, as the auto budget's probe takes them: each pair's longer side.
+    longer = torch.cat(
+        [
+            torch.maximum((b["src"] != PAD_ID).sum(1), (b["tgt_in"] != PAD_ID).sum(1))
+            for b in batches
+        ]
+    )
+    assert dm.train_pair_lengths() == (int(longer.min()), int(longer.max()))
 
 
 def test_val_batches_decode_back_to_their_reference_text(tmp_path):

@@ -4,6 +4,7 @@ import json
 import logging
 
 import pytest
+import torch
 from omegaconf import OmegaConf
 
 from helpers.hydra_compose import compose_train
@@ -12,12 +13,21 @@ from transformer_nmt.data.token_budget import largest_budget
 from transformer_nmt.train import train
 from transformer_nmt.training.batch_size import (
     UpdatePlan,
+    device_count,
     per_rank_cap,
     plan_update,
-    resolve_update_size,
     updates_per_step,
 )
 from transformer_nmt.training.config_checks import ConfigError, check_config
+from transformer_nmt.training.resume import ResumePoint
+from transformer_nmt.training.run_plan import plan_run, planned_update
+
+
+def planned(cfg) -> tuple[int, int | None, int | None]:
+    """The plan's (accumulation, max_tokens, tokens per update) for a fresh run of `cfg`, on the
+    devices it asks for, whether this machine has them or not."""
+    world_size = device_count(cfg.trainer) * cfg.trainer.get("num_nodes", 1)
+    return planned_update(cfg, world_size, ResumePoint(None))
 
 
 @pytest.mark.parametrize("devices, expected", [(1, 8), (4, 2), (8, 1)])
@@ -27,7 +37,7 @@ def test_wmt14_accumulates_to_the_papers_25k_tokens_on_1_4_and_8_devices(
     overrides = ["trainer=ddp", f"trainer.devices={devices}", "data.max_tokens=3125"]
     cfg = compose_train(tmp_path, overrides)
     with caplog.at_level(logging.INFO):
-        assert resolve_update_size(cfg).accumulate_grad_batches == expected
+        assert planned(cfg)[0] == expected
     # 3125 tokens a device: every setting reaches exactly 25,000 tokens a side per update.
     assert expected * 3125 * devices == 25_000
     assert f"accumulate_grad_batches={expected}" in caplog.text
@@ -36,24 +46,25 @@ def test_wmt14_accumulates_to_the_papers_25k_tokens_on_1_4_and_8_devices(
 def test_nodes_multiply_devices_and_a_remainder_rounds_up(tmp_path):
     overrides = ["trainer.devices=2", "trainer.num_nodes=2", "data.max_tokens=3000"]
     cfg = compose_train(tmp_path, ["trainer=ddp", *overrides])
-    assert resolve_update_size(cfg).accumulate_grad_batches == 3  # 25000 / 12000 = 2.08
-    # Batches shrink from 3000 to the least that still reaches 25,000: never below the paper's.
-    assert (cfg.data.max_tokens, cfg.tokens_per_update_used) == (2084, 25_008)
+    # 25000 / 12000 = 2.08; batches shrink from 3000 to the least that still reaches 25,000:
+    # never below the paper's.
+    assert planned(cfg) == (3, 2084, 25_008)
+    assert cfg.data.max_tokens == 3000  # the plan holds what is derived, the config what was set
     assert updates_per_step(25_000, 4096, devices=8, num_nodes=1) == 1
 
 
 def test_gpu_ids_count_as_devices(tmp_path):
     paper = "data.max_tokens=3125"
     cfg = compose_train(tmp_path, ["trainer=ddp", "trainer.devices=[0,1,2,3]", paper])
-    assert resolve_update_size(cfg).accumulate_grad_batches == 2
+    assert planned(cfg)[0] == 2
     cfg = compose_train(tmp_path, ["trainer=ddp", "trainer.devices='0,1'", paper])
-    assert resolve_update_size(cfg).accumulate_grad_batches == 4
+    assert planned(cfg)[0] == 4
 
 
 def test_without_tokens_per_update_the_trainer_setting_stands(tmp_path):
     cfg = compose_train(tmp_path, ["experiment=toy", "trainer.accumulate_grad_batches=3"])
     assert cfg.data.tokens_per_update is None
-    assert resolve_update_size(cfg).accumulate_grad_batches == 3
+    assert plan_run(cfg).accumulate_grad_batches == 3
     assert cfg.trainer.accumulate_grad_batches == 3
 
 
@@ -130,8 +141,8 @@ def test_the_cap_rounds_up_and_never_falls_below_the_longest_pair():
 
 
 @pytest.mark.slow
-def test_the_logged_config_holds_what_the_trainer_uses(tmp_path):
-    """CSV hparams and the run folder's config say the derived accumulation and budget."""
+def test_the_logged_plan_holds_what_the_trainer_uses(tmp_path):
+    """CSV hparams and every checkpoint hold the plan: the derived accumulation and budget."""
     overrides = [
         "experiment=toy", "logger=csv", "data.corpus.num_train=200", "data.tokens_per_update=1500",
         "trainer.max_epochs=-1", "trainer.max_steps=2", "+trainer.num_sanity_val_steps=0",
@@ -141,8 +152,10 @@ def test_the_logged_config_holds_what_the_trainer_uses(tmp_path):
     used = json.loads((tmp_path / "trainer.json").read_text())
     assert (used["accumulate_grad_batches"], used["max_tokens"]) == (2, 750)  # 1024 shrunk
     run = tmp_path / "run"
-    for logged in [run / "csv" / "version_0" / "hparams.yaml", run / ".hydra" / "config.yaml"]:
-        config = OmegaConf.load(logged)
-        assert config.trainer.accumulate_grad_batches == used["accumulate_grad_batches"], logged
-        assert config.data.max_tokens == used["max_tokens"], logged
-        assert config.tokens_per_update_used == 2 * 750 * used["world_size"], logged
+    logged = OmegaConf.load(run / "csv" / "version_0" / "hparams.yaml").run_plan
+    saved = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["run_plan"]
+    for plan in (logged, saved):
+        assert plan["accumulate_grad_batches"] == used["accumulate_grad_batches"]
+        assert plan["max_tokens"] == used["max_tokens"]
+        assert plan["tokens_per_update"] == 2 * 750 * used["world_size"]
+    assert OmegaConf.load(run / ".hydra" / "config.yaml").data.max_tokens == 1024  # as set

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from lightning.fabric.accelerators.cuda import num_cuda_devices
 from omegaconf import DictConfig, OmegaConf
 
-from transformer_nmt.data.framing import ADDED_TOKENS
 from transformer_nmt.data.token_budget import MAX_AUTO_TOKENS
 
 log = logging.getLogger(__name__)
@@ -83,39 +82,6 @@ def plan_update(
         f"; {shrunk} to land within 1 batch of it" if shrunk else "",
     )
     return plan
-
-
-def resolve_update_size(cfg: DictConfig) -> UpdatePlan | None:
-    """Write the accumulation and batch budget training will use into `cfg`.
-
-    With `data.tokens_per_update`, `plan_update` derives them; `check_config` has refused a
-    `trainer.accumulate_grad_batches` other than 1 alongside it, so the derived value never
-    silently replaces a chosen one. `trainer.accumulate_grad_batches`, `data.max_tokens` and
-    `tokens_per_update_used` then hold what training uses, for the loggers, the run folder's
-    config and the model card. Under `data.max_tokens=auto` nothing is known yet (None):
-    `AutoMaxTokens` plans once the budget is, and `LoggedConfig` records it.
-    """
-    if cfg.data.max_tokens == "auto":
-        return None
-    world_size = device_count(cfg.trainer) * cfg.trainer.get("num_nodes", 1)
-    tokens_per_update = cfg.data.get("tokens_per_update")
-    if tokens_per_update is None:
-        accumulate = cfg.trainer.get("accumulate_grad_batches", 1)
-        plan = UpdatePlan(
-            accumulate, cfg.data.max_tokens, accumulate * cfg.data.max_tokens * world_size
-        )
-    else:
-        longest = cfg.data.max_len + ADDED_TOKENS  # the longest pair the data can hold
-        plan = plan_update(tokens_per_update, cfg.data.max_tokens, world_size, longest)
-    record_plan(cfg, plan)
-    return plan
-
-
-def record_plan(cfg: DictConfig, plan: UpdatePlan) -> None:
-    """Put `plan` into `cfg`, where the loggers and the run folder's config read it."""
-    cfg.trainer.accumulate_grad_batches = plan.accumulate_grad_batches
-    cfg.data.max_tokens = plan.max_tokens
-    cfg.tokens_per_update_used = plan.tokens_per_update
 
 
 def device_count(trainer: DictConfig) -> int:
