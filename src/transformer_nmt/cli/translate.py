@@ -53,6 +53,8 @@ def main(argv: list[str] | None = None) -> None:
         prefixes = None if args.prefix is None else read_lines(args.prefix, replace_invalid=True)
         if prefixes is not None and args.input is not None:
             check_prefix_count(args.prefix, prefixes, args.input)
+        if args.constraints is not None and args.input is not None:
+            sampling_args.read_constraints(args.constraints, line_count(args.input))
         first = resolve_checkpoints([args.checkpoint], args.average_last)
         translator = ensemble_args.load(first, args)
         if args.input is None:
@@ -61,12 +63,22 @@ def main(argv: list[str] | None = None) -> None:
         else:
             lines = read_lines(args.input, replace_invalid=True)
             progress = tqdm(total=len(lines), unit="sent", file=sys.stderr)
+        constraints = None
+        if args.constraints is not None:  # every line read: a constraint may name any of them
+            lines = list(lines)
+            by_line = sampling_args.read_constraints(args.constraints, len(lines))
+            constraints = [by_line.get(n, []) for n in range(1, len(lines) + 1)]
     except (CheckpointError, DataError, ExportError, OSError) as e:  # ExportError: --engine ct2
         sys.exit(f"error: {e}")
     sampling = sampling_args.sampling(args)
     per_line = args.n_best if sampling is None else sampling.n
     outputs = translator.stream(
-        lines, n_best=args.n_best, sampling=sampling, prefixes=prefixes, **search_options(args)
+        lines,
+        n_best=args.n_best,
+        sampling=sampling,
+        prefixes=prefixes,
+        constraints=constraints,
+        **search_options(args),
     )
     try:
         for i, hypotheses in enumerate(outputs):
@@ -81,9 +93,13 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"error: {e}")
 
 
+def line_count(source: Path) -> int:
+    return sum(1 for _ in iter_lines(source, replace_invalid=True))
+
+
 def check_prefix_count(prefix: Path, prefixes: list[str], source: Path) -> None:
     """Refuse a prefix file whose lines do not pair up with the input's."""
-    lines = sum(1 for _ in iter_lines(source, replace_invalid=True))
+    lines = line_count(source)
     if len(prefixes) != lines:
         raise DataError(
             f"--prefix {prefix} has {len(prefixes)} lines but {source} has {lines}: give one "
