@@ -5,6 +5,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from transformer_nmt.model.beam_trace import BeamTrace
 from transformer_nmt.model.interface import Cache, EncoderDecoder
 from transformer_nmt.model.masks import padding_mask
 
@@ -120,6 +121,7 @@ def beam_search(
     penalty: str = "gnmt",
     n_best: int = 1,
     use_cache: bool = True,
+    trace: BeamTrace | None = None,
 ) -> list[list[Hypothesis]]:
     """Beam search as in section 6.1, batched over sentences, with fairseq's bookkeeping.
 
@@ -140,6 +142,7 @@ def beam_search(
         penalty: "gnmt" (the paper's) or "fairseq"; see `length_penalty`.
         n_best: hypotheses returned per sentence, at most beam_size.
         use_cache: False recomputes the whole prefix every step (same output, slower).
+        trace: records every step's candidates (the attention explorer's beam view).
 
     Returns:
         For each sentence, in input order, its n_best finished hypotheses, best first.
@@ -184,6 +187,11 @@ def beam_search(
         next_beams, next_tokens, next_scores = (
             x.gather(1, go_on.indices) for x in (cand_beams, cand_tokens, cand_scores)
         )  # (n, K) each
+        if trace is not None:
+            lp = length_penalty(t + 1, alpha, penalty)
+            trace.record(
+                sentences, cand_scores, cand_tokens, cand_beams, to_finish, go_on.indices, done, lp
+            )
 
         # The step's one device-to-host transfer: everything the bookkeeping below reads.
         host = _to_host(
