@@ -21,7 +21,7 @@ import torch
 from transformer_nmt.checkpoint import load_members, load_translator, resolve_checkpoints
 from transformer_nmt.data.batching import greedy_sizes
 from transformer_nmt.data.framing import ADDED_TOKENS, TARGET_FRAME, source_batch
-from transformer_nmt.data.tokenizer import BPETokenizer
+from transformer_nmt.data.tokenizer import SubwordTokenizer
 from transformer_nmt.model import EncoderDecoder, Hypothesis, beam_search
 from transformer_nmt.model.ensemble import Ensemble, normalized_weights
 from transformer_nmt.model.quantization import quantize_int8
@@ -116,7 +116,7 @@ class Translator:
     def __init__(
         self,
         model: EncoderDecoder,
-        tokenizer: BPETokenizer,
+        tokenizer: SubwordTokenizer,
         device: str | torch.device | None = None,
         dtype: torch.dtype | None = None,
         engine: str = "torch",
