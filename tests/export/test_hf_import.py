@@ -155,11 +155,14 @@ def test_export_then_import_changes_nothing(imported, tmp_path):
     assert first["state_dict"].keys() == again["state_dict"].keys()
     for key, t in first["state_dict"].items():
         assert torch.equal(again["state_dict"][key], t), key
-    # Our own folder keeps the tokenizer too.
+    # Our own folder and CTranslate2 take the SentencePiece tokenizer too.
     export_main(["safetensors", str(imported), str(tmp_path / "native")])
     original = Translator.from_checkpoint(imported, device="cpu")
     native = Translator.from_folder(tmp_path / "native", device="cpu")
-    assert native.translate(TEXTS, beam_size=2) == original.translate(TEXTS, beam_size=2)
+    ct2 = Translator.from_checkpoint(imported, device="cpu", engine="ct2")
+    expected = original.translate(TEXTS, beam_size=2, max_len_b=MAX_LEN_B)
+    for other in (native, ct2):
+        assert other.translate(TEXTS, beam_size=2, max_len_b=MAX_LEN_B) == expected
 
 
 REFUSED = {

@@ -155,7 +155,7 @@ def export_ct2(
     spec.optimize(quantization=quantization)
     out.mkdir(parents=True, exist_ok=True)
     spec.save(str(out))
-    tokenizer.save(out / "tokenizer.json")
+    write_atomically(out / "tokenizer.json", tokenizer.to_str())
     if vocabulary_map is not None:
         write_atomically(out / VMAP, vocabulary_map)
     return out
