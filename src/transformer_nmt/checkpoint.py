@@ -21,6 +21,9 @@ from transformer_nmt.model import EncoderDecoder, config_from_dict, model_from_c
 
 PREFIX = "model."  # TranslationModule's attribute holding the model
 REQUIRED = ("state_dict", "model_config", "tokenizer")
+# Which of a run's checkpoints a file is ("last", "best", PERIODIC): only periodic ones average.
+KIND_KEY = "checkpoint_kind"
+PERIODIC = "periodic"
 
 
 class CheckpointError(ValueError):
@@ -190,20 +193,34 @@ def average_checkpoints(paths: list[str | os.PathLike]) -> dict[str, Any]:
 
 
 def last_checkpoints(folder: str | os.PathLike, n: int) -> list[Path]:
-    """The `n` checkpoints of `folder` with the highest training steps, oldest first.
+    """The `n` periodic checkpoints of `folder` with the highest training steps, oldest first.
 
-    Files of the same step (`last.ckpt` is a copy of the latest) count once.
+    Never `last.ckpt` or the best: those are not spaced in time, and `last.ckpt` is often a copy
+    of the newest periodic one.
     """
     by_step: dict[int, Path] = {}
+    others = []
     for path in sorted(Path(folder).glob("*.ckpt")):
-        checkpoint = read_checkpoint(path, mmap=True)  # the step, without reading the tensors
-        by_step.setdefault(checkpoint.get("global_step", -1), path)
+        checkpoint = read_checkpoint(path, mmap=True)  # the kind, without reading the tensors
+        if checkpoint.get(KIND_KEY) == PERIODIC:
+            by_step.setdefault(checkpoint.get("global_step", -1), path)
+        else:
+            others.append(path.name)
     if len(by_step) < n:
-        raise CheckpointError(
-            f"{folder} holds {len(by_step)} checkpoints of distinct training steps, fewer than "
-            f"the {n} to average"
-        )
+        raise _too_few_periodic(folder, n, len(by_step), others)
     return [by_step[step] for step in sorted(by_step)[-n:]]
+
+
+def _too_few_periodic(
+    folder: str | os.PathLike, n: int, found: int, others: list[str]
+) -> CheckpointError:
+    """Fewer periodic checkpoints than `--average-last n`: say how many, and what else to do."""
+    not_periodic = f" ({', '.join(others)}: not periodic, never averaged)" if others else ""
+    instead = f"average fewer (--average-last {found})" if found else "train longer"
+    return CheckpointError(
+        f"{folder} holds {found} periodic checkpoints, fewer than the {n} to average"
+        f"{not_periodic}: {instead}, or name checkpoint files instead"
+    )
 
 
 def resolve_checkpoints(paths: list[str], last: int | None = None) -> list[Path]:
