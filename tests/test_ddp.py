@@ -99,6 +99,9 @@ def test_two_process_ddp_writes_one_run_and_scores_bleu_as_one_process(tmp_path)
         ["last.ckpt", best.name]
     )
     assert_same_weights(tmp_path / "weights")
+    # A log per rank: rank 1's lines are in its own file, not in rank 0's train.log.
+    logs = [(run / name).read_text() for name in ("train.log", "train.rank1.log")]
+    assert [log.count(" - Model: ") for log in logs] == [1, 1]
 
     # BLEU's sufficient statistics are summed over the ranks, so BLEU equals one process's.
     ddp_bleu = last_logged(metrics_csv, "val/bleu")

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 import torch
 
+from transformer_nmt.alignment import Alignment
 from transformer_nmt.checkpoint import load_members, load_translator, resolve_checkpoints
 from transformer_nmt.data.batching import greedy_sizes
 from transformer_nmt.data.framing import ADDED_TOKENS, TARGET_FRAME, source_batch
@@ -26,6 +27,7 @@ from transformer_nmt.model import EncoderDecoder, Hypothesis, beam_search
 from transformer_nmt.model.ensemble import Ensemble, normalized_weights
 from transformer_nmt.model.quantization import quantize_int8
 from transformer_nmt.model.sampling import Sampling, sample
+from transformer_nmt.scoring import TargetScore, score_stream
 
 log = logging.getLogger(__name__)
 
@@ -371,6 +373,45 @@ class Translator:
                 texts = self.tokenizer.decode_batch([h.tokens for h in hypotheses])
                 results[i] = [(t, h.score) for t, h in zip(texts, hypotheses, strict=True)]
         return results
+
+    def score(
+        self,
+        sources: Iterable[str],
+        targets: Iterable[str],
+        batch_size: int = 64,
+        max_tokens: int | None = None,
+        per_token: bool = False,
+        alignment: Alignment | None = None,
+    ) -> list[TargetScore]:
+        """Forced decoding: the model's log-probability of each target given its source.
+
+        Args:
+            sources, targets: aligned text, one sentence each (also n-best hypotheses, each
+                beside its source).
+            batch_size, max_tokens: batches as for `translate` (by source length).
+            per_token: also each target token's log-probability, EOS last.
+            alignment: also Pharaoh word alignments from this attention (`Alignment`: layer,
+                heads); not with an ensemble.
+
+        Returns:
+            One `TargetScore` (log_prob, score = log_prob per token, token_log_probs,
+            alignment) per pair, in input order; `score_stream` is the lazy form.
+        """
+        return list(
+            self.score_stream(sources, targets, batch_size, max_tokens, per_token, alignment)
+        )
+
+    def score_stream(
+        self,
+        sources: Iterable[str],
+        targets: Iterable[str],
+        batch_size: int = 64,
+        max_tokens: int | None = None,
+        per_token: bool = False,
+        alignment: Alignment | None = None,
+    ) -> Iterator[TargetScore]:
+        """`score` lazily, in input order."""
+        return score_stream(self, sources, targets, batch_size, max_tokens, per_token, alignment)
 
     def _batches(
         self,

@@ -11,8 +11,9 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from transformer_nmt.allocator import use_fast_malloc
+from transformer_nmt.allocator import use_expandable_segments, use_fast_malloc
 from transformer_nmt.configs import checkout_root, config_dir
+from transformer_nmt.run_names import register_resolvers
 
 # Printed after Hydra's own message when the command line does not compose into a config.
 HINT = (
@@ -20,6 +21,8 @@ HINT = (
     "the composed config; `+key=value` adds a key the config lacks, `~key` removes one."
 )
 composed = False  # whether Hydra got as far as calling `task`
+# At import: also where a pickled `task` is loaded to run a job (submitit's SLURM jobs).
+register_resolvers()
 
 
 def task(cfg: DictConfig) -> float | None:
@@ -35,7 +38,8 @@ def task(cfg: DictConfig) -> float | None:
 
 def main(root: Path | None = None) -> None:
     """Run Hydra on the command line; `root` is the checkout `python train.py` lives in."""
-    use_fast_malloc()  # first: glibc reads its allocator setting at start-up only
+    use_expandable_segments()  # before CUDA's allocator starts; every rank inherits it
+    use_fast_malloc()  # glibc reads its setting at start-up only: this starts the process again
     import hydra
 
     root = root or checkout_root()
