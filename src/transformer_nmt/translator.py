@@ -22,7 +22,7 @@ from transformer_nmt.alignment import Alignment
 from transformer_nmt.checkpoint import load_members, load_translator, resolve_checkpoints
 from transformer_nmt.data.batching import greedy_sizes
 from transformer_nmt.data.framing import ADDED_TOKENS, TARGET_FRAME, source_batch
-from transformer_nmt.data.tokenizer import BPETokenizer
+from transformer_nmt.data.tokenizer import SubwordTokenizer
 from transformer_nmt.model import EncoderDecoder, Hypothesis, beam_search
 from transformer_nmt.model.constraints import constrained_beam_search
 from transformer_nmt.model.ensemble import Ensemble, normalized_weights
@@ -141,7 +141,7 @@ class Translator:
     def __init__(
         self,
         model: EncoderDecoder,
-        tokenizer: BPETokenizer,
+        tokenizer: SubwordTokenizer,
         device: str | torch.device | None = None,
         dtype: torch.dtype | None = None,
         engine: str = "torch",
@@ -467,7 +467,7 @@ class Translator:
     def _phrase_ids(self, phrases: Sequence[str]) -> list[list[int]]:
         """Each phrase's ids as a word inside a sentence: after a space (byte-level BPE's Ġ)."""
         texts = [" " + phrase.strip() for phrase in phrases if phrase.strip()]
-        return self.tokenizer.encode_batch(texts) if texts else []
+        return self.tokenizer.encode_batch(texts, side="target") if texts else []
 
     def _prefix_ids(
         self, prefixes: list[str], tokens: dict[int, list[int]], first_line: int, max_len_b: int
@@ -475,7 +475,7 @@ class Translator:
         """Each decoded sentence's prefix ids, refusing one longer than its output may be."""
         todo = list(tokens)
         texts = [prefixes[i].strip() for i in todo]
-        ids = dict(zip(todo, self.tokenizer.encode_batch(texts), strict=True))
+        ids = dict(zip(todo, self.tokenizer.encode_batch(texts, side="target"), strict=True))
         limit = self.search.max_positions
         for i, prefix in ids.items():
             longest = min(min(len(tokens[i]) + ADDED_TOKENS, limit) + max_len_b, limit)
