@@ -22,7 +22,7 @@ from transformer_nmt.alignment import Alignment
 from transformer_nmt.checkpoint import load_members, load_translator, resolve_checkpoints
 from transformer_nmt.data.batching import greedy_sizes
 from transformer_nmt.data.framing import ADDED_TOKENS, TARGET_FRAME, source_batch
-from transformer_nmt.data.tokenizer import BPETokenizer
+from transformer_nmt.data.tokenizer import SubwordTokenizer
 from transformer_nmt.model import EncoderDecoder, Hypothesis, beam_search
 from transformer_nmt.model.constraints import constrained_beam_search
 from transformer_nmt.model.ensemble import Ensemble, normalized_weights
@@ -141,7 +141,7 @@ class Translator:
     def __init__(
         self,
         model: EncoderDecoder,
-        tokenizer: BPETokenizer,
+        tokenizer: SubwordTokenizer,
         device: str | torch.device | None = None,
         dtype: torch.dtype | None = None,
         engine: str = "torch",
@@ -322,6 +322,7 @@ class Translator:
         sampling: Sampling | None = None,
         prefixes: Iterable[str] | None = None,
         constraints: Iterable[Sequence[str]] | None = None,
+        start: int = 0,
     ) -> Iterator[Scored]:
         """`translate` lazily, in input order: yields each sentence's n-best (or samples).
 
@@ -330,7 +331,9 @@ class Translator:
         batch pads little; batch_size 1 reads one line at a time, for interactive input. An
         empty (or blank) sentence translates to an empty one without running the model. A
         sentence longer than the model's position table is cut to fit, with a warning naming
-        its line. Arguments as for `translate`; with sampling, n_best is ignored.
+        its line. Arguments as for `translate`; with sampling, n_best is ignored. start: the
+        index of the first sentence in a larger input that `sentences` is a part of (a shard):
+        its samples and the line numbers of its warnings are those of that input.
         """
         # islice would take nothing: every sentence lost without a word
         for name, value in (("batch_size", batch_size), ("max_tokens", max_tokens)):
@@ -345,15 +348,12 @@ class Translator:
             raise ValueError("constraints steer beam search: not with sampling or prefixes")
         options = dict(beam_size=beam_size, alpha=alpha, penalty=penalty, max_len_b=max_len_b)
         options |= dict(n_best=n_best if sampling is None else sampling.n, sampling=sampling)
-        if max_tokens is not None:  # a sentence has at least one token
-            chunk_size = max_tokens
-        else:
-            chunk_size = batch_size * SORT_CHUNK if batch_size > 1 else 1
+        size = chunk_size(batch_size, max_tokens)
         sentences = iter(sentences)
         aligned = {"prefixes": prefixes, "constraint lists": constraints}
         aligned = {what: iter(items) for what, items in aligned.items() if items is not None}
-        first_line = 1
-        while chunk := [s.strip() for s in islice(sentences, chunk_size)]:
+        first_line = start + 1
+        while chunk := [s.strip() for s in islice(sentences, size)]:
             sizes = (batch_size, max_tokens)
             per_line = {
                 w: _aligned(items, len(chunk), first_line, w) for w, items in aligned.items()
@@ -363,7 +363,7 @@ class Translator:
             first_line += len(chunk)
         for what, items in aligned.items():
             if next(items, None) is not None:
-                raise ValueError(f"more {what} than the {first_line - 1} sentences")
+                raise ValueError(f"more {what} than the {first_line - 1 - start} sentences")
 
     def _translate_chunk(
         self,
@@ -467,7 +467,7 @@ class Translator:
     def _phrase_ids(self, phrases: Sequence[str]) -> list[list[int]]:
         """Each phrase's ids as a word inside a sentence: after a space (byte-level BPE's Ġ)."""
         texts = [" " + phrase.strip() for phrase in phrases if phrase.strip()]
-        return self.tokenizer.encode_batch(texts) if texts else []
+        return self.tokenizer.encode_batch(texts, side="target") if texts else []
 
     def _prefix_ids(
         self, prefixes: list[str], tokens: dict[int, list[int]], first_line: int, max_len_b: int
@@ -475,7 +475,7 @@ class Translator:
         """Each decoded sentence's prefix ids, refusing one longer than its output may be."""
         todo = list(tokens)
         texts = [prefixes[i].strip() for i in todo]
-        ids = dict(zip(todo, self.tokenizer.encode_batch(texts), strict=True))
+        ids = dict(zip(todo, self.tokenizer.encode_batch(texts, side="target"), strict=True))
         limit = self.search.max_positions
         for i, prefix in ids.items():
             longest = min(min(len(tokens[i]) + ADDED_TOKENS, limit) + max_len_b, limit)
@@ -501,6 +501,13 @@ class Translator:
                     limit,
                 )
         return ids
+
+
+def chunk_size(batch_size: int, max_tokens: int | None) -> int:
+    """Sentences `stream` reads, sorts and decodes together."""
+    if max_tokens is not None:  # a sentence has at least one token
+        return max_tokens
+    return batch_size * SORT_CHUNK if batch_size > 1 else 1
 
 
 def _aligned(items: Iterator, n: int, first_line: int, what: str) -> list:

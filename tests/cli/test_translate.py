@@ -49,6 +49,7 @@ def test_batches_keep_the_input_order(family, device):
         ("--temperature", "0", "must be a finite number > 0, got '0'"),
         ("--temperature", "-1", "must be a finite number > 0, got '-1'"),
         ("--seed", "-1", "must be an integer >= 0, got '-1'"),
+        ("--shards", "0", "must be an integer >= 1, got '0'"),
     ],
 )
 def test_options_out_of_range_are_refused_naming_the_range(option, value, expected, capsys):
@@ -130,6 +131,7 @@ def test_ensemble_options_that_cannot_work_are_refused_before_loading(main, args
         (["--sample", "2", "--n-best", "2"], "--n-best is beam search's"),
         (["--sample", "2", "--engine", "ct2"], "--sample decodes with --engine torch, not ct2"),
         (["--prefix", "p.txt", "--engine", "ct2"], "--prefix decodes with --engine torch"),
+        (["--shards", "2", "--engine", "ct2"], "--shards runs our search in each process"),
     ],
 )
 def test_sampling_and_prefix_options_that_cannot_work_are_refused(args, expected, capsys):
