@@ -281,3 +281,16 @@ def test_a_prefix_longer_than_its_translation_may_be_or_missing_is_refused_namin
         translator.translate(MIXED, prefixes=[""] * 8)
     with pytest.raises(ValueError, match="n_best is beam search's"):
         translator.translate(MIXED, n_best=2, sampling=Sampling(n=2))
+
+
+def test_every_constraint_appears_and_an_unmeetable_one_is_reported_by_line(folder, caplog):
+    translator = Translator.from_checkpoint(folder / "step1.ckpt", device="cpu")
+    constraints = [["sechs sieben", "zwei"], [], ["four five six seven one two"], [], [], [], []]
+    got = translator.translate(MIXED, max_len_b=6, batch_size=2, constraints=constraints)
+    assert " sechs sieben" in got[0] and " zwei" in got[0]
+    assert "line 3: constraint 1 not met within the length limit" in caplog.text
+    assert "line 1:" not in caplog.text
+    with pytest.raises(ValueError, match="constraints steer beam search"):
+        translator.translate(MIXED, sampling=Sampling(), constraints=constraints)
+    with pytest.raises(ValueError, match="line 4: no constraint list, the constraint lists ended"):
+        translator.translate(MIXED, batch_size=1, constraints=constraints[:3])

@@ -16,7 +16,7 @@ from transformer_nmt.atomic import (
     is_disk_full,
     remove_stale_temporaries,
 )
-from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer
+from transformer_nmt.data.tokenizer import PAD_ID, SubwordTokenizer, tokenizer_from_str
 from transformer_nmt.model import EncoderDecoder, config_from_dict, model_from_config
 
 PREFIX = "model."  # TranslationModule's attribute holding the model
@@ -101,14 +101,14 @@ def _corrupted(path: str | os.PathLike, error: Exception) -> CheckpointError:
     )
 
 
-def load_checkpoint(path: str | os.PathLike) -> tuple[EncoderDecoder, BPETokenizer]:
+def load_checkpoint(path: str | os.PathLike) -> tuple[EncoderDecoder, SubwordTokenizer]:
     """The model, in eval mode, and the tokenizer saved in a training or averaged checkpoint."""
     return translator_from(read_checkpoint(path), where=str(path))
 
 
 def translator_from(
     checkpoint: dict[str, Any], where: str = "checkpoint"
-) -> tuple[EncoderDecoder, BPETokenizer]:
+) -> tuple[EncoderDecoder, SubwordTokenizer]:
     """Rebuild (model, tokenizer) from a loaded checkpoint, refusing parts that do not match.
 
     The model is of the family its model config names (a Transformer if it names none).
@@ -120,7 +120,7 @@ def translator_from(
             "by `train` and `nmt-average` carry the weights, the model config and the tokenizer"
         )
     try:
-        tokenizer = BPETokenizer.from_str(checkpoint["tokenizer"])
+        tokenizer = tokenizer_from_str(checkpoint["tokenizer"])
     except Exception as e:
         raise CheckpointError(f"{where}: its tokenizer is unreadable or unusable: {e}") from e
     try:
@@ -248,7 +248,7 @@ def _folder_error(folder: str | os.PathLike, or_average: bool = False) -> Checkp
     )
 
 
-def load_translator(paths: list[Path]) -> tuple[EncoderDecoder, BPETokenizer]:
+def load_translator(paths: list[Path]) -> tuple[EncoderDecoder, SubwordTokenizer]:
     """The model and tokenizer of one checkpoint, or of the average of several."""
     if len(paths) == 1:
         return load_checkpoint(paths[0])
@@ -257,7 +257,7 @@ def load_translator(paths: list[Path]) -> tuple[EncoderDecoder, BPETokenizer]:
 
 def load_members(
     members: list[list[Path]],
-) -> tuple[list[EncoderDecoder], BPETokenizer]:
+) -> tuple[list[EncoderDecoder], SubwordTokenizer]:
     """The models of an ensemble, each one checkpoint or an average, and their one tokenizer.
 
     A member whose tokenizer differs from the first's is refused, naming it, before any decoding:

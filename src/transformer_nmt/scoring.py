@@ -85,7 +85,7 @@ def _score_chunk(
 ) -> list[TargetScore]:
     lines = [first_line + i for i in range(len(chunk))]
     sources = translator._encode([s.strip() for s, _ in chunk], lines)
-    targets = translator.tokenizer.encode_batch([t.strip() for _, t in chunk])
+    targets = translator.tokenizer.encode_batch([t.strip() for _, t in chunk], side="target")
     limit = translator.search.max_positions - ADDED_TOKENS  # BOS or EOS beside the target
     for line, target in zip(lines, targets, strict=True):
         if len(target) > limit:

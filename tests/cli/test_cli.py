@@ -353,3 +353,27 @@ def test_evaluate_refuses_a_comparison_it_cannot_make_before_decoding(tmp_path, 
     torch.save({"state_dict": {}}, tmp_path / "some.ckpt")
     with pytest.raises(SystemExit, match="short.de has 1 lines for 2 references"):
         evaluate_main([str(tmp_path / "some.ckpt"), *files, *short])
+
+
+def test_translate_with_terminology_constraints(checkpoints, tmp_path, capsys):
+    (tmp_path / "src.en").write_text("\n".join(SOURCES) + "\n")
+    (tmp_path / "terms.tsv").write_text("1\tvier\n4\tzwei drei\tfünf\n")
+    ckpt = str(checkpoints / "last.ckpt")
+    translate_main([ckpt, str(tmp_path / "src.en"), "--constraints", str(tmp_path / "terms.tsv")])
+    lines = capsys.readouterr().out.split("\n")
+    assert " vier" in lines[0] and " zwei drei" in lines[3] and " fünf" in lines[3]
+
+
+def test_two_cpu_shards_print_one_process_output_byte_for_byte(
+    checkpoints, tmp_path, capsys, caplog
+):
+    lines = SOURCES * 3  # blank lines among them
+    (tmp_path / "src.en").write_text("\n".join(lines) + "\n")
+    common = [str(checkpoints / "last.ckpt"), str(tmp_path / "src.en"), "--threads", "1"]
+    options = ["--sample", "2", "--max-tokens", "4"]  # chunks of 4 sentences: 3 chunks
+    translate_main([*common, *options])
+    one = capsys.readouterr().out
+    translate_main([*common, *options, "--shards", "2"])
+    assert capsys.readouterr().out == one
+    assert len(re.findall(r"^\d+\t-?\d+\.\d{4}\t", one, flags=re.M)) == 2 * len(lines)
+    assert "translating: started" in caplog.text  # progress logged off a terminal

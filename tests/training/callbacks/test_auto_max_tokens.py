@@ -1,5 +1,6 @@
 """`data.max_tokens=auto` resolved as fit sets up: the CPU default, a searched budget, R-Drop."""
 
+import json
 import logging
 import re
 from types import SimpleNamespace
@@ -8,6 +9,7 @@ import lightning as L
 import pytest
 
 from helpers.hydra_compose import compose_train
+from helpers.trainer_record import record_trainer
 from transformer_nmt.data.token_budget import CPU_MAX_TOKENS
 from transformer_nmt.train import train
 from transformer_nmt.training.callbacks.auto_max_tokens import may_train_with_rdrop
@@ -28,6 +30,7 @@ def test_r_drop_counts_from_the_start_or_once_late_dropout_turns_it_on(
 
 TOY = ["experiment=toy", "logger=none", "trainer.max_steps=1", "trainer.max_epochs=-1"]
 AUTO = ["data.max_tokens=auto", "+trainer.limit_val_batches=1"]
+LIMIT = "callbacks.auto_max_tokens.memory_limit"
 
 
 @pytest.mark.slow
@@ -50,3 +53,19 @@ def test_auto_with_a_memory_limit_searches_on_the_training_step(tmp_path, caplog
     assert 500 < budget <= 1000  # 2 GB holds more: the tokens per update cap it
     assert accumulate == -(-1000 // budget)
     assert "the cap bound it" in caplog.text
+
+
+@pytest.mark.slow
+def test_an_auto_run_resumed_under_another_limit_keeps_the_budget_it_started_with(tmp_path):
+    """The budget is measured once: batches after a resume are those the checkpoint counted."""
+    # A small cap the first search reaches in one step, in fp32: a quick start.
+    quick = [*AUTO, "data.tokens_per_update=500", "trainer.precision=32-true"]
+    first = [*TOY, *quick, f"{LIMIT}=2000000000", *record_trainer(tmp_path / "a")]
+    train(compose_train(tmp_path, first))
+    started = json.loads((tmp_path / "a").read_text())["max_tokens"]
+    # 1 kB holds not even one pair: measured again, the budget search would refuse to start.
+    last = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    toy = ["experiment=toy", "logger=none", "trainer.max_steps=2", "trainer.max_epochs=-1"]
+    resumed = [*toy, *quick, f"{LIMIT}=1000", f"ckpt_path={last}", *record_trainer(tmp_path / "b")]
+    train(compose_train(tmp_path, resumed))
+    assert json.loads((tmp_path / "b").read_text())["max_tokens"] == started
