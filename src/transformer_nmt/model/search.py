@@ -10,6 +10,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from transformer_nmt.model.beam_trace import BeamTrace
 from transformer_nmt.model.interface import Cache, EncoderDecoder
 from transformer_nmt.model.masks import padding_mask
 
@@ -152,6 +153,7 @@ def beam_search(
     n_best: int = 1,
     use_cache: bool = True,
     target_prefixes: list[list[int]] | None = None,
+    trace: BeamTrace | None = None,
 ) -> list[list[Hypothesis]]:
     """Beam search as in section 6.1, batched over sentences, with fairseq's bookkeeping.
 
@@ -174,6 +176,7 @@ def beam_search(
         use_cache: False recomputes the whole prefix every step (same output, slower).
         target_prefixes: per sentence, target ids (without BOS) every hypothesis starts with,
             at most its maximum length.
+        trace: records every step's candidates (the attention explorer's beam view).
 
     Returns:
         For each sentence, in input order, its n_best finished hypotheses, best first.
@@ -221,6 +224,11 @@ def beam_search(
         next_beams, next_tokens, next_scores = (
             x.gather(1, go_on.indices) for x in (cand_beams, cand_tokens, cand_scores)
         )  # (n, K) each
+        if trace is not None:
+            lp = length_penalty(t + 1, alpha, penalty)
+            trace.record(
+                sentences, cand_scores, cand_tokens, cand_beams, to_finish, go_on.indices, done, lp
+            )
 
         # The step's one device-to-host transfer: everything the bookkeeping below reads.
         host = _to_host(
