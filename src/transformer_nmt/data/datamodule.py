@@ -47,7 +47,8 @@ class TranslationDataModule(L.LightningDataModule):
         """Configure; nothing is read or trained until `prepare_data`, `load_tokenizer` or `setup`.
 
         Args:
-            corpus: the source of sentence pairs (TextCorpus, HubCorpus, ToyCorpus...).
+            corpus: the source of sentence pairs (TextCorpus, HubCorpus, ToyCorpus, or several
+                mixed by factor or weight: CorpusMixture).
             src_lang: language translated from, e.g. "en".
             tgt_lang: language translated to, e.g. "de".
             vocab_size: upper bound on the joint BPE vocabulary.
