@@ -57,8 +57,9 @@ def score_stream(
         raise ValueError("alignments are one model's attention: score them without an ensemble")
     pairs = _pairs(sources, targets)
     first_line, sizes = 1, (batch_size, max_tokens)
+    vocab = None if alignment is None else translator.tokenizer.tokens()
     while chunk := list(islice(pairs, chunk_size)):
-        yield from _score_chunk(translator, chunk, first_line, sizes, per_token, alignment)
+        yield from _score_chunk(translator, chunk, first_line, sizes, per_token, (alignment, vocab))
         first_line += len(chunk)
 
 
@@ -81,7 +82,7 @@ def _score_chunk(
     first_line: int,
     sizes: tuple[int, int | None],
     per_token: bool,
-    alignment: Alignment | None,
+    aligning: tuple[Alignment | None, list[str] | None],
 ) -> list[TargetScore]:
     lines = [first_line + i for i in range(len(chunk))]
     sources = translator._encode([s.strip() for s, _ in chunk], lines)
@@ -98,7 +99,7 @@ def _score_chunk(
     results: list[TargetScore | None] = [None] * len(chunk)
     for batch in translator._batches(by_length, tokens, *sizes):
         src_ids, tgt_ids = [sources[i] for i in batch], [targets[i] for i in batch]
-        found = _score_batch(translator, src_ids, tgt_ids, per_token, alignment)
+        found = _score_batch(translator, src_ids, tgt_ids, per_token, aligning)
         for i, result in zip(batch, found, strict=True):
             results[i] = result
     return results
@@ -109,8 +110,10 @@ def _score_batch(
     src_ids: list[list[int]],
     tgt_ids: list[list[int]],
     per_token: bool,
-    alignment: Alignment | None,
+    aligning: tuple[Alignment | None, list[str] | None],
 ) -> list[TargetScore]:
+    """aligning: the attention that aligns (None: none) and the vocabulary's tokens."""
+    alignment, vocab = aligning
     model, device = translator.model, translator.device
     src = source_batch(src_ids, translator.search.max_positions).to(device)
     tgt_in = pad_batch([decoder_input(t) for t in tgt_ids]).to(device)
@@ -127,6 +130,6 @@ def _score_batch(
         total = sum(per_id)
         aligned = None
         if weights is not None:
-            aligned = pharaoh(weights[b], source, target, translator.tokenizer, alignment.heads)
+            aligned = pharaoh(weights[b], source, target, vocab, alignment.heads)
         out.append(TargetScore(total, total / len(per_id), per_id if per_token else None, aligned))
     return out

@@ -190,7 +190,8 @@ class Translator:
         Args:
             path_or_paths: a .ckpt from training or `nmt-average`; several .ckpt files, whose
                 weights are averaged; or, with `average_last`, a folder of checkpoints.
-            average_last: average the folder's last N checkpoints (the paper averages 5).
+            average_last: average the folder's last N periodic checkpoints (the paper averages 5;
+                never last.ckpt or the best).
             device, dtype, engine, quantization, vmap_from, autocast: as for `Translator`.
 
         Raises:

@@ -318,6 +318,13 @@ def test_score_pairs_n_best_lists_and_the_reverse_direction(checkpoints, tmp_pat
     nbest = [line.split("\t") for line in (tmp_path / "nbest.txt").read_text().splitlines()]
     assert [row[:3] for row in scored] == nbest  # the n-best's columns, then the scores
     assert len(scored) == 2 * len(sources) and all(len(row) == 5 for row in scored)
+    # A second model's scores (here the same model's) follow the first's: features to rescore.
+    (tmp_path / "fwd.txt").write_text("".join("\t".join(row) + "\n" for row in scored))
+    score_main([ckpt, "--src", str(tmp_path / "src.en"), "--n-best", str(tmp_path / "fwd.txt")])
+    twice = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert [row[:5] for row in twice] == scored and [row[5] for row in twice] == [
+        row[3] for row in scored
+    ]
 
 
 def test_evaluate_compares_systems_with_sacrebleus_paired_test(checkpoints, tmp_path, capsys):

@@ -10,6 +10,7 @@ import threading
 import pytest
 import torch
 from omegaconf import OmegaConf
+from torch.distributed import TCPStore
 
 from helpers.ddp import ddp_env
 from helpers.hydra_compose import ROOT, compose_train
@@ -20,11 +21,17 @@ from transformer_nmt.training.plan_sharing import PLAN_ENV, agreed_plan, launch_
 from transformer_nmt.training.run_plan import RunPlan, plan_run
 
 TOY = ["experiment=toy", "logger=none", "trainer.precision=32-true"]
-# The variables torchrun sets on rank 1 of 2 (rank 0's: RANK=0).
-TORCHRUN = {
-    "RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "2", "TORCHELASTIC_RUN_ID": "job",
-    "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500",
-}  # fmt: skip
+# The variables srun sets on task 1 of 2 (task 0's: SLURM_PROCID=0).
+SRUN = {"SLURM_PROCID": "1", "SLURM_NTASKS": "2", "SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0"}
+
+
+def torchrun(port: int) -> dict[str, str]:
+    """The variables torchrun sets on rank 1 of 2 (rank 0's: RANK=0), its agent store at port."""
+    return {
+        "RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "2", "TORCHELASTIC_RUN_ID": "job",
+        "TORCHELASTIC_USE_AGENT_STORE": "True", "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+    }  # fmt: skip
 
 
 def checkpoint_with_plan(tmp_path, **changes) -> str:
@@ -72,23 +79,32 @@ def test_a_resume_on_another_world_size_is_refused_naming_both(tmp_path):
     assert "resume on 2 process(es)" in str(info.value)
 
 
-def test_under_torchrun_rank_1_takes_rank_0s_plan_from_the_run_folder(tmp_path, monkeypatch):
+@pytest.mark.parametrize("launcher", ["srun", "torchrun"])
+def test_rank_1_of_srun_or_torchrun_takes_rank_0s_plan(tmp_path, monkeypatch, launcher):
+    """srun: through a file in the run folder; torchrun: through its agent's store, no file."""
     monkeypatch.setenv(PLAN_ENV, "")  # rank 0 hands its plan on in this process's environment
     plan = plan_run(compose_train(tmp_path, TOY))
     (tmp_path / "last.ckpt").touch()
     resumed = dataclasses.replace(plan, resume_from=str(tmp_path / "last.ckpt"))
+    if launcher == "srun":
+        rank_1, rank_0 = SRUN, {**SRUN, "SLURM_PROCID": "0"}
+    else:
+        agent = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+        rank_1 = torchrun(agent.port)
+        rank_0 = {**rank_1, "RANK": "0", "LOCAL_RANK": "0"}
     received = {}
 
-    def rank_1() -> None:
+    def take() -> None:
         blind = lambda: pytest.fail("rank 1 decided on its own view")  # noqa: E731
-        received["plan"] = agreed_plan(blind, tmp_path, timeout=60, environ=TORCHRUN)
+        received["plan"] = agreed_plan(blind, tmp_path, timeout=60, environ=rank_1)
 
-    waiting = threading.Thread(target=rank_1)
-    waiting.start()  # waits for a plan file that does not exist yet
-    assert agreed_plan(lambda: resumed, tmp_path, 60, {**TORCHRUN, "RANK": "0"}) == resumed
+    waiting = threading.Thread(target=take)
+    waiting.start()  # waits for a plan rank 0 has not made yet
+    assert agreed_plan(lambda: resumed, tmp_path, 60, rank_0) == resumed
     waiting.join(timeout=60)
     assert received["plan"] == resumed
-    assert plan_file(tmp_path, launch_key(TORCHRUN)).is_file()
+    written = list(tmp_path.glob(".plans/*.json"))
+    assert written == ([plan_file(tmp_path, launch_key(SRUN))] if launcher == "srun" else [])
 
 
 def test_rank_0s_refusal_is_every_ranks_and_a_missing_plan_names_the_run_folder(tmp_path):
@@ -96,12 +112,12 @@ def test_rank_0s_refusal_is_every_ranks_and_a_missing_plan_names_the_run_folder(
         raise ConfigError("inconsistent settings: model.h=3")
 
     with pytest.raises(ConfigError, match="model.h=3"):
-        agreed_plan(refuse, tmp_path, 60, {**TORCHRUN, "RANK": "0"})
+        agreed_plan(refuse, tmp_path, 60, {**SRUN, "SLURM_PROCID": "0"})
     with pytest.raises(ConfigError, match="model.h=3"):
-        agreed_plan(refuse, tmp_path, 60, TORCHRUN)  # rank 1 reads it, never decides
-    restarted = {**TORCHRUN, "TORCHELASTIC_RESTART_COUNT": "1"}  # a plan not written (yet)
+        agreed_plan(refuse, tmp_path, 60, SRUN)  # rank 1 reads it, never decides
+    requeued = {**SRUN, "SLURM_RESTART_COUNT": "1"}  # a plan not written (yet)
     with pytest.raises(TimeoutError, match=r"the same run folder \(hydra.run.dir\)"):
-        agreed_plan(refuse, tmp_path, 0, restarted)
+        agreed_plan(refuse, tmp_path, 0, requeued)
 
 
 def test_a_rank_lightning_starts_takes_its_parents_plan_and_no_other(tmp_path, monkeypatch):

@@ -3,7 +3,7 @@
 One output line per pair: log-probability<TAB>score (per target token, EOS included), then with
 --per-token each token's log-probability (space-separated), with --align the Pharaoh alignment.
 An n-best list (`nmt-translate --n-best` or `--sample` lines, 'line<TAB>score<TAB>text') keeps
-its columns and gains these, for rescoring.
+its columns and gains these, so that several models' scores accumulate for `nmt-rescore`.
 
     nmt-score CKPT --src test.de --tgt test.en
     nmt-score CKPT --tsv pairs.tsv --per-token --align
@@ -94,11 +94,13 @@ def read_pairs(args: argparse.Namespace) -> tuple[list[str], list[str], list[str
 
 
 def _n_best(path: Path, sources: list[str]) -> tuple[list[str], list[str], list[str]]:
+    """Each n-best line's source and hypothesis; the columns after the text (an earlier
+    nmt-score's) are kept, so that scores of several models accumulate."""
     lines = [line.rstrip("\n") for line in read_lines(path)]
     paired, hypotheses = [], []
     for number, line in enumerate(lines, start=1):
-        row = line.split("\t", 2)
-        if len(row) != 3 or not row[0].isdigit() or int(row[0]) >= len(sources):
+        row = line.split("\t")
+        if len(row) < 3 or not row[0].isdigit() or int(row[0]) >= len(sources):
             raise DataError(
                 f"{path}, line {number}: not 'line<TAB>score<TAB>text' of a line of the "
                 f"{len(sources)} sources (nmt-translate --n-best prints them, lines from 0)"

@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> None:
         "--average-last",
         type=positive_int,
         metavar="N",
-        help="translate with the average of the folder's last N checkpoints",
+        help="translate with the average of the folder's last N periodic checkpoints",
     )
     parser.add_argument(
         "--n-best",
