@@ -112,7 +112,8 @@ def test_rnnsearch_aligns_through_its_one_attention(tokenizer):
 
 def test_pharaoh_pairs_words_by_the_mean_or_the_most_peaked_head(tokenizer):
     src, tgt = tokenizer.encode_batch(["one two", "three four"])
-    assert word_indices(tokenizer, src) == [0, 1]
+    vocab = tokenizer.tokens()
+    assert word_indices(vocab, src) == [0, 1]
     # Two heads over 2 target rows (+ the EOS row) and 2 source columns (+ EOS).
     weights = torch.tensor(
         [
@@ -120,9 +121,9 @@ def test_pharaoh_pairs_words_by_the_mean_or_the_most_peaked_head(tokenizer):
             [[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]],  # peaked: crossed
         ]
     )
-    assert pharaoh(weights[:1], src, tgt, tokenizer, "mean") == "0-0 1-1"
-    assert pharaoh(weights, src, tgt, tokenizer, "best") == "0-1 1-0"
-    assert pharaoh(weights, [], tgt, tokenizer, "mean") == ""
+    assert pharaoh(weights[:1], src, tgt, vocab, "mean") == "0-0 1-1"
+    assert pharaoh(weights, src, tgt, vocab, "best") == "0-1 1-0"
+    assert pharaoh(weights, [], tgt, vocab, "mean") == ""
 
 
 def test_scoring_refuses_what_it_cannot_do_naming_it(tokenizer):

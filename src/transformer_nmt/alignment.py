@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from transformer_nmt.data.tokenizer import BPETokenizer
+# How a subword that starts a new word begins: byte-level BPE's space, SentencePiece's.
+WORD_STARTS = ("Ġ", "▁")
 
 HEADS = ("mean", "best")
 
@@ -47,7 +48,7 @@ def combine_heads(weights: Tensor, heads: str) -> Tensor:
 
 
 def pharaoh(
-    weights: Tensor, src_ids: list[int], tgt_ids: list[int], tokenizer: BPETokenizer, heads: str
+    weights: Tensor, src_ids: list[int], tgt_ids: list[int], vocab: list[str], heads: str
 ) -> str:
     """Word pairs "i-j" (source word i, target word j), sorted, from one sentence's attention.
 
@@ -55,20 +56,21 @@ def pharaoh(
         weights: (h, T, S) attention as the target is read after BOS: row t predicts tgt_ids[t]
             (the last row, predicting EOS, and any further ones are ignored); column s is
             src_ids[s] (EOS and padding after them ignored).
+        vocab: the tokenizer's token of each id (`tokenizer.tokens()`).
     """
     if not src_ids or not tgt_ids:
         return ""
     real = combine_heads(weights[:, : len(tgt_ids), : len(src_ids)], heads)  # (T, S)
-    src_words, tgt_words = word_indices(tokenizer, src_ids), word_indices(tokenizer, tgt_ids)
+    src_words, tgt_words = word_indices(vocab, src_ids), word_indices(vocab, tgt_ids)
     pairs = {(src_words[s], tgt_words[t]) for t, s in enumerate(real.argmax(dim=-1).tolist())}
     return " ".join(f"{i}-{j}" for i, j in sorted(pairs))
 
 
-def word_indices(tokenizer: BPETokenizer, ids: list[int]) -> list[int]:
-    """The whitespace-separated word of the decoded text each subword id falls in."""
+def word_indices(vocab: list[str], ids: list[int]) -> list[int]:
+    """The whitespace-separated word each subword id falls in: a new one at each word start."""
     words, word = [], -1
-    for text in tokenizer.decode_batch([[i] for i in ids]):
-        if word < 0 or (text[:1].isspace() and text.strip()):
+    for i in ids:
+        if word < 0 or vocab[i].startswith(WORD_STARTS):
             word += 1
         words.append(word)
     return words

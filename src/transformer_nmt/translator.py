@@ -190,7 +190,8 @@ class Translator:
         Args:
             path_or_paths: a .ckpt from training or `nmt-average`; several .ckpt files, whose
                 weights are averaged; or, with `average_last`, a folder of checkpoints.
-            average_last: average the folder's last N checkpoints (the paper averages 5).
+            average_last: average the folder's last N periodic checkpoints (the paper averages 5;
+                never last.ckpt or the best).
             device, dtype, engine, quantization, vmap_from, autocast: as for `Translator`.
 
         Raises:
@@ -442,9 +443,13 @@ class Translator:
         max_tokens: int | None = None,
         per_token: bool = False,
         alignment: Alignment | None = None,
+        start: int = 0,
     ) -> Iterator[TargetScore]:
-        """`score` lazily, in input order."""
-        return score_stream(self, sources, targets, batch_size, max_tokens, per_token, alignment)
+        """`score` lazily, in input order, reading pairs in chunks as `stream` reads sentences;
+        start as for `stream`."""
+        chunk = chunk_size(batch_size, max_tokens)
+        options = dict(per_token=per_token, alignment=alignment, chunk=chunk, start=start)
+        return score_stream(self, sources, targets, batch_size, max_tokens, **options)
 
     def _batches(
         self,

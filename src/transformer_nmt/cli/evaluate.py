@@ -142,7 +142,7 @@ def parse_arguments(argv: list[str] | None) -> tuple[argparse.Namespace, list[st
         type=positive_int,
         nargs="+",
         metavar="N",
-        help="average the folder's last N checkpoints; several: each is evaluated",
+        help="average the folder's last N periodic checkpoints; several: each is evaluated",
     )
     test_set = parser.add_mutually_exclusive_group(required=True)
     test_set.add_argument("--src", type=Path, help="source text, .gz allowed (needs --ref)")

@@ -3,7 +3,7 @@
 One output line per pair: log-probability<TAB>score (per target token, EOS included), then with
 --per-token each token's log-probability (space-separated), with --align the Pharaoh alignment.
 An n-best list (`nmt-translate --n-best` or `--sample` lines, 'line<TAB>score<TAB>text') keeps
-its columns and gains these, for rescoring.
+its columns and gains these, so that several models' scores accumulate for `nmt-rescore`.
 
     nmt-score CKPT --src test.de --tgt test.en
     nmt-score CKPT --tsv pairs.tsv --per-token --align
@@ -14,18 +14,20 @@ its columns and gains these, for rescoring.
 import argparse
 import logging
 import sys
+from functools import partial
 from pathlib import Path
 
 import torch
 
 from transformer_nmt.alignment import HEADS, Alignment
 from transformer_nmt.checkpoint import CheckpointError, resolve_checkpoints
-from transformer_nmt.cli import ensemble_args
+from transformer_nmt.cli import ensemble_args, shard_args
 from transformer_nmt.cli.search_args import add_device_arguments, check_device, positive_int
 from transformer_nmt.data.bitext import read_lines
 from transformer_nmt.data.corpus import DataError
 from transformer_nmt.data.progress import progress
 from transformer_nmt.scoring import TargetScore
+from transformer_nmt.shards import translate_sharded
 
 
 def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
@@ -57,6 +59,7 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     batching.add_argument("--max-tokens", type=positive_int, metavar="N", help="source tokens")
     add_device_arguments(parser, mixed=True)
     parser.add_argument("--threads", type=positive_int, help="torch CPU threads")
+    shard_args.add_shard_argument(parser, "score")
     ensemble_args.add_ensemble_arguments(parser)
     args = parser.parse_args(argv)
     if (args.tsv is None) == (args.src is None):
@@ -69,6 +72,7 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     args.engine, args.quantization, args.vmap_from = "torch", None, None
     check_device(parser, args.device)
     ensemble_args.check_ensemble_args(parser, args)
+    args.devices = shard_args.shard_devices(parser, args)
     return args
 
 
@@ -94,11 +98,13 @@ def read_pairs(args: argparse.Namespace) -> tuple[list[str], list[str], list[str
 
 
 def _n_best(path: Path, sources: list[str]) -> tuple[list[str], list[str], list[str]]:
+    """Each n-best line's source and hypothesis; the columns after the text (an earlier
+    nmt-score's) are kept, so that scores of several models accumulate."""
     lines = [line.rstrip("\n") for line in read_lines(path)]
     paired, hypotheses = [], []
     for number, line in enumerate(lines, start=1):
-        row = line.split("\t", 2)
-        if len(row) != 3 or not row[0].isdigit() or int(row[0]) >= len(sources):
+        row = line.split("\t")
+        if len(row) < 3 or not row[0].isdigit() or int(row[0]) >= len(sources):
             raise DataError(
                 f"{path}, line {number}: not 'line<TAB>score<TAB>text' of a line of the "
                 f"{len(sources)} sources (nmt-translate --n-best prints them, lines from 0)"
@@ -133,9 +139,21 @@ def main(argv: list[str] | None = None) -> None:
         sources, targets = targets, sources
     layer = -1 if args.align_layer is None else args.align_layer
     alignment = Alignment(layer, args.align_heads) if args.align else None
-    scores = translator.score_stream(
-        sources, targets, args.batch_size, args.max_tokens, args.per_token, alignment
+    options = dict(
+        batch_size=args.batch_size,
+        max_tokens=args.max_tokens,
+        per_token=args.per_token,
+        alignment=alignment,
     )
+    if args.devices is None:
+        scores = translator.score_stream(sources, targets, **options)
+    else:
+        translator = None  # loaded to refuse a bad checkpoint early; each shard loads its own
+        make = partial(shard_args.shard_translator, first, args)
+        each = {"targets": targets}
+        scores = translate_sharded(
+            make, args.devices, sources, options, each, args.threads, "score_stream"
+        )
     try:
         for i, scored in enumerate(
             progress(scores, desc="scoring", total=len(sources), unit="pair")

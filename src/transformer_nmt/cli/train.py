@@ -9,6 +9,8 @@ import os
 import sys
 from pathlib import Path
 
+from hydra.errors import CompactHydraException
+from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from transformer_nmt.allocator import use_expandable_segments, use_fast_malloc
@@ -20,20 +22,53 @@ HINT = (
     "hint: `--help` lists every config group, its options and every key; `--cfg job` prints "
     "the composed config; `+key=value` adds a key the config lacks, `~key` removes one."
 )
-composed = False  # whether Hydra got as far as calling `task`
+composed = False  # whether the command line composed into a config (see `Composed`)
 # At import: also where a pickled `task` is loaded to run a job (submitit's SLURM jobs).
 register_resolvers()
 
 
+class Composed(Callback):
+    """Hydra calls it once the command line has composed, before the run or the sweep starts:
+    an error after that (a study that cannot be reached) is not the command line's."""
+
+    def on_run_start(self, config: DictConfig, **kwargs) -> None:
+        global composed
+        composed = True
+
+    on_multirun_start = on_run_start
+
+
+class DeliberateError(CompactHydraException):
+    """An error raised on purpose, whose message says what is wrong and what to do: Hydra prints
+    it without a traceback, which stays for bugs (and with HYDRA_FULL_ERROR=1)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(f"{type(error).__name__}: {error}")
+
+
 def task(cfg: DictConfig) -> float | None:
     """Returns `cfg.optimized_metric` (best `val/bleu` by default) for Hydra sweepers."""
-    global composed
-    composed = True
     # Imported after Hydra has parsed --help, which needs no torch.
     from transformer_nmt.train import train
     from transformer_nmt.training.sweeps import optimized_metric
 
-    return optimized_metric(cfg, train(cfg))
+    try:
+        return optimized_metric(cfg, train(cfg))
+    except deliberate_errors() as error:
+        raise DeliberateError(error) from error
+
+
+def deliberate_errors() -> tuple[type[Exception], ...]:
+    """The errors a run raises on purpose: a config problem, a locked run folder, an unreadable
+    checkpoint, bad data, a W&B run that cannot be continued, a batch that fits no memory."""
+    from transformer_nmt.checkpoint import CheckpointError
+    from transformer_nmt.data.corpus import DataError
+    from transformer_nmt.data.token_budget import BudgetError
+    from transformer_nmt.training.config_checks import ConfigError
+    from transformer_nmt.training.run_lock import RunLockedError
+    from transformer_nmt.wandb_run import WandbRunError
+
+    return ConfigError, RunLockedError, CheckpointError, DataError, WandbRunError, BudgetError
 
 
 def main(root: Path | None = None) -> None:
