@@ -371,9 +371,7 @@ def test_translate_with_terminology_constraints(checkpoints, tmp_path, capsys):
     assert " vier" in lines[0] and " zwei drei" in lines[3] and " fünf" in lines[3]
 
 
-def test_two_cpu_shards_print_one_process_output_byte_for_byte(
-    checkpoints, tmp_path, capsys, caplog
-):
+def test_cpu_shards_print_one_process_output_byte_for_byte(checkpoints, tmp_path, capsys, caplog):
     lines = SOURCES * 3  # blank lines among them
     (tmp_path / "src.en").write_text("\n".join(lines) + "\n")
     common = [str(checkpoints / "last.ckpt"), str(tmp_path / "src.en"), "--threads", "1"]
@@ -384,3 +382,9 @@ def test_two_cpu_shards_print_one_process_output_byte_for_byte(
     assert capsys.readouterr().out == one
     assert len(re.findall(r"^\d+\t-?\d+\.\d{4}\t", one, flags=re.M)) == 2 * len(lines)
     assert "translating: started" in caplog.text  # progress logged off a terminal
+    (tmp_path / "ref.de").write_text("\n".join(REFERENCES * 3) + "\n")
+    pairs = [common[0], "--src", common[1], "--tgt", str(tmp_path / "ref.de"), "--batch-size", "1"]
+    score_main([*pairs, "--threads", "1", "--per-token"])
+    one = capsys.readouterr().out
+    score_main([*pairs, "--threads", "1", "--per-token", "--shards", "2"])
+    assert capsys.readouterr().out == one and len(one.splitlines()) == len(lines)

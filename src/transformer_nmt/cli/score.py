@@ -14,18 +14,20 @@ its columns and gains these, so that several models' scores accumulate for `nmt-
 import argparse
 import logging
 import sys
+from functools import partial
 from pathlib import Path
 
 import torch
 
 from transformer_nmt.alignment import HEADS, Alignment
 from transformer_nmt.checkpoint import CheckpointError, resolve_checkpoints
-from transformer_nmt.cli import ensemble_args
+from transformer_nmt.cli import ensemble_args, shard_args
 from transformer_nmt.cli.search_args import add_device_arguments, check_device, positive_int
 from transformer_nmt.data.bitext import read_lines
 from transformer_nmt.data.corpus import DataError
 from transformer_nmt.data.progress import progress
 from transformer_nmt.scoring import TargetScore
+from transformer_nmt.shards import translate_sharded
 
 
 def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
@@ -57,6 +59,7 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     batching.add_argument("--max-tokens", type=positive_int, metavar="N", help="source tokens")
     add_device_arguments(parser, mixed=True)
     parser.add_argument("--threads", type=positive_int, help="torch CPU threads")
+    shard_args.add_shard_argument(parser, "score")
     ensemble_args.add_ensemble_arguments(parser)
     args = parser.parse_args(argv)
     if (args.tsv is None) == (args.src is None):
@@ -69,6 +72,7 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     args.engine, args.quantization, args.vmap_from = "torch", None, None
     check_device(parser, args.device)
     ensemble_args.check_ensemble_args(parser, args)
+    args.devices = shard_args.shard_devices(parser, args)
     return args
 
 
@@ -135,9 +139,21 @@ def main(argv: list[str] | None = None) -> None:
         sources, targets = targets, sources
     layer = -1 if args.align_layer is None else args.align_layer
     alignment = Alignment(layer, args.align_heads) if args.align else None
-    scores = translator.score_stream(
-        sources, targets, args.batch_size, args.max_tokens, args.per_token, alignment
+    options = dict(
+        batch_size=args.batch_size,
+        max_tokens=args.max_tokens,
+        per_token=args.per_token,
+        alignment=alignment,
     )
+    if args.devices is None:
+        scores = translator.score_stream(sources, targets, **options)
+    else:
+        translator = None  # loaded to refuse a bad checkpoint early; each shard loads its own
+        make = partial(shard_args.shard_translator, first, args)
+        each = {"targets": targets}
+        scores = translate_sharded(
+            make, args.devices, sources, options, each, args.threads, "score_stream"
+        )
     try:
         for i, scored in enumerate(
             progress(scores, desc="scoring", total=len(sources), unit="pair")
