@@ -85,6 +85,12 @@ def read_parent(path: Path, average_last: int | None) -> tuple[EncoderDecoder, S
         from transformer_nmt.export.hf_import import read_folder
 
         return read_folder(path)
+    if path.is_dir() and average_last is None:
+        names = ", ".join(sorted(p.name for p in path.glob("*.ckpt"))[:5]) or "no .ckpt"
+        raise CheckpointError(
+            f"a folder ({names}): name one of its checkpoints, or set init_average_last=N to "
+            "start from the average of its last N"
+        )
     return load_translator(resolve_checkpoints([str(path)], average_last))
 
 
