@@ -23,8 +23,6 @@ The device command, with the wheels the GPU image lacks: experiments/gpu_check/R
 import argparse
 import json
 import os
-import platform
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable
@@ -36,6 +34,7 @@ from experiments.common.peers import build, missing
 from experiments.gpu_check import decoding
 from experiments.gpu_check.end_to_end import end_to_end
 from experiments.gpu_check.training_rows import (
+    AutoBudget,
     Shape,
     adam,
     batches,
@@ -50,7 +49,10 @@ from experiments.gpu_check.training_rows import (
     transformer,
     wmt_lengths,
 )
+from experiments.gpu_check.versions import describe as describe_versions
+from experiments.gpu_check.versions import versions
 from transformer_nmt.allocator import use_expandable_segments
+from transformer_nmt.training.callbacks.auto_max_tokens import describe
 
 # The issue's targets (an H100, bf16), each measured against its comparison in the same run.
 MFU_TARGET = {"base": 0.25, "big": 0.35}
@@ -58,6 +60,9 @@ PEER_TARGET = 1.3  # training tokens/s over the fastest peer
 DECODING_TARGET = 1.5  # beam-4 sentences/s over MarianMT's generate
 SYNC_TARGET = 2  # host-device syncs per training step
 TRAINING_PEERS = ("torch", "marian", "x-transformers")
+SIMULATED_RANKS = 3  # a world size whose share of 25,000 tokens once halved every batch
+UPDATE_OVERSHOOT = 0.01  # how far above tokens_per_update the plan's update may land
+SECTIONS = (1, 2, 3, 4)
 
 
 class Rows:
@@ -65,7 +70,7 @@ class Rows:
 
     def __init__(self, out: Path, start: float, seconds: float):
         self.out, self.rows = out, []
-        self.deadline = start + seconds
+        self.deadline, self.last, self.last_cpu = start + seconds, start, cpu_seconds()
         out.mkdir(parents=True, exist_ok=True)
         (out / "rows.jsonl").write_text("")
 
@@ -73,12 +78,17 @@ class Rows:
         return self.deadline - time.perf_counter()
 
     def add(self, what: str, result: str, target: str = "-", met: bool | None = None, **extra):
+        """A row; rows.jsonl adds the wall and CPU seconds (subprocesses' too) since the last."""
+        now, cpu = time.perf_counter(), cpu_seconds()
         row = {"what": what, "result": result, "target": target, "met": met, **extra}
+        row["seconds"] = round(now - self.last, 1)
+        row["cpu_seconds"] = round(cpu - self.last_cpu, 1)
+        self.last, self.last_cpu = now, cpu
         self.rows.append(row)
         with open(self.out / "rows.jsonl", "a") as f:
             f.write(json.dumps(row) + "\n")
         (self.out / "table.md").write_text(self.markdown() + "\n")
-        print(f"| {what} | {result} | {target} | {verdict(met)} |", flush=True)
+        print(f"| {what} | {result} | {target} | {verdict(met)} | {row['seconds']} s", flush=True)
 
     def markdown(self) -> str:
         lines = ["| what | result | target | met |", "|---|---|---|---|"]
@@ -97,24 +107,14 @@ class Rows:
             self.add(what, f"failed: {type(error).__name__}: {str(error)[:300]}", met=False)
 
 
+def cpu_seconds() -> float:
+    """User and system time of this process and of its finished subprocesses."""
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
 def verdict(met: bool | None) -> str:
     return {True: "yes", False: "**no**", None: "-"}[met]
-
-
-def machine(device: torch.device) -> str:
-    if device.type == "cuda":
-        driver = subprocess.run(
-            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
-        name = f"{torch.cuda.get_device_name(device)}, driver {driver}"
-    else:
-        name = platform.processor() or platform.machine()
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()
-    return f"{name}; torch {torch.__version__}; commit {commit or 'unknown'}"
 
 
 def section_end_to_end(rows: Rows, args, work: Path) -> None:
@@ -144,15 +144,34 @@ def section_end_to_end(rows: Rows, args, work: Path) -> None:
     )
 
 
+def budget_row(rows: Rows, shape: Shape, name: str, auto: AutoBudget) -> None:
+    """What the probe measured on this device and the update the plan takes from it."""
+    measured, plan, ranks = auto.measured, auto.plan, auto.world_size
+    peak = max(measured.peak_bytes.values(), default=0) / 1e9
+    memory = f"; peak {peak:.2f} of {measured.allowed_bytes / 1e9:.2f} GB allowed" * bool(peak)
+    rows.add(
+        f"2. {name}: data.max_tokens=auto, {ranks} rank{'s simulated on one device' * (ranks > 1)}",
+        f"probe: {measured.max_tokens:,} of the rank's cap {measured.cap:,} ({describe(measured)}"
+        f"{memory}); plan: {plan.accumulate_grad_batches} x {plan.max_tokens:,} tokens x "
+        f"{ranks} = {plan.tokens_per_update:,} an update",
+        f"within 1% of tokens_per_update {shape.tokens_per_update:,}",
+        plan.tokens_per_update <= shape.tokens_per_update * (1 + UPDATE_OVERSHOOT),
+        world_size=ranks,
+        max_tokens=plan.max_tokens,
+        accumulate_grad_batches=plan.accumulate_grad_batches,
+    )
+
+
 def section_wmt(
     rows: Rows, shape: Shape, name: str, lengths, peak: float, data: dict, ours: dict
 ) -> None:
-    """Our step at model=name on its auto-sized batches; keeps the batches and rate for 3, 4."""
-    budget, accumulate = setup_size(shape, name, lengths)
-    rows.add(
-        f"2. {name}: data.max_tokens=auto",
-        f"{budget:,} tokens a batch, {accumulate} per update of {shape.tokens_per_update:,}",
-    )
+    """Our step at model=name on its auto-sized batches; keeps the batches and rate for 3, 4.
+    At `model=base` (tiny on a CPU) the budget is also planned for `SIMULATED_RANKS`."""
+    auto = setup_size(shape, name, lengths)
+    budget_row(rows, shape, name, auto)
+    if name in ("base", "tiny"):
+        budget_row(rows, shape, name, setup_size(shape, name, lengths, SIMULATED_RANKS))
+    budget, accumulate = auto.plan.max_tokens, auto.plan.accumulate_grad_batches
     count = (shape.warmup + shape.timed) * accumulate
     data[name] = (batches(shape, lengths, budget, count), accumulate)
     model = transformer(shape.size(name)).to(shape.device)
@@ -292,7 +311,17 @@ def parse_args() -> argparse.Namespace:
         help="start no row after this many seconds (default: 380 on a GPU, none with --cpu)",
     )
     parser.add_argument("--steps", type=int, default=50, help="end-to-end training steps")
+    parser.add_argument(
+        "--rows",
+        type=int,
+        nargs="+",
+        choices=SECTIONS,
+        default=SECTIONS,
+        help="the sections to measure, e.g. `--rows 3 4` for a rerun; 3 and 4 train on the "
+        "batches 2 sizes, so either brings 2 with it (default: all; row 0 is always written)",
+    )
     args = parser.parse_args()
+    args.rows = set(args.rows) | ({2} if {3, 4} & set(args.rows) else set())
     if not args.cpu and not torch.cuda.is_available():
         parser.error("no CUDA GPU here: --cpu runs the same code on a tiny model")
     if args.seconds is None:
@@ -312,19 +341,25 @@ def main() -> None:
         shape = Shape(device, "bf16", 37000, 256, 25000, 200_000)
         sizes = ("base", "big")
     rows = Rows(args.out, start, args.seconds)
-    print(f"gpu_check on {machine(device)}", flush=True)
-    with tempfile.TemporaryDirectory() as work:
-        rows.attempt("1. end-to-end", 60, lambda: section_end_to_end(rows, args, Path(work)))
-    lengths = wmt_lengths(shape)
-    peak = matmul_peak(shape)
+    found = versions(device)
+    print(f"gpu_check on {describe_versions(found)}", flush=True)
+    rows.add("0. libraries, device and commit", describe_versions(found), **found)
+    if 1 in args.rows:
+        with tempfile.TemporaryDirectory() as work:
+            rows.attempt("1. end-to-end", 60, lambda: section_end_to_end(rows, args, Path(work)))
     data, ours = {}, {}
-    for name in sizes:
-        measure = lambda name=name: section_wmt(rows, shape, name, lengths, peak, data, ours)  # noqa: E731
-        rows.attempt(f"2. {name}", 40, measure)
-    rows.attempt("3. A/B", 60, lambda: section_levers(rows, shape, data))
-    rows.attempt("4. peers, training", 60, lambda: section_peers(rows, shape, data, ours))
-    rows.attempt("4. peers, decoding", 40, lambda: decoding.section(rows, shape, sizes[0]))
-    print(f"\n## gpu_check: {machine(device)}, {time.perf_counter() - start:.0f} s\n")
+    if 2 in args.rows:
+        lengths = wmt_lengths(shape)
+        peak = matmul_peak(shape)
+        for name in sizes:
+            measure = lambda name=name: section_wmt(rows, shape, name, lengths, peak, data, ours)  # noqa: E731
+            rows.attempt(f"2. {name}", 40, measure)
+    if 3 in args.rows:
+        rows.attempt("3. A/B", 60, lambda: section_levers(rows, shape, data))
+    if 4 in args.rows:
+        rows.attempt("4. peers, training", 60, lambda: section_peers(rows, shape, data, ours))
+        rows.attempt("4. peers, decoding", 40, lambda: decoding.section(rows, shape, sizes[0]))
+    print(f"\n## gpu_check: {describe_versions(found)}, {time.perf_counter() - start:.0f} s\n")
     print(rows.markdown())
 
 

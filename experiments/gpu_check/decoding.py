@@ -15,6 +15,7 @@ from tokenizers.models import WordLevel
 from experiments.common.batches import random_ids
 from experiments.common.peers import BEAM, build, missing
 from experiments.common.timing import seconds
+from experiments.gpu_check import ct2_cuda
 from experiments.gpu_check.training_rows import Shape, free_device, wmt_lengths
 from transformer_nmt.data.batching import greedy_sizes
 from transformer_nmt.data.framing import source_batch
@@ -93,8 +94,10 @@ def ct2(rows, shape: Shape, name: str, model, groups, count: int) -> None:
     except ImportError as error:
         rows.add(what, f"skipped: {error}")
         return
-    if shape.device.type == "cuda" and ctranslate2.get_cuda_device_count() < 1:
-        rows.add(what, "skipped: this ctranslate2 wheel sees no CUDA device")
+    if shape.device.type == "cuda" and (why := ct2_cuda.problem()):
+        rows.add(
+            what, f"skipped: ctranslate2 {ctranslate2.__version__} cannot run on this GPU: {why}"
+        )
         return
     try:
         quantization = "bfloat16" if shape.device.type == "cuda" else "float32"

@@ -25,9 +25,9 @@ from transformer_nmt.data.datamodule import pad_multiple
 from transformer_nmt.data.token_budget import BudgetError
 from transformer_nmt.data.tokenizer import EOS_ID, PAD_ID
 from transformer_nmt.model import Transformer
-from transformer_nmt.training.batch_size import per_rank_cap, plan_update
+from transformer_nmt.training.batch_size import UpdatePlan, per_rank_cap, plan_update
+from transformer_nmt.training.budget_probe import Measurement, measure_max_tokens
 from transformer_nmt.training.budget_probe import is_out_of_memory as ran_out_of_memory_error
-from transformer_nmt.training.budget_probe import measure_max_tokens
 from transformer_nmt.training.loss import label_smoothed_nll
 from transformer_nmt.training.module import real_target_logits
 
@@ -69,10 +69,12 @@ def transformer(size: Size) -> Transformer:
     return Transformer(size.vocab, PAD_ID, N=size.N, d_model=size.d_model, d_ff=size.d_ff, h=size.h)
 
 
-def auto_budget(model: nn.Module, shape: Shape, lengths: tuple[int, int]) -> int:
-    """`data.max_tokens=auto` for this model on this device, as training resolves it:
-    `lengths` are the shortest and the longest pair's."""
-    cap = per_rank_cap(shape.tokens_per_update, 1, max(lengths))
+def auto_budget(
+    model: nn.Module, shape: Shape, lengths: tuple[int, int], world_size: int
+) -> Measurement:
+    """`data.max_tokens=auto` for this model on this device, as `AutoMaxTokens` measures it
+    on each of `world_size` ranks: `lengths` are the shortest and the longest pair's."""
+    cap = per_rank_cap(shape.tokens_per_update, world_size, max(lengths))
     measured = measure_max_tokens(
         model,
         shape.device,
@@ -83,7 +85,7 @@ def auto_budget(model: nn.Module, shape: Shape, lengths: tuple[int, int]) -> int
         memory_limit=shape.host_memory,
     )
     free_device(shape.device)
-    return measured.max_tokens
+    return measured
 
 
 def batches(shape: Shape, lengths: tuple, budget: int, count: int) -> list[dict]:
@@ -191,11 +193,20 @@ def is_out_of_memory(error: BaseException) -> bool:
     return isinstance(error, BudgetError) or ran_out_of_memory_error(error)
 
 
-def setup_size(shape: Shape, name: str, lengths: tuple) -> tuple[int, int]:
+@dataclass(frozen=True)
+class AutoBudget:
+    """What `data.max_tokens=auto` gives one rank of `world_size`: the probe and the plan."""
+
+    world_size: int
+    measured: Measurement  # the probe on this device, capped at the rank's share
+    plan: UpdatePlan  # the accumulation to tokens_per_update and the batch it shrinks to
+
+
+def setup_size(shape: Shape, name: str, lengths: tuple, world_size: int = 1) -> AutoBudget:
     """The auto budget of `model=name` and the accumulation to tokens_per_update, as training
-    plans them on one device."""
+    plans them on `world_size` ranks, each rank's probe run here on the one device."""
     longer = np.maximum(lengths[0], lengths[1])
     ends = int(longer.min()), int(longer.max())
-    budget = auto_budget(transformer(shape.size(name)), shape, ends)
-    plan = plan_update(shape.tokens_per_update, budget, world_size=1, longest=ends[1])
-    return plan.max_tokens, plan.accumulate_grad_batches
+    measured = auto_budget(transformer(shape.size(name)), shape, ends, world_size)
+    plan = plan_update(shape.tokens_per_update, measured.max_tokens, world_size, ends[1])
+    return AutoBudget(world_size, measured, plan)
