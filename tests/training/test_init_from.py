@@ -31,6 +31,8 @@ def test_an_imported_model_fine_tunes_with_frozen_parts_unchanged(tmp_path):
         "+data.corpus.max_len=4",  # toy sentences of at most 4 words fit the parent's 64 positions
         "data.max_len=60",
     ]
+    with pytest.raises(ConfigError, match="data.bpe_dropout=0.1 drops BPE merges"):
+        load_parent(compose_train(tmp_path, [*overrides, "data.bpe_dropout=0.1"]))
     cfg = compose_train(tmp_path, overrides)
     train(cfg)
     checkpoint = read_checkpoint(f"{cfg.paths.output_dir}/checkpoints/last.ckpt")
@@ -77,12 +79,16 @@ def test_init_from_averages_a_folder_and_freezes_by_path(checkpoints, tmp_path):
         (["model=rnn_attention"], "holds a Transformer .* builds a RNNAttention"),
         (["init_freeze=[decoder.layers.7]"], "'decoder.layers.7' names no weights"),
         (["init_average_last=5"], "fewer than the 5 to average"),
+        ([], "a folder \\(step1.ckpt, step2.ckpt\\): name one of its checkpoints, or set init_av"),
+        (["data.max_len=2000"], "data.max_len=2000 lets a side reach 2001 positions but the"),
     ],
-    ids=["family", "freeze", "average"],
+    ids=["family", "freeze", "average", "folder", "positions"],
 )
 def test_a_bad_parent_or_part_is_refused_by_name(checkpoints, tmp_path, overrides, named):
-    cfg = compose_train(tmp_path, [f"init_from={checkpoints / 'step1.ckpt'}", *overrides])
-    if "init_average_last=5" in overrides:
+    cfg = compose_train(
+        tmp_path, ["model=tiny", f"init_from={checkpoints / 'step1.ckpt'}", *overrides]
+    )
+    if not overrides or "init_average_last=5" in overrides:  # the folder, not one checkpoint
         cfg.init_from = str(checkpoints)
     with pytest.raises(ConfigError, match=named):
         load_parent(cfg)

@@ -16,6 +16,7 @@ from hydra.utils import get_class
 from omegaconf import DictConfig
 
 from transformer_nmt.checkpoint import CheckpointError, load_translator, resolve_checkpoints
+from transformer_nmt.data.framing import ADDED_TOKENS
 from transformer_nmt.data.tokenizer import SubwordTokenizer
 from transformer_nmt.model import EncoderDecoder
 from transformer_nmt.training.config_checks import ConfigError
@@ -52,8 +53,29 @@ def load_parent(cfg: DictConfig) -> Parent | None:
             f"init_from={init_from} holds a {type(model).__name__} ({model.config.family}), but "
             f"model={cfg.model._target_} builds a {family.__name__}: choose the parent's family"
         )
+    problems = fit_problems(cfg, model, tokenizer)
+    if problems:
+        raise ConfigError(f"init_from={init_from}: " + "; ".join(problems))
     freeze(model, cfg.get("init_freeze") or [])
     return Parent(model.train(), tokenizer)
+
+
+def fit_problems(cfg: DictConfig, model: EncoderDecoder, tokenizer: SubwordTokenizer) -> list[str]:
+    """Data settings the parent cannot train with."""
+    problems = []
+    longest = cfg.data.max_len + ADDED_TOKENS
+    if longest > model.config.max_positions:
+        problems.append(
+            f"data.max_len={cfg.data.max_len} lets a side reach {longest} positions but the "
+            f"parent's position table holds {model.config.max_positions}: set data.max_len <= "
+            f"{model.config.max_positions - ADDED_TOKENS}"
+        )
+    if cfg.data.get("bpe_dropout") and not hasattr(tokenizer, "with_dropout"):
+        problems.append(
+            f"data.bpe_dropout={cfg.data.bpe_dropout} drops BPE merges, but the parent's "
+            f"tokenizer is {type(tokenizer).__name__}: set data.bpe_dropout=0"
+        )
+    return problems
 
 
 def read_parent(path: Path, average_last: int | None) -> tuple[EncoderDecoder, SubwordTokenizer]:
@@ -63,6 +85,12 @@ def read_parent(path: Path, average_last: int | None) -> tuple[EncoderDecoder, S
         from transformer_nmt.export.hf_import import read_folder
 
         return read_folder(path)
+    if path.is_dir() and average_last is None:
+        names = ", ".join(sorted(p.name for p in path.glob("*.ckpt"))[:5]) or "no .ckpt"
+        raise CheckpointError(
+            f"a folder ({names}): name one of its checkpoints, or set init_average_last=N to "
+            "start from the average of its last N"
+        )
     return load_translator(resolve_checkpoints([str(path)], average_last))
 
 
