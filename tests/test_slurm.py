@@ -94,7 +94,8 @@ def readme_sbatch_script() -> str:
 
 def on_a_cpu_box(script: str, tmp_path: Path) -> str:
     """The script with CPU_BOX's sizes, the toy task, every output under tmp_path, and two
-    pauses: at REQUEUED_AT until SIGTERM, at SIGNALLED_AT until USR1 (it also arrives as TERM)."""
+    pauses of rank 0 (rank 1 waits in the step's collectives): at REQUEUED_AT until SIGTERM, at
+    SIGNALLED_AT until USR1."""
     for readme, cpu in CPU_BOX.items():
         assert script.count(readme) == 1, f"README.md's sbatch script no longer holds {readme!r}"
         script = script.replace(readme, cpu)
@@ -174,7 +175,7 @@ def test_usr1_saves_last_ckpt_and_requeues_the_job_which_ends_completed(recipe_j
     job, run = recipe_job["id"], recipe_job["run"]
     log = (run / "train.log").read_text()
     last = run / "checkpoints" / "last.ckpt"
-    stopped = log.index(f"SIGTERM at step {SIGNALLED_AT + 1}: saved {last}")
+    stopped = log.index(f"SIGUSR1 at step {SIGNALLED_AT + 1}: saved {last}")
     requeued = log.index(f"SIGUSR1: saved last.ckpt and requeued SLURM job {job}", stopped)
     assert requeued < log.index(f"SLURM job {job}, restart 2", requeued)
     *_, third = logged_steps(run)

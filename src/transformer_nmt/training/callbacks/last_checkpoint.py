@@ -1,13 +1,9 @@
-"""`last.ckpt` holds the state training stopped at: after SIGTERM, and when training ends."""
+"""`last.ckpt` holds the state training stopped at: at its end, also after a signal's stop."""
 
-import logging
 import math
 from pathlib import Path
 
 import lightning as L
-from lightning.pytorch.utilities.exceptions import SIGTERMException
-
-log = logging.getLogger(__name__)
 
 
 class LastCheckpoint(L.Callback):
@@ -23,9 +19,8 @@ class LastCheckpoint(L.Callback):
       would never be trained. Every checkpoint written at such an end records instead the loops'
       progress as it stood after the last batch, as a periodic checkpoint at that step does,
       and the extended run continues batch for batch as if never stopped.
-    - On SIGTERM, what clusters send before pre-emption: Lightning notes it, finishes the current
-      batch (every rank, under DDP) and raises `SIGTERMException`; nothing is saved unless a
-      callback does it, here before teardown. `train` then ends the process without a traceback.
+    - After SIGTERM, SIGUSR1 or Ctrl-C: every rank stops after the same update
+      (`training/stop.py`) and training ends as at `max_steps`, so the save is the one above.
     """
 
     def __init__(self, dirpath: str, filename: str = "last") -> None:
@@ -49,19 +44,6 @@ class LastCheckpoint(L.Callback):
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         trainer.save_checkpoint(self.path, weights_only=False)
-
-    def on_exception(
-        self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException
-    ) -> None:
-        if isinstance(exception, SIGTERMException):
-            trainer.save_checkpoint(self.path, weights_only=False)  # all it takes to resume
-            log.warning(
-                "SIGTERM at step %d: saved %s; resume with ckpt_path=%s, or the same command "
-                "in the same run folder",
-                trainer.global_step,
-                self.path,
-                self.path,
-            )
 
 
 def _ended_mid_epoch(trainer: L.Trainer) -> bool:
