@@ -9,6 +9,7 @@ import time
 
 from transformer_nmt import lock_file
 from transformer_nmt.lock_file import FIRST_POLL, MAX_POLL, SAY_EVERY, LockFile
+from transformer_nmt.processes import namespace
 
 OTHER_HOST = {"pid": 7, "host": "node-b", "since": "2025-01-01T00:00:00+00:00", "token": "b"}
 NAMED = "process 7 on node-b, since 2025-01-01T00:00:00+00:00"
@@ -38,7 +39,10 @@ def never_sleeps(seconds):
 def test_a_dead_process_s_lock_on_this_host_is_taken_over_at_once_naming_it(tmp_path, caplog):
     here, pid = socket.gethostname(), dead_pid()
     path = tmp_path / ".entry.lock"
-    write_lock(path, {"pid": pid, "host": here, "since": "2025-01-01T00:00:00+00:00"})
+    process = {"namespace": namespace(), "pid": pid, "start": "1"}
+    write_lock(
+        path, {"pid": pid, "host": here, "since": "2025-01-01T00:00:00+00:00", "process": process}
+    )
     lock = LockFile(path, sleep=never_sleeps)
     with caplog.at_level(logging.WARNING):
         lock.acquire_waiting()
@@ -167,8 +171,46 @@ def test_a_live_holder_is_returned_not_taken_over(tmp_path):
     assert LockFile(path).try_acquire() == {}
 
 
-def test_breaking_a_stale_lock_keeps_one_taken_meanwhile(tmp_path, monkeypatch):
-    monkeypatch.setattr(lock_file, "_alive", lambda pid: pid != 4242)  # 4242 died
+def test_a_dead_pid_of_another_pid_namespace_under_this_hostname_is_not_taken_for_gone(tmp_path):
+    # A container with host networking: its hostname is ours, its pids are not.
+    path = tmp_path / ".entry.lock"
+    process = {"namespace": "another-boot/4026531836", "pid": dead_pid(), "start": "1"}
+    holder = {**OTHER_HOST, "host": socket.gethostname(), "process": process}
+    write_lock(path, holder)
+    assert LockFile(path).try_acquire() == holder
+    write_lock(path, {**holder, "process": {}})  # a holder that names no process: the same
+    assert LockFile(path).try_acquire() == {**holder, "process": {}}
+
+
+def test_a_link_that_reports_exists_after_making_the_lock_keeps_the_lock(tmp_path, monkeypatch):
+    real_link = os.link
+
+    def retried_link(source, target):  # NFS: the reply to the first try was lost
+        real_link(source, target)
+        raise FileExistsError(target)
+
+    monkeypatch.setattr(lock_file.os, "link", retried_link)
+    path = tmp_path / ".entry.lock"
+    lock = LockFile(path, sleep=never_sleeps)
+    lock.acquire_waiting()
+    assert json.loads(path.read_text()) == lock.holder and lock.holder["pid"] == os.getpid()
+    assert LockFile(path).try_acquire() == lock.holder  # held: another is refused
+    lock.release()
+    assert files(tmp_path) == []
+
+
+def test_staleness_is_judged_by_the_filesystem_s_clock_not_this_host_s(tmp_path, monkeypatch):
+    path = tmp_path / ".entry.lock"
+    write_lock(path, OTHER_HOST)  # refreshed just now, as the filesystem stamps it
+    monkeypatch.setattr(time, "time", lambda: time.monotonic() + 10_000)  # this host runs ahead
+    assert LockFile(path, stale_after=300).try_acquire() == OTHER_HOST
+    write_lock(path, OTHER_HOST, mtime=os.stat(path).st_mtime - 301)
+    lock = LockFile(path, stale_after=300)
+    assert lock.try_acquire() is None
+    lock.release()
+
+
+def test_breaking_a_stale_lock_keeps_one_taken_meanwhile(tmp_path):
     here = socket.gethostname()
     stale = {"pid": 4242, "host": here, "since": "2025-01-01T00:00:00+00:00"}
     # Another process broke the stale lock and took its own after this one read the stale one.

@@ -92,7 +92,7 @@ def sync_folder(folder: str | os.PathLike) -> None:
 def exclusive(
     lock_path: Path,
     stale_after: float = STALE,
-    clock: Callable[[], float] = time.time,
+    clock: Callable[[], float] | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Iterator[None]:
     """Hold the lock file `lock_path`, waiting while a live process holds it; remove it after.

@@ -1,17 +1,20 @@
 """A lock file that names its holder, made without `flock`, which Lustre or NFS may refuse.
 
-The holder (pid, host, since, a token) is written to a draft beside the lock, then hard-linked to
-the lock's path: `os.link` fails if the path exists, an atomic test-and-set on local filesystems,
-NFS and Lustre alike, and no reader ever sees the file half-written. While it holds, a thread
+The holder (pid, host, since, a token, its process as `processes.this_process` names it) is
+written to a draft beside the lock, then hard-linked to the lock's path: `os.link` fails if the
+path exists, an atomic test-and-set on local filesystems, NFS and Lustre alike, and no reader
+ever sees the file half-written. NFS may retry a `link` whose reply was lost and report "exists"
+for the link it made: the draft's link count (2 once linked) tells. While it holds, a thread
 refreshes the file's mtime every `HEARTBEAT` seconds.
 
 A lock whose holder is gone is taken over, with a warning naming it:
 
-- on this host, its process gone: at once;
+- in this boot and PID namespace (not merely this hostname), its process gone: at once;
 - an earlier start of this SLURM job (same `SLURM_JOB_ID`, a lower `SLURM_RESTART_COUNT`), on
   any node: at once, since a requeued job runs only once its earlier start has ended;
-- on any host, not refreshed for `STALE` seconds: its machine crashed or its job was killed, so
-  a job requeued on another node is not blocked for ever.
+- on any host, not refreshed for `STALE` seconds by the filesystem's clock (a file made now,
+  not this host's clock): its machine crashed or its job was killed, so a job requeued on
+  another node is not blocked for ever.
 
 `training.run_lock.RunLock` refuses a live holder; `atomic.exclusive` waits for it.
 """
@@ -27,6 +30,8 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from transformer_nmt.processes import filesystem_now, is_gone, this_process
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +56,8 @@ class LockFile:
     Args:
         path: the lock file; its folder is created if missing.
         stale_after: seconds without a refresh after which a lock is taken over.
-        clock: wall-clock seconds, as file times are (tests drive it).
+        clock: the time, as the lock's filesystem stamps files (default: `filesystem_now` of
+            its folder; tests drive it).
         sleep: how a waiter waits (tests drive it).
     """
 
@@ -59,11 +65,12 @@ class LockFile:
         self,
         path: str | os.PathLike,
         stale_after: float = STALE,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.path = Path(path)
-        self.stale_after, self.clock, self.sleep = stale_after, clock, sleep
+        self.stale_after, self.sleep = stale_after, sleep
+        self.clock = clock or self._filesystem_clock
         self.holder: dict[str, Any] | None = None  # what this process wrote, while it holds
         self._stop = threading.Event()
         self._heartbeat: threading.Thread | None = None
@@ -79,6 +86,7 @@ class LockFile:
             "host": socket.gethostname(),
             "since": datetime.now().astimezone().isoformat(timespec="seconds"),
             "token": uuid.uuid4().hex,  # tells this holding from any other of the same pid
+            "process": this_process(),
             **_slurm_start(),
         }
         # Not ".tmp": `atomic.atomic_folder` removes a cache entry's leftover temporaries.
@@ -89,6 +97,10 @@ class LockFile:
                 try:
                     os.link(draft, self.path)  # fails if the lock exists: the atomic test-and-set
                 except FileExistsError:
+                    if _linked(draft):  # NFS's retried link: this one made it
+                        self.holder = me
+                        self._start_heartbeat()
+                        return None
                     found = self._inspect(self.path)
                     if found is None:  # released meanwhile
                         continue
@@ -132,6 +144,10 @@ class LockFile:
             self.path.unlink(missing_ok=True)
         self.holder = None
 
+    def _filesystem_clock(self) -> float:
+        self.path.parent.mkdir(parents=True, exist_ok=True)  # a released cache's folder goes
+        return filesystem_now(self.path.parent)
+
     def _write_draft(self, draft: Path, holder: dict[str, Any]) -> None:
         while True:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -161,7 +177,7 @@ class LockFile:
                 holder = parse_holder(f.read())
         except FileNotFoundError:
             return None
-        if holder.get("host") == socket.gethostname() and not _alive(holder.get("pid")):
+        if is_gone(holder.get("process") or {}):
             return holder, "which is gone"
         mine = _slurm_start()
         if mine and holder.get("slurm_job") == mine["slurm_job"]:
@@ -225,14 +241,9 @@ def _slurm_start() -> dict[str, Any]:
     return {"slurm_job": job, "slurm_restart": int(os.environ.get("SLURM_RESTART_COUNT", 0))}
 
 
-def _alive(pid: Any) -> bool:
-    """Whether a process of this pid exists on this host; True when it cannot be told."""
-    if not isinstance(pid, int) or pid <= 0:
-        return True
+def _linked(draft: Path) -> bool:
+    """Whether the draft is linked to the lock's path: two names, the standard NFS check."""
     try:
-        os.kill(pid, 0)  # signal 0: only the existence check
-    except ProcessLookupError:
+        return os.stat(draft).st_nlink == 2
+    except FileNotFoundError:
         return False
-    except PermissionError:  # it exists, owned by another user
-        return True
-    return True

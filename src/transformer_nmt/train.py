@@ -1,7 +1,8 @@
 """`train(cfg)`: what `python train.py` runs, callable in-process from tests and notebooks.
 
-It reads as the list of its steps: check the config, build the data, model and module, build
-the loggers and trainer, fit, report. Each step's details live in `training/`.
+It reads as the list of its steps: plan the run (check the config, decide what it derives, on
+global rank 0), build the data, model and module, build the loggers and trainer, fit, report.
+Each step's details live in `training/`.
 """
 
 import logging
@@ -10,18 +11,12 @@ import signal
 import lightning as L
 from hydra.utils import instantiate
 from lightning.pytorch.loggers import Logger
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from transformer_nmt.data.datamodule import TranslationDataModule
 from transformer_nmt.data.tokenizer import PAD_ID
-from transformer_nmt.training.auto_resume import (
-    found_in_run_folder_hint,
-    resume_from_run_folder,
-    run_folder_checkpoint,
-)
-from transformer_nmt.training.batch_size import resolve_update_size
-from transformer_nmt.training.callbacks.logged_config import LoggedConfig
-from transformer_nmt.training.config_checks import ConfigError, check_config, check_resume
+from transformer_nmt.training.callbacks.plan_record import PlanRecord
+from transformer_nmt.training.config_checks import check_resume
 from transformer_nmt.training.ddp import ddp_strategy
 from transformer_nmt.training.loggers import (
     finish_wandb_runs,
@@ -29,10 +24,11 @@ from transformer_nmt.training.loggers import (
     start_wandb_runs,
 )
 from transformer_nmt.training.module import TranslationModule
-from transformer_nmt.training.precision import resolve_precision
+from transformer_nmt.training.plan_sharing import agreed_plan
 from transformer_nmt.training.resume import ResumePoint
 from transformer_nmt.training.run_config import write_run_config
 from transformer_nmt.training.run_lock import RunLock, is_global_rank_zero
+from transformer_nmt.training.run_plan import RunPlan, plan_run
 from transformer_nmt.training.slurm_requeue import log_slurm_job
 from transformer_nmt.training.stop import (
     SIGNALS,
@@ -53,15 +49,17 @@ def train(cfg: DictConfig) -> dict[str, float]:
     of each metric a checkpoint callback monitors. Raises `FloatingPointError` if the training
     loss became non-finite, so that a sweep records the trial as failed, and `Stopped` (a
     `SystemExit`) once SIGTERM, SIGUSR1 or Ctrl-C has stopped every rank after one update and
-    `last.ckpt` is saved (`training/stop.py`): 128 + the signal on global rank 0 (143, 138, 130),
-    0 on the others, since a launcher that sees a rank fail first (Lightning's, torchrun) kills
-    the rest, rank 0 still closing its loggers. A signal that comes before training stops it
-    after its first update.
+    the checkpoint policy has saved `last.ckpt` (`training/stop.py`): 128 + the signal on global
+    rank 0 (143, 138, 130), 0 on the others, since a launcher that sees a rank fail first
+    (Lightning's, torchrun) kills the rest, rank 0 still closing its loggers. A signal that comes
+    before training stops it after its first update.
     """
     with SIGNALS.recording():
-        resume = check_config_or_resumed(cfg)
-        resolve_update_size(cfg)
         log_slurm_job()
+        # Decided once, on global rank 0, before anything is written; the other ranks take it.
+        timeout = 60 * cfg.ddp_timeout_minutes
+        plan = agreed_plan(lambda: plan_run(cfg), cfg.paths.output_dir, timeout)
+        resume = ResumePoint(plan.resume_from)
         # Two runs writing one folder would overwrite each other's checkpoints: the second is
         # refused.
         rank_zero = is_global_rank_zero()
@@ -69,22 +67,9 @@ def train(cfg: DictConfig) -> dict[str, float]:
             if rank_zero:
                 write_run_config(cfg)
             L.seed_everything(cfg.seed, workers=True)
-            datamodule, module = build_data_and_module(cfg, resume)
+            datamodule, module = build_data_and_module(cfg, plan, resume)
             loggers = build_loggers(cfg)
-            return fit_and_report(cfg, datamodule, module, loggers, resume)
-
-
-def check_config_or_resumed(cfg: DictConfig) -> ResumePoint:
-    """`check_config`, once `ckpt_path` is the run folder's `last.ckpt` if none is given."""
-    found = resume_from_run_folder(cfg)
-    resume = ResumePoint(cfg.get("ckpt_path"))
-    try:
-        check_config(cfg, resume)
-    except ConfigError as error:
-        if found is None:
-            raise
-        raise ConfigError(f"{error}\n  {found_in_run_folder_hint(found)}") from None
-    return resume
+            return fit_and_report(cfg, datamodule, module, loggers, plan, resume)
 
 
 def fit_and_report(
@@ -92,12 +77,13 @@ def fit_and_report(
     datamodule: TranslationDataModule,
     module: TranslationModule,
     loggers: list[Logger],
+    plan: RunPlan,
     resume: ResumePoint,
 ) -> dict[str, float]:
     """Build the trainer and fit; the logger runs end here, with the run's exit status."""
     trainer, exit_code = None, 1
     try:
-        trainer = build_trainer(cfg, loggers, resume)
+        trainer = build_trainer(cfg, loggers, plan)
         metrics = fit(trainer, module, datamodule, resume)
         exit_code = 0
         return metrics
@@ -117,10 +103,11 @@ def fit_and_report(
 
 
 def build_data_and_module(
-    cfg: DictConfig, resume: ResumePoint
+    cfg: DictConfig, plan: RunPlan, resume: ResumePoint
 ) -> tuple[TranslationDataModule, TranslationModule]:
-    """The DataModule, and the LightningModule around a model sized by its tokenizer."""
-    datamodule = instantiate(cfg.data)
+    """The DataModule batching as planned, and the LightningModule around a model sized by its
+    tokenizer."""
+    datamodule = instantiate(cfg.data, max_tokens=plan.max_tokens or "auto")
     tokenizer = datamodule.load_tokenizer()
     check_resume(resume, tokenizer)
     model = instantiate(cfg.model, vocab_size=tokenizer.vocab_size, pad_id=PAD_ID)
@@ -131,26 +118,28 @@ def build_data_and_module(
 
 
 def build_loggers(cfg: DictConfig) -> list[Logger]:
-    """The configured experiment loggers; `LoggedConfig` gives them the config as fit starts."""
+    """The configured experiment loggers, given the config once (`PlanRecord` adds the plan)."""
     group_wandb_runs_by_sweep(cfg)
     loggers = [instantiate(c) for c in (cfg.logger or {}).values()]
     start_wandb_runs(loggers)
+    config = cfg.copy()
+    OmegaConf.set_struct(config, False)
+    config.pop("hydra", None)  # tests compose with the Hydra node; a run's task config has none
+    for logger in loggers:
+        logger.log_hyperparams(OmegaConf.to_container(config, resolve=True))
     return loggers
 
 
-def build_trainer(cfg: DictConfig, loggers: list[Logger], resume: ResumePoint) -> L.Trainer:
-    """The Trainer with its callbacks and the precision the hardware runs fastest."""
+def build_trainer(cfg: DictConfig, loggers: list[Logger], plan: RunPlan) -> L.Trainer:
+    """The Trainer with its callbacks, in the planned precision and accumulation."""
     callbacks = [instantiate(c) for c in (cfg.callbacks or {}).values()]
-    callbacks += [LoggedConfig(cfg), AgreedStop(run_folder_checkpoint(cfg))]
-    precision = resolve_precision(
-        cfg.trainer.precision, cfg.trainer.accelerator, resume.cpu_precision
-    )
-    log.info("Precision: %s", precision)
+    callbacks += [PlanRecord(plan), AgreedStop()]
     return instantiate(
         cfg.trainer,
         logger=loggers or False,
         callbacks=callbacks,
-        precision=precision,
+        precision=plan.precision,
+        accumulate_grad_batches=plan.accumulate_grad_batches,
         plugins=[*(instantiate(cfg.trainer.get("plugins")) or [])],
         strategy=ddp_strategy(cfg.trainer.strategy, cfg.ddp_timeout_minutes),
         # BPE-dropout segments the training pairs anew in each epoch's loader.

@@ -189,6 +189,27 @@ def test_a_damaged_store_is_logged_and_rebuilt_never_used(tmp_path, tok, caplog,
     assert reads.calls == 2
     assert f"Token store {path} is damaged" in caplog.text
     assert_same(stored, expected)
+    (aside,) = path.parent.glob(f".{path.name}.*.damaged")  # set aside: another node may map it
+    assert f"set aside as {aside}" in caplog.text
+
+
+def test_a_store_that_fails_to_read_once_is_read_again_not_rebuilt(tmp_path, tok, monkeypatch):
+    path = path_for(tmp_path, tok)
+    reads = Reads(PAIRS)
+    open_or_build(path, reads, tok, MAX_LEN, True)
+    real_read, failures = store._read, []
+
+    def flaky_read(folder):  # a shared filesystem's passing error, once
+        if not failures:
+            failures.append(folder)
+            raise OSError(5, "Input/output error")
+        return real_read(folder)
+
+    monkeypatch.setattr(store, "_read", flaky_read)
+    stored, _ = open_or_build(path, reads, tok, MAX_LEN, True)
+    assert failures == [path] and reads.calls == 1  # reused, not built again
+    assert_same(stored, encode_pairs(PAIRS, tok, MAX_LEN, True)[0])
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]
 
 
 def test_a_store_of_another_format_version_is_rebuilt(tmp_path, tok, monkeypatch):

@@ -68,6 +68,12 @@ def test_a_cooldown_without_a_step_budget_is_refused_before_any_data_is_read(tmp
     )
 
 
+def test_a_negative_warmup_is_refused_before_any_data_is_read(tmp_path):
+    with pytest.raises(ConfigError, match=r"module.warmup_steps=-5 must be a count of updates"):
+        check_config(compose_train(tmp_path, [*TOY, "module.warmup_steps=-5"]))
+    check_config(compose_train(tmp_path, [*TOY, "module.warmup_steps=0"]))
+
+
 def test_max_len_beyond_the_position_table_is_a_warning(tmp_path, caplog):
     with caplog.at_level(logging.WARNING):
         overrides = ["data.max_len=200", "data.max_tokens=4096", "data.pad_to_multiple_of=8"]

@@ -13,6 +13,7 @@ from transformer_nmt.training.lr_schedule import (
     inverse_sqrt_warmup,
     linear_cooldown,
     timed_cooldown_problems,
+    warmup_problem,
 )
 
 
@@ -33,6 +34,21 @@ def test_factor_scales_linearly():
     assert inverse_sqrt_warmup(123, 256, 1000, factor=2.0) == pytest.approx(
         2 * inverse_sqrt_warmup(123, 256, 1000)
     )
+
+
+def test_no_warmup_starts_at_the_peak_and_decays_as_the_paper_after_its_warmup():
+    assert inverse_sqrt_warmup(1, 512, 0) == pytest.approx(512**-0.5)
+    for step in (4000, 10_000):  # past any warm-up, every length gives the same rate
+        assert inverse_sqrt_warmup(step, 512, 0) == inverse_sqrt_warmup(step, 512, 4000)
+    rates = [inverse_sqrt_warmup(step, 512, 0) for step in range(1, 100)]
+    assert rates == sorted(rates, reverse=True)
+
+
+@pytest.mark.parametrize("warmup", [-1, 2.5])
+def test_a_warmup_of_no_count_is_named_with_zero_as_the_way_to_none(warmup):
+    assert f"module.warmup_steps={warmup} must be a count" in warmup_problem(warmup)
+    assert "or 0 for no warm-up" in warmup_problem(warmup)
+    assert warmup_problem(0) is None and warmup_problem(4000) is None
 
 
 def test_cooldown_takes_the_last_updates_linearly_to_zero():
@@ -108,3 +124,20 @@ def test_training_follows_the_cooldown_to_its_last_update(tmp_path):
         paper = inverse_sqrt_warmup(step + 1, 64, 50, factor=0.2)  # the toy's model and module
         expected = paper if step < 8 else paper * (12 - step) / 4
         assert lr == pytest.approx(expected, rel=1e-6), step
+
+
+def test_training_without_warmup_takes_the_peak_rate_from_its_first_update(tmp_path):
+    cfg = compose_train(
+        tmp_path,
+        [
+            "experiment=toy", "logger=csv", "trainer.log_every_n_steps=1", "module.warmup_steps=0",
+            "trainer.max_epochs=-1", "trainer.max_steps=2", "+trainer.limit_val_batches=0",
+            "+trainer.num_sanity_val_steps=0",
+        ],
+    )  # fmt: skip
+    with open_dict(cfg):
+        del cfg.hydra
+    train(cfg)
+    rates = logged(tmp_path / "run", "train/lr")
+    assert rates[0] == pytest.approx(0.2 * 64**-0.5, rel=1e-6)  # the toy's factor and d_model
+    assert rates[1] == pytest.approx(0.2 * 64**-0.5 * 2**-0.5, rel=1e-6)

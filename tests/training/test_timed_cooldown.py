@@ -67,9 +67,8 @@ def test_the_rate_falls_to_zero_over_the_budgets_last_minutes(tmp_path, clock, s
 @pytest.mark.slow
 def test_a_run_resumed_inside_the_cooldown_finishes_it_as_planned(tmp_path):
     every_10 = [
-        "callbacks.periodic_checkpoint.train_time_interval=null",
-        "+callbacks.periodic_checkpoint.every_n_train_steps=10",
-        "callbacks.periodic_checkpoint.optimizer_state=true",  # resumed from below
+        "callbacks.checkpoints.every_n_steps=10",
+        "callbacks.checkpoints.optimizer_state=true",  # resumed from below
     ]
     whole = run(tmp_path / "whole", [*tick(2.0), *every_10])
     checkpoint = tmp_path / "whole/run/checkpoints/step40.ckpt"  # 5 updates into the cool-down

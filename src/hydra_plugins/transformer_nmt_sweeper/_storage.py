@@ -6,13 +6,15 @@ from pathlib import Path
 
 import optuna
 import sqlalchemy.exc
+from hydra.errors import CompactHydraException
 from optuna.storages import BaseStorage, InMemoryStorage, JournalStorage, RDBStorage
 from optuna.storages.journal import JournalFileBackend
 from sqlalchemy.engine import make_url
 
 
-class StorageUnreachable(RuntimeError):
-    """The study's database refused or did not answer the connection."""
+class StorageUnreachable(CompactHydraException, RuntimeError):
+    """The study's database refused or did not answer the connection: Hydra prints the message,
+    which says what to do, without a traceback."""
 
 
 def open_storage(storage: str | None, heartbeat_interval: int | None = None) -> BaseStorage:

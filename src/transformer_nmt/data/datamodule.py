@@ -6,6 +6,7 @@ import logging
 from collections.abc import Iterator
 
 import lightning as L
+import numpy as np
 from torch.utils.data import DataLoader
 
 from transformer_nmt.data.batching import TokenBatchSampler, collate
@@ -46,7 +47,8 @@ class TranslationDataModule(L.LightningDataModule):
         """Configure; nothing is read or trained until `prepare_data`, `load_tokenizer` or `setup`.
 
         Args:
-            corpus: the source of sentence pairs (TextCorpus, HubCorpus, ToyCorpus...).
+            corpus: the source of sentence pairs (TextCorpus, HubCorpus, ToyCorpus, or several
+                mixed by factor or weight: CorpusMixture).
             src_lang: language translated from, e.g. "en".
             tgt_lang: language translated to, e.g. "de".
             vocab_size: upper bound on the joint BPE vocabulary.
@@ -191,10 +193,12 @@ class TranslationDataModule(L.LightningDataModule):
         )
         return dataset
 
-    def longest_train_pair(self) -> int:
-        """Tokens a side of the longest training pair as the model reads it (after `setup`)."""
+    def train_pair_lengths(self) -> tuple[int, int]:
+        """Tokens a side, as the model reads them, of the shortest and the longest training
+        pair, each pair's longer side counted, as batching counts it (after `setup`)."""
         train = self.datasets["train"]
-        return int(max(train.src_lengths.max(), train.tgt_lengths.max()))
+        longer = np.maximum(train.src_lengths, train.tgt_lengths)
+        return int(longer.min()), int(longer.max())
 
     def _loader(self, dataset: TranslationDataset, shuffle: bool) -> DataLoader:
         """A loader of token-budget batches over one split."""

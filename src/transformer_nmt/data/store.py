@@ -7,8 +7,9 @@ the corpus fingerprint (which names the languages), the tokenizer, `max_len`, th
 mapped with `np.memmap`, so processes on one machine share its pages instead of each holding a
 copy. Splits scored by BLEU (all but train) keep their raw text too, as JSON lines.
 `manifest.json` holds the counts and each file's size. It is written last, inside a temporary
-folder that is then renamed into place: a store either is whole or does not exist. A store
-whose files disagree with its manifest is logged, removed and built again.
+folder that is then renamed into place: a store either is whole or does not exist. A store that
+fails to read twice under the lock (once may be a shared filesystem's passing error) is logged,
+set aside, not deleted (ranks on other nodes may have it mapped), and built again.
 """
 
 import contextlib
@@ -16,7 +17,7 @@ import hashlib
 import json
 import logging
 import os
-import shutil
+import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO
@@ -105,15 +106,29 @@ def open_or_build(
     return dataset, manifest["dropped"]
 
 
+READ_ERRORS = (OSError, ValueError, KeyError, TypeError)
+
+
 def _open(path: Path) -> tuple[TranslationDataset, dict] | None:
-    """The store at `path` and its manifest; None if there is none or it was damaged (removed)."""
+    """The store at `path` and its manifest; None if there is none or it was damaged (set aside)."""
     if not path.exists():
         return None
     try:
         return _read(path)
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        log.warning("Token store %s is damaged (%s): building it again", path, e)
-        shutil.rmtree(path)
+    except READ_ERRORS as e:
+        log.warning("Token store %s could not be read (%s): reading it again", path, e)
+    try:
+        return _read(path)
+    except READ_ERRORS as e:
+        aside = path.with_name(f".{path.name}.{uuid.uuid4().hex}.damaged")
+        os.rename(path, aside)
+        log.warning(
+            "Token store %s is damaged (%s): set aside as %s (delete it once no run reads it), "
+            "building it again",
+            path,
+            e,
+            aside,
+        )
         return None
 
 

@@ -15,7 +15,11 @@ from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.model.families import DEFAULT_FAMILY, Family, family_of_model
 from transformer_nmt.training.callbacks.timed_cooldown import TimedCooldown
 from transformer_nmt.training.loggers import wandb_problems
-from transformer_nmt.training.lr_schedule import cooldown_problem, timed_cooldown_problems
+from transformer_nmt.training.lr_schedule import (
+    cooldown_problem,
+    timed_cooldown_problems,
+    warmup_problem,
+)
 from transformer_nmt.training.resume import ResumePoint
 from transformer_nmt.training.sweeps import is_multirun
 
@@ -153,10 +157,14 @@ def _compile_problems(cfg: DictConfig) -> list[str]:
 
 
 def _schedule_problems(cfg: DictConfig) -> list[str]:
-    """A cool-down that `trainer.max_steps` cannot hold, or a timed one without a time budget."""
+    """A warm-up of no count of updates, a cool-down that `trainer.max_steps` cannot hold, or a
+    timed one without a time budget."""
     steps = cfg.module.get("cooldown_steps", 0)
-    problem = cooldown_problem(steps, cfg.trainer.get("max_steps", -1))
-    problems = [problem] if problem else []
+    found = [
+        warmup_problem(cfg.module.get("warmup_steps", 0)),
+        cooldown_problem(steps, cfg.trainer.get("max_steps", -1)),
+    ]
+    problems = [problem for problem in found if problem]
     for key, callback in _configured(cfg, TimedCooldown):
         minutes, max_time = callback.get("minutes", 0), cfg.trainer.get("max_time")
         problems += timed_cooldown_problems(f"callbacks.{key}.minutes", minutes, steps, max_time)
@@ -186,12 +194,12 @@ def _batch_problems(cfg: DictConfig) -> list[str]:
 
 def _retention_problems(cfg: DictConfig) -> list[str]:
     """Periodic checkpoints kept fewer than the recipe averages: the average would be refused."""
-    periodic = (cfg.get("callbacks") or {}).get("periodic_checkpoint")
-    keep, average = (periodic or {}).get("keep_last"), cfg.get("average_last")
+    policy = (cfg.get("callbacks") or {}).get("checkpoints")
+    keep, average = (policy or {}).get("keep_last"), cfg.get("average_last")
     if keep is None or average is None or keep >= average:
         return []
     return [
-        f"callbacks.periodic_checkpoint.keep_last={keep} keeps fewer checkpoints than "
+        f"callbacks.checkpoints.keep_last={keep} keeps fewer checkpoints than "
         f"average_last={average} averages (nmt-evaluate --average-last {average}): keep at "
         f"least {average}, or lower average_last"
     ]

@@ -14,8 +14,11 @@ def inverse_sqrt_warmup(step: int, d_model: int, warmup_steps: int, factor: floa
     """lrate = factor * d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5).
 
     `step` counts from 1, as in the paper: the first optimizer step already has a non-zero rate.
+    `warmup_steps=0` means no warm-up: the rate starts at its peak and decays as step^-0.5.
     """
     step = max(step, 1)
+    if warmup_steps == 0:
+        return factor * d_model**-0.5 * step**-0.5
     return factor * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
 
 
@@ -56,6 +59,16 @@ def cooldown_window(step: int, left: float, pace: float) -> tuple[int, int]:
     left, at least one."""
     steps = max(1, math.floor(left * pace))
     return step + steps, steps
+
+
+def warmup_problem(warmup_steps: int) -> str | None:
+    """Why `module.warmup_steps` is no warm-up length, or None if it is one (0: none)."""
+    if isinstance(warmup_steps, int) and warmup_steps >= 0:
+        return None
+    return (
+        f"module.warmup_steps={warmup_steps} must be a count of updates: the paper's 4000, "
+        "or 0 for no warm-up (the rate starts at its peak)"
+    )
 
 
 def cooldown_problem(cooldown_steps: int, max_steps: int) -> str | None:

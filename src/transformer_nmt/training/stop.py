@@ -21,7 +21,6 @@ import signal
 import threading
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from pathlib import Path
 
 import lightning as L
 import torch
@@ -131,8 +130,7 @@ class AgreedStop(L.Callback):
     `stop_votes` (a `StopVotes`) carries the votes through its step's all_reduce.
     """
 
-    def __init__(self, last_checkpoint: str | Path) -> None:
-        self.last_checkpoint = Path(last_checkpoint)
+    def __init__(self) -> None:
         self.signum: int | None = None
         self.step: int | None = None
 
@@ -157,15 +155,18 @@ class AgreedStop(L.Callback):
         # After on_train_end, where last.ckpt was written whole; before the loggers finish.
         if self.signum is None or not trainer.is_global_zero:
             return
-        path = self.last_checkpoint
-        log.warning(
-            "%s at step %d: saved %s; resume with ckpt_path=%s, or the same command in the same "
-            "run folder",
-            signal.Signals(self.signum).name,
-            self.step,
-            path,
-            path,
-        )
+        name = signal.Signals(self.signum).name
+        if (policy := trainer.checkpoint_callback) is None:
+            log.warning("%s at step %d: no checkpoint callback, nothing saved", name, self.step)
+        else:
+            log.warning(
+                "%s at step %d: saved %s; resume with ckpt_path=%s, or the same command in the "
+                "same run folder",
+                name,
+                self.step,
+                policy.last_model_path,
+                policy.last_model_path,
+            )
         if self.signum == REQUEUE_SIGNAL:
             requeue_this_job()
 
