@@ -8,7 +8,7 @@ from lightning.fabric.plugins.environments import SLURMEnvironment, TorchElastic
 
 from helpers.hydra_compose import compose_train
 from transformer_nmt.train import build_trainer
-from transformer_nmt.training.resume import ResumePoint
+from transformer_nmt.training.run_plan import plan_run
 from transformer_nmt.training.slurm_requeue import requeue_this_job, slurm_job
 
 A_JOB = {
@@ -59,5 +59,5 @@ def test_torchrun_inside_a_slurm_job_uses_torchelastic_s_environment(
     for name, value in {**A_JOB, **launched_by}.items():
         monkeypatch.setenv(name, value)
     cfg = compose_train(tmp_path, ["experiment=toy", "logger=none", "trainer.precision=32-true"])
-    trainer = build_trainer(cfg, [], ResumePoint(None))
+    trainer = build_trainer(cfg, [], plan_run(cfg))
     assert type(trainer._accelerator_connector.cluster_environment) is environment
