@@ -55,11 +55,11 @@ def train(cfg: DictConfig) -> dict[str, float]:
     before training stops it after its first update.
     """
     with SIGNALS.recording():
-        log_slurm_job()
         # Decided once, on global rank 0, before anything is written; the other ranks take it.
         timeout = 60 * cfg.ddp_timeout_minutes
         plan = agreed_plan(lambda: plan_run(cfg), cfg.paths.output_dir, timeout)
         resume = ResumePoint(plan.resume_from)
+        log_slurm_job()
         # Two runs writing one folder would overwrite each other's checkpoints: the second is
         # refused.
         rank_zero = is_global_rank_zero()
