@@ -175,6 +175,8 @@ def test_two_torchrun_nodes_train_together_and_agree_on_the_weights(tmp_path):
     # Only global rank zero writes checkpoints.
     assert list((tmp_path / "node0").glob("*/runs/*/checkpoints/last.ckpt"))
     assert not list((tmp_path / "node1").glob("*/runs/*/checkpoints/*"))
+    # A log per rank, named by torchrun's RANK.
+    assert [p.name for p in (tmp_path / "node1").glob("*/runs/*/train*.log")] == ["train.rank1.log"]
 
 
 @pytest.mark.slow

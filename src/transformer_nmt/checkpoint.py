@@ -4,6 +4,7 @@ load them; training reads and writes checkpoints through this module too."""
 
 import os
 import pickle
+import re
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,8 @@ REQUIRED = ("state_dict", "model_config", "tokenizer")
 # Which of a run's checkpoints a file is ("last", "best", PERIODIC): only periodic ones average.
 KIND_KEY = "checkpoint_kind"
 PERIODIC = "periodic"
+# How periodic checkpoints were named before they were marked with their kind.
+UNMARKED_PERIODIC = re.compile(r"step\d+\.ckpt")
 
 
 class CheckpointError(ValueError):
@@ -196,13 +199,14 @@ def last_checkpoints(folder: str | os.PathLike, n: int) -> list[Path]:
     """The `n` periodic checkpoints of `folder` with the highest training steps, oldest first.
 
     Never `last.ckpt` or the best: those are not spaced in time, and `last.ckpt` is often a copy
-    of the newest periodic one.
+    of the newest periodic one. Files of older runs, unmarked, count as periodic by their name.
     """
     by_step: dict[int, Path] = {}
     others = []
     for path in sorted(Path(folder).glob("*.ckpt")):
         checkpoint = read_checkpoint(path, mmap=True)  # the kind, without reading the tensors
-        if checkpoint.get(KIND_KEY) == PERIODIC:
+        kind = checkpoint.get(KIND_KEY)
+        if kind == PERIODIC or kind is None and UNMARKED_PERIODIC.fullmatch(path.name):
             by_step.setdefault(checkpoint.get("global_step", -1), path)
         else:
             others.append(path.name)

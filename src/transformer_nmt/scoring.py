@@ -24,8 +24,6 @@ from transformer_nmt.model.forced import cross_attention, token_log_probs
 if TYPE_CHECKING:
     from transformer_nmt.translator import Translator
 
-SORT_CHUNK = 64  # batches read and sorted at a time, as translation reads them
-
 
 class TargetScore(NamedTuple):
     """What the model gives a target: log P(target + EOS | source), that over the target's
@@ -45,22 +43,28 @@ def score_stream(
     max_tokens: int | None = None,
     per_token: bool = False,
     alignment: Alignment | None = None,
+    chunk: int = 64,
+    start: int = 0,
 ) -> Iterator[TargetScore]:
-    """Each (source, target)'s `TargetScore`, in input order; arguments as `Translator.score`."""
+    """Each (source, target)'s `TargetScore`, in input order; arguments as `Translator.score`.
+
+    chunk: pairs read, sorted and batched together; start: the index of the first pair in a
+    larger input (line numbers in errors).
+    """
     if translator.engine != "torch":
         raise ValueError(f"scoring runs on engine 'torch', not {translator.engine!r}")
     for name, value in (("batch_size", batch_size), ("max_tokens", max_tokens)):
         if value is not None and value < 1:
             raise ValueError(f"{name} must be >= 1, got {value}")
-    chunk_size = max_tokens if max_tokens is not None else batch_size * SORT_CHUNK
     if alignment is not None and isinstance(translator.model, Ensemble):
         raise ValueError("alignments are one model's attention: score them without an ensemble")
     pairs = _pairs(sources, targets)
-    first_line, sizes = 1, (batch_size, max_tokens)
+    first_line, sizes = start + 1, (batch_size, max_tokens)
     vocab = None if alignment is None else translator.tokenizer.tokens()
-    while chunk := list(islice(pairs, chunk_size)):
-        yield from _score_chunk(translator, chunk, first_line, sizes, per_token, (alignment, vocab))
-        first_line += len(chunk)
+    while pairs_read := list(islice(pairs, chunk)):
+        aligning = (alignment, vocab)
+        yield from _score_chunk(translator, pairs_read, first_line, sizes, per_token, aligning)
+        first_line += len(pairs_read)
 
 
 def _pairs(sources: Iterable[str], targets: Iterable[str]) -> Iterator[tuple[str, str]]:

@@ -1,10 +1,11 @@
-"""Translating one input in N processes (N CPU processes, or one a GPU), in input order.
+"""Translating (or scoring) one input in N processes (N CPU processes, or one a GPU), in input
+order.
 
-The input is cut as `Translator.stream` cuts it, into chunks of `chunk_size` sentences that are
-sorted and batched alone; chunk k goes to process k mod N. Each chunk is thus decoded in exactly
-the batches one process would decode it in, with the same sampling seeds and line numbers, so
-the output is one process's, byte for byte (given the same intra-op threads a process, whose
-count may change a float sum's order).
+The input is cut as `Translator.stream` (and `score_stream`) cuts it, into chunks of
+`chunk_size` sentences that are sorted and batched alone; chunk k goes to process k mod N. Each
+chunk is thus decoded in exactly the batches one process would decode it in, with the same
+sampling seeds and line numbers, so the output is one process's, byte for byte (given the same
+intra-op threads a process, whose count may change a float sum's order).
 """
 
 import multiprocessing as mp
@@ -14,6 +15,7 @@ from typing import Any
 
 import torch
 
+from transformer_nmt.scoring import TargetScore
 from transformer_nmt.translator import Scored, Translator, chunk_size
 
 # A shard's translator, built in its process from the device it runs on; picklable (a function
@@ -28,17 +30,19 @@ def translate_sharded(
     options: dict[str, Any],
     per_sentence: dict[str, list] | None = None,
     threads: int | None = None,
-) -> Iterator[Scored]:
-    """Each sentence's n-best, in input order, decoded by one process a device.
+    method: str = "stream",
+) -> Iterator[Scored] | Iterator[TargetScore]:
+    """Each sentence's n-best (or score), in input order, decoded by one process a device.
 
     Args:
         make: builds a shard's translator on the device it is given.
         devices: one process each, e.g. ["cpu", "cpu"] or ["cuda:0", "cuda:1"].
         sentences: the whole input.
-        options: `Translator.stream`'s keyword arguments (search, batching, sampling).
-        per_sentence: `stream`'s per-sentence inputs by name ("prefixes", "constraints"), each
-            a list as long as `sentences`.
+        options: the method's keyword arguments (search, batching, sampling).
+        per_sentence: the method's per-sentence inputs by name ("prefixes", "constraints";
+            "targets" to score), each a list as long as `sentences`.
         threads: torch intra-op threads of each process; None: torch's default.
+        method: "stream" translates, "score_stream" scores (forced decoding).
     """
     size = chunk_size(options.get("batch_size", 64), options.get("max_tokens"))
     starts = list(range(0, len(sentences), size))
@@ -51,7 +55,9 @@ def translate_sharded(
     results = context.Queue()
     processes = [
         context.Process(
-            target=_shard, args=(make, device, chunks, options, threads, results), daemon=True
+            target=_shard,
+            args=(make, device, chunks, (method, options), threads, results),
+            daemon=True,
         )
         for device, chunks in zip(devices, work, strict=True)
         if chunks
@@ -88,17 +94,21 @@ def _shard(
     make: MakeTranslator,
     device: str,
     chunks: list[tuple],
-    options: dict[str, Any],
+    call: tuple[str, dict[str, Any]],
     threads: int | None,
     results: "mp.Queue",
 ) -> None:
-    """A shard's process: translate its chunks, send each chunk's results (or its error)."""
+    """A shard's process: decode its chunks, send each chunk's results (or its error).
+
+    call: the translator's method and its keyword arguments.
+    """
     if threads is not None:
         torch.set_num_threads(threads)
     k = chunks[0][0]
+    method, options = call
     try:
-        translator = make(device)
+        decode = getattr(make(device), method)
         for k, start, sentences, extra in chunks:
-            results.put((k, list(translator.stream(sentences, start=start, **options, **extra))))
+            results.put((k, list(decode(sentences, start=start, **options, **extra))))
     except Exception as e:  # sent to the parent, which stops with it
         results.put((k, f"{type(e).__name__}: {e}"))

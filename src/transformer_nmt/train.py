@@ -18,6 +18,7 @@ from transformer_nmt.data.tokenizer import PAD_ID
 from transformer_nmt.training.callbacks.plan_record import PlanRecord
 from transformer_nmt.training.config_checks import check_resume
 from transformer_nmt.training.ddp import ddp_strategy
+from transformer_nmt.training.init_from import Parent, load_parent
 from transformer_nmt.training.loggers import (
     finish_wandb_runs,
     group_wandb_runs_by_sweep,
@@ -57,6 +58,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
     with SIGNALS.recording():
         # Decided once, on global rank 0, before anything is written; the other ranks take it.
         timeout = 60 * cfg.ddp_timeout_minutes
+        parent = load_parent(cfg)  # fine-tuning's: read on every rank, refused before any write
         plan = agreed_plan(lambda: plan_run(cfg), cfg.paths.output_dir, timeout)
         resume = ResumePoint(plan.resume_from)
         log_slurm_job()
@@ -67,7 +69,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
             if rank_zero:
                 write_run_config(cfg)
             L.seed_everything(cfg.seed, workers=True)
-            datamodule, module = build_data_and_module(cfg, plan, resume)
+            datamodule, module = build_data_and_module(cfg, plan, resume, parent)
             loggers = build_loggers(cfg)
             return fit_and_report(cfg, datamodule, module, loggers, plan, resume)
 
@@ -103,14 +105,21 @@ def fit_and_report(
 
 
 def build_data_and_module(
-    cfg: DictConfig, plan: RunPlan, resume: ResumePoint
+    cfg: DictConfig, plan: RunPlan, resume: ResumePoint, parent: Parent | None = None
 ) -> tuple[TranslationDataModule, TranslationModule]:
     """The DataModule batching as planned, and the LightningModule around a model sized by its
-    tokenizer."""
-    datamodule = instantiate(cfg.data, max_tokens=plan.max_tokens or "auto")
+    tokenizer, or around the parent model a fine-tuning run starts from, in its vocabulary."""
+    datamodule = instantiate(
+        cfg.data,
+        max_tokens=plan.max_tokens or "auto",
+        tokenizer=parent.tokenizer if parent else None,
+    )
     tokenizer = datamodule.load_tokenizer()
     check_resume(resume, tokenizer)
-    model = instantiate(cfg.model, vocab_size=tokenizer.vocab_size, pad_id=PAD_ID)
+    if parent:
+        model = parent.model
+    else:
+        model = instantiate(cfg.model, vocab_size=tokenizer.vocab_size, pad_id=PAD_ID)
     log.info("Model: %s parameters", f"{sum(p.numel() for p in model.parameters()):,}")
     # Plain lists and dicts in hyperparameters keep checkpoints loadable with weights_only=True.
     module = instantiate(cfg.module, model=model, tokenizer=tokenizer, _convert_="all")

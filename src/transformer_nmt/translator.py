@@ -443,9 +443,13 @@ class Translator:
         max_tokens: int | None = None,
         per_token: bool = False,
         alignment: Alignment | None = None,
+        start: int = 0,
     ) -> Iterator[TargetScore]:
-        """`score` lazily, in input order."""
-        return score_stream(self, sources, targets, batch_size, max_tokens, per_token, alignment)
+        """`score` lazily, in input order, reading pairs in chunks as `stream` reads sentences;
+        start as for `stream`."""
+        chunk = chunk_size(batch_size, max_tokens)
+        options = dict(per_token=per_token, alignment=alignment, chunk=chunk, start=start)
+        return score_stream(self, sources, targets, batch_size, max_tokens, **options)
 
     def _batches(
         self,

@@ -22,12 +22,13 @@ def write_checkpoint(
     seed: int = 0,
     step: int = 0,
     family: str = "transformer",
-    kind: str = PERIODIC,
+    kind: str | None = PERIODIC,
     **settings,
 ) -> Path:
     """What TranslationModule saves, minus the training state: weights, config, tokenizer.
 
-    `kind` is the checkpoint policy's mark (only periodic ones are averaged by `--average-last`);
+    `kind` is the checkpoint policy's mark (only periodic ones are averaged by `--average-last`),
+    None for none, as runs wrote before;
     `settings` change the family's tiny sizes and switches, e.g. rezero=True.
     """
     torch.manual_seed(seed)
@@ -38,7 +39,7 @@ def write_checkpoint(
             "state_dict": {f"model.{k}": v for k, v in model.state_dict().items()},
             "model_config": model.config.to_dict(),
             "tokenizer": tokenizer.to_str(),
-            KIND_KEY: kind,
+            **({} if kind is None else {KIND_KEY: kind}),
         },
         path,
     )

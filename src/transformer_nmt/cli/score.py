@@ -14,18 +14,19 @@ its columns and gains these, so that several models' scores accumulate for `nmt-
 import argparse
 import logging
 import sys
+from functools import partial
 from pathlib import Path
 
 import torch
 
-from transformer_nmt.alignment import HEADS, Alignment
 from transformer_nmt.checkpoint import CheckpointError, resolve_checkpoints
-from transformer_nmt.cli import ensemble_args
+from transformer_nmt.cli import alignment_args, ensemble_args, shard_args
 from transformer_nmt.cli.search_args import add_device_arguments, check_device, positive_int
 from transformer_nmt.data.bitext import read_lines
 from transformer_nmt.data.corpus import DataError
 from transformer_nmt.data.progress import progress
 from transformer_nmt.scoring import TargetScore
+from transformer_nmt.shards import translate_sharded
 
 
 def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
@@ -45,30 +46,23 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
         help="score each source given its target, with a model of the other direction",
     )
     parser.add_argument("--per-token", action="store_true", help="each token's log-probability")
-    parser.add_argument("--align", action="store_true", help="Pharaoh word alignments")
-    parser.add_argument(
-        "--align-layer", type=positive_int, help="the decoder layer aligning (default: the last)"
-    )
-    parser.add_argument(
-        "--align-heads", choices=HEADS, default="mean", help="mean, or the most peaked head"
-    )
+    alignment_args.add_alignment_arguments(parser)
     batching = parser.add_mutually_exclusive_group()
     batching.add_argument("--batch-size", type=positive_int, default=64, help="pairs a batch")
     batching.add_argument("--max-tokens", type=positive_int, metavar="N", help="source tokens")
     add_device_arguments(parser, mixed=True)
     parser.add_argument("--threads", type=positive_int, help="torch CPU threads")
+    shard_args.add_shard_argument(parser, "score")
     ensemble_args.add_ensemble_arguments(parser)
     args = parser.parse_args(argv)
     if (args.tsv is None) == (args.src is None):
         parser.error("give --src with --tgt or --n-best, or --tsv alone")
-    if args.align_layer is not None and not args.align:
-        parser.error("--align-layer chooses the attention of --align: add --align")
-    if args.align and args.ensemble:
-        parser.error("--align reads one model's attention: leave out --ensemble")
+    alignment_args.check_alignment_args(parser, args)
     # Scoring runs our model itself: the engine options translation has are fixed here.
     args.engine, args.quantization, args.vmap_from = "torch", None, None
     check_device(parser, args.device)
     ensemble_args.check_ensemble_args(parser, args)
+    args.devices = shard_args.shard_devices(parser, args)
     return args
 
 
@@ -133,11 +127,22 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"error: {e}")
     if args.reverse:
         sources, targets = targets, sources
-    layer = -1 if args.align_layer is None else args.align_layer
-    alignment = Alignment(layer, args.align_heads) if args.align else None
-    scores = translator.score_stream(
-        sources, targets, args.batch_size, args.max_tokens, args.per_token, alignment
+    alignment = alignment_args.alignment(args)
+    options = dict(
+        batch_size=args.batch_size,
+        max_tokens=args.max_tokens,
+        per_token=args.per_token,
+        alignment=alignment,
     )
+    if args.devices is None:
+        scores = translator.score_stream(sources, targets, **options)
+    else:
+        translator = None  # loaded to refuse a bad checkpoint early; each shard loads its own
+        make = partial(shard_args.shard_translator, first, args)
+        each = {"targets": targets}
+        scores = translate_sharded(
+            make, args.devices, sources, options, each, args.threads, "score_stream"
+        )
     try:
         for i, scored in enumerate(
             progress(scores, desc="scoring", total=len(sources), unit="pair")

@@ -89,8 +89,11 @@ class RunPlan:
         batch = "auto (measured as fit sets up)" if self.max_tokens is None else self.max_tokens
         ends = [f"{self.max_steps} updates" if self.max_steps >= 0 else None]
         ends.append(f"{self.max_time} of wall time" if self.max_time else None)
-        cooldown = self.cooldown_steps and f"the last {self.cooldown_steps} updates"
-        cooldown = cooldown or self.cooldown_minutes and f"the last {self.cooldown_minutes:g} min"
+        windows = [
+            self.cooldown_steps and f"the last {self.cooldown_steps} updates",
+            self.cooldown_minutes and f"the last {self.cooldown_minutes:g} min",
+        ]
+        cooldown = " or ".join(w for w in windows if w)
         return (
             f"Run plan: {start}; {self.precision}; {self.world_size} process(es) x "
             f"{self.accumulate_grad_batches} batch(es) of {batch} tokens a side per update "

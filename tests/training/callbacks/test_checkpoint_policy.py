@@ -79,6 +79,16 @@ def test_each_file_is_written_by_one_policy_and_marked_with_its_kind(tmp_path):
     assert [p.name for p in last_checkpoints(checkpoints, 2)] == ["step4.ckpt", "step6.ckpt"]
 
 
+@pytest.mark.slow
+def test_a_run_resumed_in_its_folder_goes_on_deleting_its_oldest_periodic_checkpoints(tmp_path):
+    every_2_keep_2 = [*NO_VALIDATION, "callbacks.checkpoints.every_n_steps=2", "average_last=2"]
+    train(compose_train(tmp_path, [*every_2_keep_2, "trainer.max_steps=6"]))
+    checkpoints = tmp_path / "run" / "checkpoints"
+    assert names(checkpoints) == ["last.ckpt", "step4.ckpt", "step6.ckpt"]
+    train(compose_train(tmp_path, [*every_2_keep_2, "trainer.max_steps=10"]))  # the same folder
+    assert names(checkpoints) == ["last.ckpt", "step10.ckpt", "step8.ckpt"]
+
+
 def test_keeping_fewer_than_the_recipe_averages_is_refused(tmp_path):
     cfg = compose_train(tmp_path, ["experiment=toy", "callbacks.checkpoints.keep_last=4"])
     with pytest.raises(ConfigError, match=r"keep_last=4 keeps fewer .* average_last=5"):
