@@ -161,10 +161,20 @@ def test_averaging_refuses_checkpoints_of_different_models(tmp_path, tokenizer):
         average_checkpoints([a, b])
 
 
-def test_last_checkpoints_orders_by_step_and_counts_copies_once(tmp_path, tokenizer):
+def test_last_checkpoints_are_the_periodic_ones_by_step_never_last_or_best(tmp_path, tokenizer):
     for step in (30, 10, 20):
         write_checkpoint(tmp_path / f"step{step}.ckpt", tokenizer, step=step)
-    write_checkpoint(tmp_path / "last.ckpt", tokenizer, step=30)
-    assert [p.name for p in last_checkpoints(tmp_path, 2)] == ["step20.ckpt", "last.ckpt"]
-    with pytest.raises(CheckpointError, match="fewer than the 4"):
-        last_checkpoints(tmp_path, 4)
+    write_checkpoint(tmp_path / "step30-bleu9.00.ckpt", tokenizer, step=30, kind="best")
+    write_checkpoint(tmp_path / "last.ckpt", tokenizer, step=35, kind="last")
+    assert [p.name for p in last_checkpoints(tmp_path, 2)] == ["step20.ckpt", "step30.ckpt"]
+    # Written before checkpoints were marked: periodic ones by their name, never last.ckpt.
+    write_checkpoint(tmp_path / "step40.ckpt", tokenizer, step=40, kind=None)
+    write_checkpoint(tmp_path / "last.ckpt", tokenizer, step=45, kind=None)
+    assert [p.name for p in last_checkpoints(tmp_path, 2)] == ["step30.ckpt", "step40.ckpt"]
+    with pytest.raises(CheckpointError) as info:
+        last_checkpoints(tmp_path, 5)
+    assert str(info.value) == (
+        f"{tmp_path} holds 4 periodic checkpoints, fewer than the 5 to average (last.ckpt, "
+        "step30-bleu9.00.ckpt: not periodic, never averaged): average fewer (--average-last 4), "
+        "or name checkpoint files instead"
+    )

@@ -138,7 +138,25 @@ def test_en_de_is_the_de_en_recipe_swapped_with_a_cooldown_and_without_r_drop(tm
     assert differ("module") == {"cooldown_steps", "rdrop_alpha"}
     assert (de_en.module.rdrop_alpha, en_de.module.rdrop_alpha) == (5, 0)
     assert differ("trainer") == {"max_steps"}
-    assert de_en.model == en_de.model and de_en.callbacks == en_de.callbacks
+    assert de_en.model == en_de.model
+    assert differ("callbacks") == {"timed_cooldown"}  # the cool-down lands by time too
+    assert (de_en.callbacks.timed_cooldown.minutes, en_de.callbacks.timed_cooldown.minutes) == (
+        0,
+        11,
+    )
+
+
+def test_the_multi30k_recipes_end_at_their_records_updates_or_the_hour_and_cool_down_either_way(
+    tmp_path,
+):
+    """experiments/multi30k_sweep: de->en's record hours made 8,445 and 8,638 updates, en->de's
+    11,500; a machine too slow for them stops at the hour."""
+    for name, updates in (("multi30k_de_en", 8600), ("multi30k_en_de", 11_500)):
+        trainer = compose_train(tmp_path, [f"experiment={name}"]).trainer
+        assert (trainer.max_steps, trainer.max_time) == (updates, "00:01:00:00"), name
+    en_de = compose_train(tmp_path, ["experiment=multi30k_en_de"])
+    cooldown = (en_de.module.cooldown_steps, en_de.callbacks.timed_cooldown.minutes)
+    assert cooldown == (2300, 11)  # the last 2,300 updates, or the hour's last 11 minutes
 
 
 def test_the_race_rows_share_data_time_and_validation(tmp_path):

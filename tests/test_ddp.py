@@ -99,6 +99,9 @@ def test_two_process_ddp_writes_one_run_and_scores_bleu_as_one_process(tmp_path)
         ["last.ckpt", best.name]
     )
     assert_same_weights(tmp_path / "weights")
+    # A log per rank: rank 1's lines are in its own file, not in rank 0's train.log.
+    logs = [(run / name).read_text() for name in ("train.log", "train.rank1.log")]
+    assert [log.count(" - Model: ") for log in logs] == [1, 1]
 
     # BLEU's sufficient statistics are summed over the ranks, so BLEU equals one process's.
     ddp_bleu = last_logged(metrics_csv, "val/bleu")
@@ -116,8 +119,8 @@ def test_a_lost_rank_ends_the_run_naming_it_and_the_same_command_resumes(tmp_pat
         sys.executable, "train.py", "experiment=toy", "trainer=ddp_cpu", "logger=none",
         "data.corpus.num_train=300", "data.max_tokens=192", "trainer.max_epochs=-1",
         "trainer.max_steps=8", "+trainer.limit_val_batches=0", "+trainer.num_sanity_val_steps=0",
-        "trainer.precision=32-true", "callbacks.periodic_checkpoint.train_time_interval=null",
-        "+callbacks.periodic_checkpoint.every_n_train_steps=3", "ddp_timeout_minutes=10",
+        "trainer.precision=32-true", "callbacks.checkpoints.every_n_steps=3",
+        "ddp_timeout_minutes=10",
         f"paths.log_dir={tmp_path}", f"paths.cache_dir={tmp_path}/cache", f"hydra.run.dir={run}",
         *signal_at(5, signal.SIGKILL, once=f"{tmp_path}/killed_once", rank=1),
     ]  # fmt: skip
@@ -172,6 +175,8 @@ def test_two_torchrun_nodes_train_together_and_agree_on_the_weights(tmp_path):
     # Only global rank zero writes checkpoints.
     assert list((tmp_path / "node0").glob("*/runs/*/checkpoints/last.ckpt"))
     assert not list((tmp_path / "node1").glob("*/runs/*/checkpoints/*"))
+    # A log per rank, named by torchrun's RANK.
+    assert [p.name for p in (tmp_path / "node1").glob("*/runs/*/train*.log")] == ["train.rank1.log"]
 
 
 @pytest.mark.slow

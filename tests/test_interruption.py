@@ -60,8 +60,7 @@ def test_the_trainer_writes_checkpoints_atomically(tmp_path):
 # Small enough that a run takes seconds: epochs of ~13 batches, validation on one batch.
 QUICK = [
     *quick_toy_run(max_steps=18),
-    "callbacks.periodic_checkpoint.train_time_interval=null",
-    "+callbacks.periodic_checkpoint.every_n_train_steps=3",
+    "callbacks.checkpoints.every_n_steps=3",
 ]
 
 
@@ -219,15 +218,14 @@ def test_last_checkpoint_holds_the_final_step_when_the_last_validation_is_not_th
         "experiment=toy",
         "logger=none",
         "trainer.max_steps=40",
-        "callbacks.model_checkpoint.monitor=val/loss",
-        "callbacks.model_checkpoint.mode=max",
+        "callbacks.checkpoints.monitor=val/loss",
+        "callbacks.checkpoints.mode=max",
         "~callbacks.attention_maps",
-        "callbacks.periodic_checkpoint.train_time_interval=null",
-        "+callbacks.periodic_checkpoint.every_n_train_steps=12",
+        "callbacks.checkpoints.every_n_steps=12",
     ]
     train(compose_train(tmp_path / "first", stop_mid_epoch))
     checkpoints = tmp_path / "first" / "run" / "checkpoints"
-    (best,) = checkpoints.glob("step*-bleu*.ckpt")
+    (best,) = checkpoints.glob("step*-loss*.ckpt")
     assert torch.load(best, weights_only=True)["global_step"] == 15
     assert last_step(tmp_path / "first" / "run") == 40
 
@@ -259,7 +257,7 @@ def test_a_resumed_run_that_ends_before_validating_reports_its_checkpoints_best(
     # 13 batches an epoch, validation at its end. The first run validates at step 13 and stops
     # at 15; the resumed one, in another folder, stops at 18, before its next validation.
     quick = [q for q in QUICK if not q.startswith(("trainer.max_steps", "logger"))]
-    quick += ["logger=none", "callbacks.model_checkpoint.save_top_k=1"]
+    quick.append("logger=none")
     first = train(compose_train(tmp_path / "first", [*quick, "trainer.max_steps=15"]))
     last = tmp_path / "first" / "run" / "checkpoints" / "last.ckpt"
 
@@ -280,8 +278,7 @@ EIGHT_STEPS = [
     "trainer.max_epochs=-1",
     "trainer.max_steps=8",
     "+trainer.num_sanity_val_steps=0",
-    "callbacks.periodic_checkpoint.train_time_interval=null",
-    "+callbacks.periodic_checkpoint.every_n_train_steps=2",
+    "callbacks.checkpoints.every_n_steps=2",
 ]
 
 

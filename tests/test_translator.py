@@ -18,6 +18,7 @@ from transformer_nmt.data.framing import TARGET_FRAME, source_batch
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.model import beam_search
 from transformer_nmt.model.ensemble import Ensemble
+from transformer_nmt.model.sampling import Sampling
 
 INPUTS = ["one two three", "", "fünf sechs", "four five six seven", "zwei"]
 
@@ -231,3 +232,65 @@ def test_an_ensemble_member_of_another_vocabulary_is_refused_naming_it(folder, t
     model, tokenizer = load_checkpoint(folder / "step1.ckpt")
     with pytest.raises(ValueError, match="an ensemble decodes with engine='torch'"):
         Translator(Ensemble([model]), tokenizer, engine="ct2")
+
+
+def texts(scored: list[tuple[str, float]]) -> list[str]:
+    return [text for text, _ in scored]
+
+
+def scores(scored: list[tuple[str, float]]) -> list[float]:
+    return [score for _, score in scored]
+
+
+def test_samples_are_the_same_in_any_batch_plan_and_differ_by_seed(folder):
+    translator = Translator.from_checkpoint(folder / "step1.ckpt", device="cpu")
+    sampling = Sampling(n=3, temperature=2.0, seed=5)
+    options = dict(max_len_b=5, sampling=sampling)
+    alone = translator.translate(MIXED, batch_size=1, **options)
+    for plan in (dict(batch_size=3), dict(max_tokens=12)):
+        got = translator.translate(MIXED, **plan, **options)
+        assert [texts(samples) for samples in got] == [texts(samples) for samples in alone]
+        assert [scores(s) for s in got] == [pytest.approx(scores(s), abs=1e-4) for s in alone]
+    assert all(len(samples) == 3 for samples in alone)
+    reseeded = dict(options, sampling=Sampling(n=3, temperature=2.0, seed=6))
+    assert [texts(s) for s in translator.translate(MIXED, **reseeded)] != [texts(s) for s in alone]
+    one = translator.translate(MIXED, max_len_b=5, sampling=Sampling(top_k=1))
+    assert one == translator.translate(MIXED, beam_size=1, max_len_b=5)  # strings, greedy's
+
+
+def test_each_translation_starts_with_its_prefix_verbatim(folder):
+    translator = Translator.from_checkpoint(folder / "step1.ckpt", device="cpu")
+    prefixes = ["fünf sechs", "", "one", "", "zwei drei", "four", "sechs"]
+    for options in (dict(beam_size=3), dict(sampling=Sampling(n=2)), dict(beam_size=1)):
+        got = translator.translate(MIXED, max_len_b=5, batch_size=2, prefixes=prefixes, **options)
+        for sentence, prefix, out in zip(MIXED, prefixes, got, strict=True):
+            texts = [out] if isinstance(out, str) else [text for text, _ in out]
+            assert all(t.startswith(prefix) for t in texts) or not sentence.strip()
+
+
+def test_a_prefix_longer_than_its_translation_may_be_or_missing_is_refused_naming_the_line(
+    folder,
+):
+    translator = Translator.from_checkpoint(folder / "step1.ckpt", device="cpu")
+    long = ["", "", "", "", "one two three four five six seven", "", ""]
+    with pytest.raises(ValueError, match=r"line 5: its prefix has \d+ tokens, more than the"):
+        translator.translate(MIXED, max_len_b=0, prefixes=long)
+    with pytest.raises(ValueError, match="line 3: no prefix, the prefixes ended before"):
+        translator.translate(MIXED, batch_size=1, prefixes=["a", "b"])
+    with pytest.raises(ValueError, match="more prefixes than the 7 sentences"):
+        translator.translate(MIXED, prefixes=[""] * 8)
+    with pytest.raises(ValueError, match="n_best is beam search's"):
+        translator.translate(MIXED, n_best=2, sampling=Sampling(n=2))
+
+
+def test_every_constraint_appears_and_an_unmeetable_one_is_reported_by_line(folder, caplog):
+    translator = Translator.from_checkpoint(folder / "step1.ckpt", device="cpu")
+    constraints = [["sechs sieben", "zwei"], [], ["four five six seven one two"], [], [], [], []]
+    got = translator.translate(MIXED, max_len_b=6, batch_size=2, constraints=constraints)
+    assert " sechs sieben" in got[0] and " zwei" in got[0]
+    assert "line 3: constraint 1 not met within the length limit" in caplog.text
+    assert "line 1:" not in caplog.text
+    with pytest.raises(ValueError, match="constraints steer beam search"):
+        translator.translate(MIXED, sampling=Sampling(), constraints=constraints)
+    with pytest.raises(ValueError, match="line 4: no constraint list, the constraint lists ended"):
+        translator.translate(MIXED, batch_size=1, constraints=constraints[:3])

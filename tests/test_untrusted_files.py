@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer_nmt.checkpoint import CheckpointError, last_checkpoints, read_checkpoint
+from transformer_nmt.checkpoint import (
+    KIND_KEY,
+    PERIODIC,
+    CheckpointError,
+    last_checkpoints,
+    read_checkpoint,
+)
 from transformer_nmt.cli.evaluate import main as evaluate_main
 from transformer_nmt.cli.translate import main as translate_main
 from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer
@@ -113,6 +119,8 @@ def test_translate_and_evaluate_of_a_folder_suggest_a_file_or_average_last(
         evaluate_main([str(folder), "--src", str(source), "--ref", str(source)])
     assert info.value.code == expected
     capsys.readouterr()
+    periodic = {**torch.load(checkpoint, weights_only=True), KIND_KEY: PERIODIC}
+    torch.save(periodic, folder / "step3.ckpt")  # the same weights, as the policy marks them
     translate_main([str(folder), str(source), "--average-last", "1"])
     averaged = capsys.readouterr().out
     translate_main([str(folder / "last.ckpt"), str(source)])

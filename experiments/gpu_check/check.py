@@ -50,6 +50,7 @@ from experiments.gpu_check.training_rows import (
     transformer,
     wmt_lengths,
 )
+from transformer_nmt.allocator import use_expandable_segments
 
 # The targets (an H100, bf16), each measured against its comparison in the same run.
 MFU_TARGET = {"base": 0.25, "big": 0.35}
@@ -300,6 +301,7 @@ def parse_args() -> argparse.Namespace:
 
 
 def main() -> None:
+    use_expandable_segments()  # the CUDA allocator setting train.py runs with
     args = parse_args()
     start = time.perf_counter()
     device = torch.device("cpu" if args.cpu else "cuda")

@@ -25,13 +25,9 @@ from transformer_nmt.data.datamodule import pad_multiple
 from transformer_nmt.data.token_budget import BudgetError
 from transformer_nmt.data.tokenizer import EOS_ID, PAD_ID
 from transformer_nmt.model import Transformer
-from transformer_nmt.training.batch_size import plan_update
-from transformer_nmt.training.callbacks.auto_max_tokens import (
-    CudaMemory,
-    HostMemory,
-    StepProbe,
-    search_max_tokens,
-)
+from transformer_nmt.training.batch_size import per_rank_cap, plan_update
+from transformer_nmt.training.budget_probe import is_out_of_memory as ran_out_of_memory_error
+from transformer_nmt.training.budget_probe import measure_max_tokens
 from transformer_nmt.training.loss import label_smoothed_nll
 from transformer_nmt.training.module import real_target_logits
 
@@ -73,17 +69,21 @@ def transformer(size: Size) -> Transformer:
     return Transformer(size.vocab, PAD_ID, N=size.N, d_model=size.d_model, d_ff=size.d_ff, h=size.h)
 
 
-def auto_budget(model: nn.Module, shape: Shape, longest: int) -> int:
-    """`data.max_tokens=auto` for this model on this device, as training resolves it."""
-    if shape.device.type == "cuda":  # read before the probe's copy of the model arrives
-        memory = CudaMemory(shape.device)
-    else:
-        memory = HostMemory(shape.host_memory)
-    probe = StepProbe(model, shape.device, LIGHTNING[shape.precision], shape.autocast, longest)
-    budget = search_max_tokens(probe, memory, cap=shape.tokens_per_update)
-    del probe
+def auto_budget(model: nn.Module, shape: Shape, lengths: tuple[int, int]) -> int:
+    """`data.max_tokens=auto` for this model on this device, as training resolves it:
+    `lengths` are the shortest and the longest pair's."""
+    cap = per_rank_cap(shape.tokens_per_update, 1, max(lengths))
+    measured = measure_max_tokens(
+        model,
+        shape.device,
+        LIGHTNING[shape.precision],
+        shape.autocast,
+        lengths,
+        cap,
+        memory_limit=shape.host_memory,
+    )
     free_device(shape.device)
-    return budget
+    return measured.max_tokens
 
 
 def batches(shape: Shape, lengths: tuple, budget: int, count: int) -> list[dict]:
@@ -187,13 +187,15 @@ def free_device(device: torch.device) -> None:
 
 
 def is_out_of_memory(error: BaseException) -> bool:
-    return isinstance(error, torch.OutOfMemoryError | BudgetError)
+    """The device ran out, or not even one longest pair fits (the budget search says so)."""
+    return isinstance(error, BudgetError) or ran_out_of_memory_error(error)
 
 
 def setup_size(shape: Shape, name: str, lengths: tuple) -> tuple[int, int]:
     """The auto budget of `model=name` and the accumulation to tokens_per_update, as training
     plans them on one device."""
-    longest = int(max(lengths[0].max(), lengths[1].max()))
-    budget = auto_budget(transformer(shape.size(name)), shape, longest)
-    plan = plan_update(shape.tokens_per_update, budget, world_size=1)
+    longer = np.maximum(lengths[0], lengths[1])
+    ends = int(longer.min()), int(longer.max())
+    budget = auto_budget(transformer(shape.size(name)), shape, ends)
+    plan = plan_update(shape.tokens_per_update, budget, world_size=1, longest=ends[1])
     return plan.max_tokens, plan.accumulate_grad_batches

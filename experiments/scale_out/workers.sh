@@ -20,7 +20,7 @@ trap '"${as_server[@]}" "$bin/pg_ctl" -D "$pg/data" -m immediate -w stop >/dev/n
 # The toy search of tests/training/test_sweep_workers.py: the learning rate searched on a tiny
 # model, 3 steps a trial (or `steps` x `epochs`), each valued by its last val/loss.
 search=(experiment=toy logger=none '~callbacks.attention_maps' '~callbacks.translation_table'
-  '~callbacks.periodic_checkpoint' trainer.max_epochs=$epochs
+  callbacks.checkpoints.every_minutes=null trainer.max_epochs=$epochs
   +trainer.limit_train_batches=$steps
   data.corpus.num_val=8 hparams_search=multi30k_de_en data.vocab_size=512 data.max_tokens=1024
   module.warmup_steps=50 module.label_smoothing=0.1 model.dropout=0.1 model.attention_dropout=0.0

@@ -35,7 +35,7 @@ for row in $rows; do
   if [[ $stages == *train* ]]; then
     # A checkpoint every 2 minutes, so that one falls within 2 minutes before each mark.
     python train.py experiment=${experiment[$row]} hydra.run.dir=$run \
-      callbacks.periodic_checkpoint.train_time_interval.minutes=2
+      callbacks.checkpoints.every_minutes=2
   fi
   if [[ $stages == *val* ]]; then
     for minutes in 10 20 40 60; do  # greedy, as training validates

@@ -12,7 +12,7 @@ checkpoint.py  reading, averaging and saving checkpoint files, without Lightning
 
 from typing import Any
 
-__all__ = ["Translator"]
+__all__ = ["Sampling", "Translator"]
 
 
 def __getattr__(name: str) -> Any:
@@ -21,4 +21,8 @@ def __getattr__(name: str) -> Any:
         from transformer_nmt.translator import Translator
 
         return Translator
+    if name == "Sampling":
+        from transformer_nmt.model.sampling import Sampling
+
+        return Sampling
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -4,6 +4,7 @@ load them; training reads and writes checkpoints through this module too."""
 
 import os
 import pickle
+import re
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +17,16 @@ from transformer_nmt.atomic import (
     is_disk_full,
     remove_stale_temporaries,
 )
-from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer
+from transformer_nmt.data.tokenizer import PAD_ID, SubwordTokenizer, tokenizer_from_str
 from transformer_nmt.model import EncoderDecoder, config_from_dict, model_from_config
 
 PREFIX = "model."  # TranslationModule's attribute holding the model
 REQUIRED = ("state_dict", "model_config", "tokenizer")
+# Which of a run's checkpoints a file is ("last", "best", PERIODIC): only periodic ones average.
+KIND_KEY = "checkpoint_kind"
+PERIODIC = "periodic"
+# How periodic checkpoints were named before they were marked with their kind.
+UNMARKED_PERIODIC = re.compile(r"step\d+\.ckpt")
 
 
 class CheckpointError(ValueError):
@@ -98,14 +104,14 @@ def _corrupted(path: str | os.PathLike, error: Exception) -> CheckpointError:
     )
 
 
-def load_checkpoint(path: str | os.PathLike) -> tuple[EncoderDecoder, BPETokenizer]:
+def load_checkpoint(path: str | os.PathLike) -> tuple[EncoderDecoder, SubwordTokenizer]:
     """The model, in eval mode, and the tokenizer saved in a training or averaged checkpoint."""
     return translator_from(read_checkpoint(path), where=str(path))
 
 
 def translator_from(
     checkpoint: dict[str, Any], where: str = "checkpoint"
-) -> tuple[EncoderDecoder, BPETokenizer]:
+) -> tuple[EncoderDecoder, SubwordTokenizer]:
     """Rebuild (model, tokenizer) from a loaded checkpoint, refusing parts that do not match.
 
     The model is of the family its model config names (a Transformer if it names none).
@@ -117,7 +123,7 @@ def translator_from(
             "by `train` and `nmt-average` carry the weights, the model config and the tokenizer"
         )
     try:
-        tokenizer = BPETokenizer.from_str(checkpoint["tokenizer"])
+        tokenizer = tokenizer_from_str(checkpoint["tokenizer"])
     except Exception as e:
         raise CheckpointError(f"{where}: its tokenizer is unreadable or unusable: {e}") from e
     try:
@@ -190,20 +196,35 @@ def average_checkpoints(paths: list[str | os.PathLike]) -> dict[str, Any]:
 
 
 def last_checkpoints(folder: str | os.PathLike, n: int) -> list[Path]:
-    """The `n` checkpoints of `folder` with the highest training steps, oldest first.
+    """The `n` periodic checkpoints of `folder` with the highest training steps, oldest first.
 
-    Files of the same step (`last.ckpt` is a copy of the latest) count once.
+    Never `last.ckpt` or the best: those are not spaced in time, and `last.ckpt` is often a copy
+    of the newest periodic one. Files of older runs, unmarked, count as periodic by their name.
     """
     by_step: dict[int, Path] = {}
+    others = []
     for path in sorted(Path(folder).glob("*.ckpt")):
-        checkpoint = read_checkpoint(path, mmap=True)  # the step, without reading the tensors
-        by_step.setdefault(checkpoint.get("global_step", -1), path)
+        checkpoint = read_checkpoint(path, mmap=True)  # the kind, without reading the tensors
+        kind = checkpoint.get(KIND_KEY)
+        if kind == PERIODIC or kind is None and UNMARKED_PERIODIC.fullmatch(path.name):
+            by_step.setdefault(checkpoint.get("global_step", -1), path)
+        else:
+            others.append(path.name)
     if len(by_step) < n:
-        raise CheckpointError(
-            f"{folder} holds {len(by_step)} checkpoints of distinct training steps, fewer than "
-            f"the {n} to average"
-        )
+        raise _too_few_periodic(folder, n, len(by_step), others)
     return [by_step[step] for step in sorted(by_step)[-n:]]
+
+
+def _too_few_periodic(
+    folder: str | os.PathLike, n: int, found: int, others: list[str]
+) -> CheckpointError:
+    """Fewer periodic checkpoints than `--average-last n`: say how many, and what else to do."""
+    not_periodic = f" ({', '.join(others)}: not periodic, never averaged)" if others else ""
+    instead = f"average fewer (--average-last {found})" if found else "train longer"
+    return CheckpointError(
+        f"{folder} holds {found} periodic checkpoints, fewer than the {n} to average"
+        f"{not_periodic}: {instead}, or name checkpoint files instead"
+    )
 
 
 def resolve_checkpoints(paths: list[str], last: int | None = None) -> list[Path]:
@@ -231,7 +252,7 @@ def _folder_error(folder: str | os.PathLike, or_average: bool = False) -> Checkp
     )
 
 
-def load_translator(paths: list[Path]) -> tuple[EncoderDecoder, BPETokenizer]:
+def load_translator(paths: list[Path]) -> tuple[EncoderDecoder, SubwordTokenizer]:
     """The model and tokenizer of one checkpoint, or of the average of several."""
     if len(paths) == 1:
         return load_checkpoint(paths[0])
@@ -240,7 +261,7 @@ def load_translator(paths: list[Path]) -> tuple[EncoderDecoder, BPETokenizer]:
 
 def load_members(
     members: list[list[Path]],
-) -> tuple[list[EncoderDecoder], BPETokenizer]:
+) -> tuple[list[EncoderDecoder], SubwordTokenizer]:
     """The models of an ensemble, each one checkpoint or an average, and their one tokenizer.
 
     A member whose tokenizer differs from the first's is refused, naming it, before any decoding:

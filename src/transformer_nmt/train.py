@@ -1,7 +1,8 @@
 """`train(cfg)`: what `python train.py` runs, callable in-process from tests and notebooks.
 
-It reads as the list of its steps: check the config, build the data, model and module, build
-the loggers and trainer, fit, report. Each step's details live in `training/`.
+It reads as the list of its steps: plan the run (check the config, decide what it derives, on
+global rank 0), build the data, model and module, build the loggers and trainer, fit, report.
+Each step's details live in `training/`.
 """
 
 import logging
@@ -11,25 +12,25 @@ import lightning as L
 from hydra.utils import instantiate
 from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities.exceptions import SIGTERMException
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from transformer_nmt.data.datamodule import TranslationDataModule
 from transformer_nmt.data.tokenizer import PAD_ID
-from transformer_nmt.training.auto_resume import found_in_run_folder_hint, resume_from_run_folder
-from transformer_nmt.training.batch_size import resolve_update_size
-from transformer_nmt.training.callbacks.logged_config import LoggedConfig
-from transformer_nmt.training.config_checks import ConfigError, check_config, check_resume
+from transformer_nmt.training.callbacks.plan_record import PlanRecord
+from transformer_nmt.training.config_checks import check_resume
 from transformer_nmt.training.ddp import ddp_strategy
+from transformer_nmt.training.init_from import Parent, load_parent
 from transformer_nmt.training.loggers import (
     finish_wandb_runs,
     group_wandb_runs_by_sweep,
     start_wandb_runs,
 )
 from transformer_nmt.training.module import TranslationModule
-from transformer_nmt.training.precision import resolve_precision
+from transformer_nmt.training.plan_sharing import agreed_plan
 from transformer_nmt.training.resume import ResumePoint
 from transformer_nmt.training.run_config import write_run_config
 from transformer_nmt.training.run_lock import RunLock, is_global_rank_zero
+from transformer_nmt.training.run_plan import RunPlan, plan_run
 from transformer_nmt.training.slurm_requeue import requeue_on_signal, slurm_environment
 from transformer_nmt.training.sweeps import best_scores, raise_if_diverged
 
@@ -45,10 +46,13 @@ def train(cfg: DictConfig) -> dict[str, float]:
     Returns the final metrics (e.g. `val/bleu`) as floats, and as `best/<name>` the best value
     of each metric a checkpoint callback monitors. Raises `FloatingPointError` if the training
     loss became non-finite, so that a sweep records the trial as failed, and `SystemExit(143)`
-    after a SIGTERM, once the `last_checkpoint` callback has saved.
+    after a SIGTERM, once the checkpoint policy has saved `last.ckpt`.
     """
-    resume = check_config_or_resumed(cfg)
-    resolve_update_size(cfg)
+    # Decided once, on global rank 0, before anything is written; the other ranks take it.
+    timeout = 60 * cfg.ddp_timeout_minutes
+    parent = load_parent(cfg)  # fine-tuning's: read on every rank, refused before any write
+    plan = agreed_plan(lambda: plan_run(cfg), cfg.paths.output_dir, timeout)
+    resume = ResumePoint(plan.resume_from)
     # Two runs writing one folder would overwrite each other's checkpoints: the second is refused.
     # A SLURM job asked to requeue (USR1) does so once the lock is released.
     rank_zero = is_global_rank_zero()
@@ -56,22 +60,9 @@ def train(cfg: DictConfig) -> dict[str, float]:
         if rank_zero:
             write_run_config(cfg)
         L.seed_everything(cfg.seed, workers=True)
-        datamodule, module = build_data_and_module(cfg, resume)
+        datamodule, module = build_data_and_module(cfg, plan, resume, parent)
         loggers = build_loggers(cfg)
-        return fit_and_report(cfg, datamodule, module, loggers, resume)
-
-
-def check_config_or_resumed(cfg: DictConfig) -> ResumePoint:
-    """`check_config`, once `ckpt_path` is the run folder's `last.ckpt` if none is given."""
-    found = resume_from_run_folder(cfg)
-    resume = ResumePoint(cfg.get("ckpt_path"))
-    try:
-        check_config(cfg, resume)
-    except ConfigError as error:
-        if found is None:
-            raise
-        raise ConfigError(f"{error}\n  {found_in_run_folder_hint(found)}") from None
-    return resume
+        return fit_and_report(cfg, datamodule, module, loggers, plan, resume)
 
 
 def fit_and_report(
@@ -79,17 +70,18 @@ def fit_and_report(
     datamodule: TranslationDataModule,
     module: TranslationModule,
     loggers: list[Logger],
+    plan: RunPlan,
     resume: ResumePoint,
 ) -> dict[str, float]:
     """Build the trainer and fit; the logger runs end here, with the run's exit status."""
     trainer, exit_code = None, 1
     try:
-        trainer = build_trainer(cfg, loggers, resume)
+        trainer = build_trainer(cfg, loggers, plan)
         metrics = fit(trainer, module, datamodule, resume)
         exit_code = 0
         return metrics
     except SIGTERMException:
-        # The `last_checkpoint` callback has saved and said where: no traceback to add.
+        # The checkpoint policy has saved and said where: no traceback to add.
         for logger in loggers:
             logger.save()  # Lightning does not flush loggers when fit ends by an exception
         exit_code = SIGTERM_EXIT
@@ -103,13 +95,21 @@ def fit_and_report(
 
 
 def build_data_and_module(
-    cfg: DictConfig, resume: ResumePoint
+    cfg: DictConfig, plan: RunPlan, resume: ResumePoint, parent: Parent | None = None
 ) -> tuple[TranslationDataModule, TranslationModule]:
-    """The DataModule, and the LightningModule around a model sized by its tokenizer."""
-    datamodule = instantiate(cfg.data)
+    """The DataModule batching as planned, and the LightningModule around a model sized by its
+    tokenizer, or around the parent model a fine-tuning run starts from, in its vocabulary."""
+    datamodule = instantiate(
+        cfg.data,
+        max_tokens=plan.max_tokens or "auto",
+        tokenizer=parent.tokenizer if parent else None,
+    )
     tokenizer = datamodule.load_tokenizer()
     check_resume(resume, tokenizer)
-    model = instantiate(cfg.model, vocab_size=tokenizer.vocab_size, pad_id=PAD_ID)
+    if parent:
+        model = parent.model
+    else:
+        model = instantiate(cfg.model, vocab_size=tokenizer.vocab_size, pad_id=PAD_ID)
     log.info("Model: %s parameters", f"{sum(p.numel() for p in model.parameters()):,}")
     # Plain lists and dicts in hyperparameters keep checkpoints loadable with weights_only=True.
     module = instantiate(cfg.module, model=model, tokenizer=tokenizer, _convert_="all")
@@ -117,25 +117,27 @@ def build_data_and_module(
 
 
 def build_loggers(cfg: DictConfig) -> list[Logger]:
-    """The configured experiment loggers; `LoggedConfig` gives them the config as fit starts."""
+    """The configured experiment loggers, given the config once (`PlanRecord` adds the plan)."""
     group_wandb_runs_by_sweep(cfg)
     loggers = [instantiate(c) for c in (cfg.logger or {}).values()]
     start_wandb_runs(loggers)
+    config = cfg.copy()
+    OmegaConf.set_struct(config, False)
+    config.pop("hydra", None)  # tests compose with the Hydra node; a run's task config has none
+    for logger in loggers:
+        logger.log_hyperparams(OmegaConf.to_container(config, resolve=True))
     return loggers
 
 
-def build_trainer(cfg: DictConfig, loggers: list[Logger], resume: ResumePoint) -> L.Trainer:
-    """The Trainer with its callbacks and the precision the hardware runs fastest."""
-    callbacks = [instantiate(c) for c in (cfg.callbacks or {}).values()] + [LoggedConfig(cfg)]
-    precision = resolve_precision(
-        cfg.trainer.precision, cfg.trainer.accelerator, resume.cpu_precision
-    )
-    log.info("Precision: %s", precision)
+def build_trainer(cfg: DictConfig, loggers: list[Logger], plan: RunPlan) -> L.Trainer:
+    """The Trainer with its callbacks, in the planned precision and accumulation."""
+    callbacks = [instantiate(c) for c in (cfg.callbacks or {}).values()] + [PlanRecord(plan)]
     return instantiate(
         cfg.trainer,
         logger=loggers or False,
         callbacks=callbacks,
-        precision=precision,
+        precision=plan.precision,
+        accumulate_grad_batches=plan.accumulate_grad_batches,
         plugins=[*(instantiate(cfg.trainer.get("plugins")) or []), *slurm_environment()],
         strategy=ddp_strategy(cfg.trainer.strategy, cfg.ddp_timeout_minutes),
         # BPE-dropout segments the training pairs anew in each epoch's loader.

@@ -14,17 +14,21 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import accumulate, islice
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
+from transformer_nmt.alignment import Alignment
 from transformer_nmt.checkpoint import load_members, load_translator, resolve_checkpoints
 from transformer_nmt.data.batching import greedy_sizes
 from transformer_nmt.data.framing import ADDED_TOKENS, TARGET_FRAME, source_batch
-from transformer_nmt.data.tokenizer import BPETokenizer
+from transformer_nmt.data.tokenizer import SubwordTokenizer
 from transformer_nmt.model import EncoderDecoder, Hypothesis, beam_search
+from transformer_nmt.model.constraints import constrained_beam_search
 from transformer_nmt.model.ensemble import Ensemble, normalized_weights
 from transformer_nmt.model.quantization import quantize_int8
+from transformer_nmt.model.sampling import Sampling, sample
+from transformer_nmt.scoring import TargetScore, score_stream
 
 log = logging.getLogger(__name__)
 
@@ -77,14 +81,35 @@ class TorchSearch:
         penalty: str,
         max_len_b: int,
         n_best: int,
+        sampling: Sampling | None = None,
+        indices: list[list[int]] | None = None,
+        target_prefixes: list[list[list[int]]] | None = None,
+        constraints: list[list[list[list[int]]]] | None = None,
     ) -> Iterator[list[list[Hypothesis]]]:
-        options = dict(beam_size=beam_size, alpha=alpha, penalty=penalty, n_best=n_best)
-        for tokens in batches:
+        """Beam search, with `constraints` (per batch, per sentence, its phrases' ids) beam
+        search with dynamic beam allocation, or with `sampling` sampling; each batch's `indices`
+        (each sentence's 0-based line) seed the samples and name lines in warnings;
+        `target_prefixes` per batch, per sentence."""
+        for b, tokens in enumerate(batches):
             src = source_batch(tokens, self.max_positions).to(self.device)
+            common = dict(max_len_b=max_len_b, alpha=alpha, penalty=penalty)
+            common["target_prefixes"] = None if target_prefixes is None else target_prefixes[b]
             with torch.autocast(
                 self.device.type, dtype=self.autocast, enabled=self.autocast is not None
             ):  # not around the yield: the caller's code would run under it
-                found = beam_search(self.model, src, **TARGET_FRAME, max_len_b=max_len_b, **options)
+                options = dict(beam_size=beam_size, n_best=n_best)
+                if constraints is not None:
+                    del common["target_prefixes"]
+                    phrases = constraints[b]
+                    found, missed = constrained_beam_search(
+                        self.model, src, **TARGET_FRAME, constraints=phrases, **common, **options
+                    )
+                    _report_missed(missed, indices[b])
+                elif sampling is None:
+                    found = beam_search(self.model, src, **TARGET_FRAME, **common, **options)
+                else:
+                    where = dict(sampling=sampling, indices=indices[b])
+                    found = sample(self.model, src, **TARGET_FRAME, **common, **where)
             yield found
 
 
@@ -116,7 +141,7 @@ class Translator:
     def __init__(
         self,
         model: EncoderDecoder,
-        tokenizer: BPETokenizer,
+        tokenizer: SubwordTokenizer,
         device: str | torch.device | None = None,
         dtype: torch.dtype | None = None,
         engine: str = "torch",
@@ -131,7 +156,7 @@ class Translator:
         if device is None:
             device = "cuda" if torch.cuda.is_available() else "cpu"
         self.device = torch.device(device)
-        self.tokenizer = tokenizer
+        self.tokenizer, self.engine = tokenizer, engine
         if engine == "torch":
             self.model = _torch_model(model, self.device, dtype, quantization)
             self.search: Search = TorchSearch(self.model, self.device, autocast)
@@ -165,7 +190,8 @@ class Translator:
         Args:
             path_or_paths: a .ckpt from training or `nmt-average`; several .ckpt files, whose
                 weights are averaged; or, with `average_last`, a folder of checkpoints.
-            average_last: average the folder's last N checkpoints (the paper averages 5).
+            average_last: average the folder's last N periodic checkpoints (the paper averages 5;
+                never last.ckpt or the best).
             device, dtype, engine, quantization, vmap_from, autocast: as for `Translator`.
 
         Raises:
@@ -238,6 +264,9 @@ class Translator:
         batch_size: int = 64,
         n_best: int | None = None,
         max_tokens: int | None = None,
+        sampling: Sampling | None = None,
+        prefixes: Iterable[str] | None = None,
+        constraints: Iterable[Sequence[str]] | None = None,
     ) -> list[str] | list[Scored]:
         """Translate sentences, in input order; the defaults are the paper's (section 6.1).
 
@@ -254,14 +283,30 @@ class Translator:
             max_tokens: if given, batches hold up to this many source tokens, padding and EOS
                 included, instead of `batch_size` sentences: short sentences share large
                 batches, as a GPU wants. A longer sentence goes alone in its batch.
+            sampling: sample instead of beam search (`Sampling`: n, temperature, top_k, top_p,
+                seed); a sentence's samples depend on the seed and its index in `sentences`, not
+                on the batches. Excludes n_best: its n samples are the scored lists.
+            prefixes: one per sentence, text its translation starts with ("" none), forced
+                before the search goes on (engine "torch"); longer than the translation may be
+                (its source's length + max_len_b tokens) is an error naming its line.
+            constraints: one list of phrases per sentence ([] none) its translation must
+                contain, each as a word inside the sentence (after a space), by beam search with
+                dynamic beam allocation (engine "torch", not with sampling or prefixes); one a
+                translation cannot meet within its length limit is logged as a warning naming
+                the line, and the translation meeting the most is given.
 
         Returns:
-            One translation per sentence, or one list of n_best scored translations.
+            One translation per sentence, or one list of n_best scored translations (of n
+            samples, in the order drawn).
         """
+        if sampling is not None and n_best is not None:
+            raise ValueError("n_best is beam search's: sampling gives sampling.n scored samples")
+        count = n_best or (sampling.n if sampling is not None else 1)
         results = self.stream(
-            sentences, beam_size, alpha, penalty, max_len_b, batch_size, n_best or 1, max_tokens
-        )
-        if n_best is None:
+            sentences, beam_size, alpha, penalty, max_len_b, batch_size, count, max_tokens,
+            sampling=sampling, prefixes=prefixes, constraints=constraints,
+        )  # fmt: skip
+        if n_best is None and count == 1:
             return [hypotheses[0][0] for hypotheses in results]
         return list(results)
 
@@ -275,38 +320,67 @@ class Translator:
         batch_size: int = 64,
         n_best: int = 1,
         max_tokens: int | None = None,
+        sampling: Sampling | None = None,
+        prefixes: Iterable[str] | None = None,
+        constraints: Iterable[Sequence[str]] | None = None,
+        start: int = 0,
     ) -> Iterator[Scored]:
-        """`translate` lazily, in input order: yields each sentence's n-best.
+        """`translate` lazily, in input order: yields each sentence's n-best (or samples).
 
         Reads SORT_CHUNK batches of sentences at a time (with max_tokens, max_tokens sentences:
         at least one full batch) and decodes them in batches of similar token length, so a
         batch pads little; batch_size 1 reads one line at a time, for interactive input. An
         empty (or blank) sentence translates to an empty one without running the model. A
         sentence longer than the model's position table is cut to fit, with a warning naming
-        its line. Arguments as for `translate`.
+        its line. Arguments as for `translate`; with sampling, n_best is ignored. start: the
+        index of the first sentence in a larger input that `sentences` is a part of (a shard):
+        its samples and the line numbers of its warnings are those of that input.
         """
         # islice would take nothing: every sentence lost without a word
         for name, value in (("batch_size", batch_size), ("max_tokens", max_tokens)):
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be >= 1, got {value}")
+        asked = [sampling, prefixes, constraints]
+        if self.engine != "torch" and any(x is not None for x in asked):
+            raise ValueError(
+                f"sampling, prefixes and constraints need engine 'torch', not {self.engine!r}"
+            )
+        if constraints is not None and (sampling is not None or prefixes is not None):
+            raise ValueError("constraints steer beam search: not with sampling or prefixes")
         options = dict(beam_size=beam_size, alpha=alpha, penalty=penalty, max_len_b=max_len_b)
-        if max_tokens is not None:  # a sentence has at least one token
-            chunk_size = max_tokens
-        else:
-            chunk_size = batch_size * SORT_CHUNK if batch_size > 1 else 1
+        options |= dict(n_best=n_best if sampling is None else sampling.n, sampling=sampling)
+        size = chunk_size(batch_size, max_tokens)
         sentences = iter(sentences)
-        first_line = 1
-        while chunk := [s.strip() for s in islice(sentences, chunk_size)]:
+        aligned = {"prefixes": prefixes, "constraint lists": constraints}
+        aligned = {what: iter(items) for what, items in aligned.items() if items is not None}
+        first_line = start + 1
+        while chunk := [s.strip() for s in islice(sentences, size)]:
             sizes = (batch_size, max_tokens)
-            yield from self._translate_chunk(chunk, first_line, sizes, n_best, **options)
+            per_line = {
+                w: _aligned(items, len(chunk), first_line, w) for w, items in aligned.items()
+            }
+            forced, phrases = per_line.get("prefixes"), per_line.get("constraint lists")
+            yield from self._translate_chunk(chunk, first_line, sizes, forced, phrases, **options)
             first_line += len(chunk)
+        for what, items in aligned.items():
+            if next(items, None) is not None:
+                raise ValueError(f"more {what} than the {first_line - 1 - start} sentences")
 
     def _translate_chunk(
-        self, chunk: list[str], first_line: int, sizes: tuple, n_best: int, **options
+        self,
+        chunk: list[str],
+        first_line: int,
+        sizes: tuple,
+        prefixes: list[str] | None,
+        constraints: list[Sequence[str]] | None,
+        n_best: int,
+        sampling: Sampling | None,
+        **options,
     ) -> list[Scored]:
         """The n-best of each sentence of `chunk`, decoded shortest first, in chunk order.
 
-        sizes: (batch_size, max_tokens) as `stream` takes them.
+        sizes: (batch_size, max_tokens) as `stream` takes them; prefixes, constraints: one per
+        sentence.
         """
         results = [[("", 0.0)] * n_best for _ in chunk]
         todo = [i for i, sentence in enumerate(chunk) if sentence]
@@ -314,12 +388,68 @@ class Translator:
         tokens = dict(zip(todo, ids, strict=True))
         by_length = sorted(todo, key=lambda i: len(tokens[i]))
         batches = self._batches(by_length, tokens, *sizes)
-        found = self.search([[tokens[i] for i in b] for b in batches], n_best=n_best, **options)
+        extra: dict[str, Any] = {}  # only what is asked for: an engine may know no more
+        if sampling is not None or constraints is not None:
+            extra["indices"] = [[first_line - 1 + i for i in b] for b in batches]
+        if sampling is not None:
+            extra["sampling"] = sampling
+        if constraints is not None:
+            phrases = {i: self._phrase_ids(constraints[i]) for i in todo}
+            extra["constraints"] = [[phrases[i] for i in b] for b in batches]
+        if prefixes is not None:
+            forced = self._prefix_ids(prefixes, tokens, first_line, options["max_len_b"])
+            extra["target_prefixes"] = [[forced[i] for i in b] for b in batches]
+        found = self.search(
+            [[tokens[i] for i in b] for b in batches], n_best=n_best, **options, **extra
+        )
         for batch, beams in zip(batches, found, strict=True):
             for i, hypotheses in zip(batch, beams, strict=True):
                 texts = self.tokenizer.decode_batch([h.tokens for h in hypotheses])
                 results[i] = [(t, h.score) for t, h in zip(texts, hypotheses, strict=True)]
         return results
+
+    def score(
+        self,
+        sources: Iterable[str],
+        targets: Iterable[str],
+        batch_size: int = 64,
+        max_tokens: int | None = None,
+        per_token: bool = False,
+        alignment: Alignment | None = None,
+    ) -> list[TargetScore]:
+        """Forced decoding: the model's log-probability of each target given its source.
+
+        Args:
+            sources, targets: aligned text, one sentence each (also n-best hypotheses, each
+                beside its source).
+            batch_size, max_tokens: batches as for `translate` (by source length).
+            per_token: also each target token's log-probability, EOS last.
+            alignment: also Pharaoh word alignments from this attention (`Alignment`: layer,
+                heads); not with an ensemble.
+
+        Returns:
+            One `TargetScore` (log_prob, score = log_prob per token, token_log_probs,
+            alignment) per pair, in input order; `score_stream` is the lazy form.
+        """
+        return list(
+            self.score_stream(sources, targets, batch_size, max_tokens, per_token, alignment)
+        )
+
+    def score_stream(
+        self,
+        sources: Iterable[str],
+        targets: Iterable[str],
+        batch_size: int = 64,
+        max_tokens: int | None = None,
+        per_token: bool = False,
+        alignment: Alignment | None = None,
+        start: int = 0,
+    ) -> Iterator[TargetScore]:
+        """`score` lazily, in input order, reading pairs in chunks as `stream` reads sentences;
+        start as for `stream`."""
+        chunk = chunk_size(batch_size, max_tokens)
+        options = dict(per_token=per_token, alignment=alignment, chunk=chunk, start=start)
+        return score_stream(self, sources, targets, batch_size, max_tokens, **options)
 
     def _batches(
         self,
@@ -339,6 +469,29 @@ class Translator:
         ends = list(accumulate(sizes))
         return [by_length[end - size : end] for size, end in zip(sizes, ends, strict=True)]
 
+    def _phrase_ids(self, phrases: Sequence[str]) -> list[list[int]]:
+        """Each phrase's ids as a word inside a sentence: after a space (byte-level BPE's Ġ)."""
+        texts = [" " + phrase.strip() for phrase in phrases if phrase.strip()]
+        return self.tokenizer.encode_batch(texts, side="target") if texts else []
+
+    def _prefix_ids(
+        self, prefixes: list[str], tokens: dict[int, list[int]], first_line: int, max_len_b: int
+    ) -> dict[int, list[int]]:
+        """Each decoded sentence's prefix ids, refusing one longer than its output may be."""
+        todo = list(tokens)
+        texts = [prefixes[i].strip() for i in todo]
+        ids = dict(zip(todo, self.tokenizer.encode_batch(texts, side="target"), strict=True))
+        limit = self.search.max_positions
+        for i, prefix in ids.items():
+            longest = min(min(len(tokens[i]) + ADDED_TOKENS, limit) + max_len_b, limit)
+            if len(prefix) > longest:
+                raise ValueError(
+                    f"line {first_line + i}: its prefix has {len(prefix)} tokens, more than the "
+                    f"{longest} its translation may have (source length + max_len_b); shorten "
+                    "the prefix or raise max_len_b"
+                )
+        return ids
+
     def _encode(self, sentences: list[str], lines: list[int]) -> list[list[int]]:
         """Token ids of each sentence, warning (by line number) about those too long to fit."""
         ids = self.tokenizer.encode_batch(sentences)
@@ -353,6 +506,35 @@ class Translator:
                     limit,
                 )
         return ids
+
+
+def chunk_size(batch_size: int, max_tokens: int | None) -> int:
+    """Sentences `stream` reads, sorts and decodes together."""
+    if max_tokens is not None:  # a sentence has at least one token
+        return max_tokens
+    return batch_size * SORT_CHUNK if batch_size > 1 else 1
+
+
+def _aligned(items: Iterator, n: int, first_line: int, what: str) -> list:
+    """The next n of a per-sentence input (`what`, plural); fewer is an error naming the first
+    line without one."""
+    chunk = list(islice(items, n))
+    if len(chunk) < n:
+        line, one = first_line + len(chunk), what.removesuffix("es").removesuffix("s")
+        raise ValueError(f"line {line}: no {one}, the {what} ended before")
+    return chunk
+
+
+def _report_missed(missed: list[list[int]], indices: list[int]) -> None:
+    """Warn, by line, of constraints a translation could not meet."""
+    for index, numbers in zip(indices, missed, strict=True):
+        if numbers:
+            log.warning(
+                "line %d: constraint %s not met within the length limit (source length + "
+                "max_len_b); the translation meeting the most is given",
+                index + 1,
+                ", ".join(str(i + 1) for i in numbers),
+            )
 
 
 def _torch_model(

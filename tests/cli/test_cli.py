@@ -3,6 +3,7 @@
 import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,8 +16,11 @@ from helpers.hydra_compose import compose_train
 from transformer_nmt.checkpoint import load_checkpoint
 from transformer_nmt.cli.evaluate import main as evaluate_main
 from transformer_nmt.cli.evaluate import score
+from transformer_nmt.cli.score import main as score_main
 from transformer_nmt.cli.translate import main as translate_main
+from transformer_nmt.significance import as_records, paired_test
 from transformer_nmt.train import train
+from transformer_nmt.translator import Translator
 
 pytestmark = pytest.mark.slow
 SOURCES = ["three one four", "", "nine two five three", "one"]
@@ -30,7 +34,8 @@ def checkpoints(tmp_path_factory) -> Path:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny tensors: threads only add synchronisation
     overrides = ["trainer.max_epochs=1", "+trainer.limit_train_batches=5", "data.corpus.num_val=8"]
-    overrides.append("~callbacks.attention_maps")
+    # A periodic checkpoint at the epoch's end, for --average-last.
+    overrides += ["~callbacks.attention_maps", "callbacks.checkpoints.every_n_steps=5"]
     train(compose_train(tmp_path, ["experiment=toy", "logger=none", *overrides]))
     torch.set_num_threads(threads)
     return tmp_path / "run" / "checkpoints"
@@ -253,3 +258,133 @@ def test_evaluate_an_ensemble_of_two_identical_checkpoints_as_the_one(checkpoint
     assert hypotheses[0] == hypotheses[1]
     report = json.loads((tmp_path / "two" / "report.json").read_text())
     assert report["ensemble"] == [ckpt] and report["weights"] == [1, 3]
+
+
+def test_translate_samples_reproducibly_and_keeps_prefixes(checkpoints, tmp_path, capsys):
+    (tmp_path / "src.en").write_text("\n".join(SOURCES) + "\n")
+    (tmp_path / "prefix.de").write_text("drei eins\n\nneun\n\n")
+    common = [str(checkpoints / "last.ckpt"), str(tmp_path / "src.en"), "--threads", "1"]
+    sample = ["--sample", "3", "--top-p", "0.9", "--temperature", "1.5", "--seed", "4"]
+    outputs = []
+    for plan in (["--batch-size", "1"], ["--max-tokens", "8"]):
+        translate_main([*common, *sample, *plan])
+        outputs.append(capsys.readouterr().out)
+    # The same samples; scores within float rounding of batches padded differently.
+    texts = [re.sub(r"^(\d+)\t-?\d+\.\d{4}\t", r"\1\t", out, flags=re.M) for out in outputs]
+    assert texts[0] == texts[1]
+    assert re.findall(r"^(\d+)\t-?\d+\.\d{4}\t", outputs[0], flags=re.M) == [
+        str(i) for i in range(len(SOURCES)) for _ in range(3)
+    ]
+    translate_main([*common, "--prefix", str(tmp_path / "prefix.de")])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("drei eins") and lines[2].startswith("neun")
+
+
+def test_score_pairs_n_best_lists_and_the_reverse_direction(checkpoints, tmp_path, capsys):
+    sources, references = SOURCES[2:], REFERENCES[2:]
+    (tmp_path / "src.en").write_text("\n".join(sources) + "\n")
+    (tmp_path / "ref.de").write_text("\n".join(references) + "\n")
+    (tmp_path / "pairs.tsv").write_text(
+        "".join(f"{s}\t{r}\n" for s, r in zip(sources, references, strict=True))
+    )
+    ckpt = str(checkpoints / "last.ckpt")
+    files = ["--src", str(tmp_path / "src.en"), "--tgt", str(tmp_path / "ref.de")]
+    score_main([ckpt, *files, "--per-token", "--align"])
+    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    model, tokenizer = load_checkpoint(checkpoints / "last.ckpt")
+    expected = Translator(model, tokenizer, device="cpu").score(sources, references)
+    assert [float(row[0]) for row in rows] == pytest.approx(
+        [s.log_prob for s in expected], abs=1e-4
+    )
+    for row, reference in zip(rows, references, strict=True):
+        assert len(row[2].split()) == len(tokenizer.encode_batch([reference])[0]) + 1  # EOS
+        assert {int(pair.split("-")[1]) for pair in row[3].split()} <= set(
+            range(len(reference.split()))
+        )
+    score_main([ckpt, "--tsv", str(tmp_path / "pairs.tsv")])
+    assert [line.split("\t")[0] for line in capsys.readouterr().out.splitlines()] == [
+        row[0] for row in rows
+    ]
+    score_main(
+        [ckpt, "--src", str(tmp_path / "ref.de"), "--tgt", str(tmp_path / "src.en"), "--reverse"]
+    )
+    assert [line.split("\t")[0] for line in capsys.readouterr().out.splitlines()] == [
+        row[0] for row in rows
+    ]
+    translate_main([ckpt, str(tmp_path / "src.en"), "--beam-size", "2", "--n-best", "2"])
+    (tmp_path / "nbest.txt").write_text(capsys.readouterr().out)
+    score_main([ckpt, "--src", str(tmp_path / "src.en"), "--n-best", str(tmp_path / "nbest.txt")])
+    scored = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    nbest = [line.split("\t") for line in (tmp_path / "nbest.txt").read_text().splitlines()]
+    assert [row[:3] for row in scored] == nbest  # the n-best's columns, then the scores
+    assert len(scored) == 2 * len(sources) and all(len(row) == 5 for row in scored)
+    # A second model's scores (here the same model's) follow the first's: features to rescore.
+    (tmp_path / "fwd.txt").write_text("".join("\t".join(row) + "\n" for row in scored))
+    score_main([ckpt, "--src", str(tmp_path / "src.en"), "--n-best", str(tmp_path / "fwd.txt")])
+    twice = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert [row[:5] for row in twice] == scored and [row[5] for row in twice] == [
+        row[3] for row in scored
+    ]
+
+
+def test_evaluate_compares_systems_with_sacrebleus_paired_test(checkpoints, tmp_path, capsys):
+    (tmp_path / "src.en").write_text("\n".join(SOURCES) + "\n")
+    (tmp_path / "ref.de").write_text("\n".join(REFERENCES) + "\n")
+    (tmp_path / "other.de").write_text("drei eins\nnull\nneun zwei\neins\n")
+    files = ["--src", str(tmp_path / "src.en"), "--ref", str(tmp_path / "ref.de")]
+    paired = ["--hypotheses", str(tmp_path / "other.de"), "--paired", "bs", "--paired-n", "100"]
+    out_dir = tmp_path / "eval"
+    ckpt = str(checkpoints / "last.ckpt")
+    evaluate_main([ckpt, *files, *paired, "--threads", "1", "--output-dir", str(out_dir)])
+    assert "Paired bootstrap resampling test with 100 resampling trials" in capsys.readouterr().out
+    report = json.loads((out_dir / "significance.json").read_text())
+    hypotheses = (out_dir / "hypotheses.txt").read_text().splitlines()
+    systems = [(str(tmp_path / "other.de"), (tmp_path / "other.de").read_text().splitlines())]
+    _, expected = paired_test([*systems, ("beam4_alpha0.6", hypotheses)], REFERENCES, "bs", 100)
+    assert report["systems"] == as_records(expected)
+    assert report["systems"][1]["BLEU"]["p_value"] is not None
+
+
+def test_evaluate_refuses_a_comparison_it_cannot_make_before_decoding(tmp_path, capsys):
+    (tmp_path / "src.en").write_text("one\ntwo\n")
+    (tmp_path / "short.de").write_text("eins\n")
+    files = ["--src", str(tmp_path / "src.en"), "--ref", str(tmp_path / "src.en")]
+    for args, expected in [
+        (["--paired", "bs"], "--paired compares systems: add --hypotheses FILE"),
+        (["--hypotheses", "x.de"], "--hypotheses and --paired-n are for --paired"),
+    ]:
+        with pytest.raises(SystemExit):
+            evaluate_main([str(tmp_path), *files, *args])
+        assert expected in capsys.readouterr().err
+    short = ["--hypotheses", str(tmp_path / "short.de"), "--paired", "ar"]
+    torch.save({"state_dict": {}}, tmp_path / "some.ckpt")
+    with pytest.raises(SystemExit, match="short.de has 1 lines for 2 references"):
+        evaluate_main([str(tmp_path / "some.ckpt"), *files, *short])
+
+
+def test_translate_with_terminology_constraints(checkpoints, tmp_path, capsys):
+    (tmp_path / "src.en").write_text("\n".join(SOURCES) + "\n")
+    (tmp_path / "terms.tsv").write_text("1\tvier\n4\tzwei drei\tfünf\n")
+    ckpt = str(checkpoints / "last.ckpt")
+    translate_main([ckpt, str(tmp_path / "src.en"), "--constraints", str(tmp_path / "terms.tsv")])
+    lines = capsys.readouterr().out.split("\n")
+    assert " vier" in lines[0] and " zwei drei" in lines[3] and " fünf" in lines[3]
+
+
+def test_cpu_shards_print_one_process_output_byte_for_byte(checkpoints, tmp_path, capsys, caplog):
+    lines = SOURCES * 3  # blank lines among them
+    (tmp_path / "src.en").write_text("\n".join(lines) + "\n")
+    common = [str(checkpoints / "last.ckpt"), str(tmp_path / "src.en"), "--threads", "1"]
+    options = ["--sample", "2", "--max-tokens", "4"]  # chunks of 4 sentences: 3 chunks
+    translate_main([*common, *options])
+    one = capsys.readouterr().out
+    translate_main([*common, *options, "--shards", "2"])
+    assert capsys.readouterr().out == one
+    assert len(re.findall(r"^\d+\t-?\d+\.\d{4}\t", one, flags=re.M)) == 2 * len(lines)
+    assert "translating: started" in caplog.text  # progress logged off a terminal
+    (tmp_path / "ref.de").write_text("\n".join(REFERENCES * 3) + "\n")
+    pairs = [common[0], "--src", common[1], "--tgt", str(tmp_path / "ref.de"), "--batch-size", "1"]
+    score_main([*pairs, "--threads", "1", "--per-token"])
+    one = capsys.readouterr().out
+    score_main([*pairs, "--threads", "1", "--per-token", "--shards", "2"])
+    assert capsys.readouterr().out == one and len(one.splitlines()) == len(lines)

@@ -42,6 +42,14 @@ def test_batches_keep_the_input_order(family, device):
         ("--max-tokens", "0", "must be an integer >= 1, got '0'"),
         ("--weights", "0", "must be a finite number > 0, got '0'"),
         ("--weights", "nan", "must be a finite number > 0, got 'nan'"),
+        ("--sample", "0", "must be an integer >= 1, got '0'"),
+        ("--top-k", "0", "must be an integer >= 1, got '0'"),
+        ("--top-p", "0", "must be a number in (0, 1], got '0'"),
+        ("--top-p", "1.5", "must be a number in (0, 1], got '1.5'"),
+        ("--temperature", "0", "must be a finite number > 0, got '0'"),
+        ("--temperature", "-1", "must be a finite number > 0, got '-1'"),
+        ("--seed", "-1", "must be an integer >= 0, got '-1'"),
+        ("--shards", "0", "must be an integer >= 1, got '0'"),
     ],
 )
 def test_options_out_of_range_are_refused_naming_the_range(option, value, expected, capsys):
@@ -114,3 +122,43 @@ def test_ensemble_options_that_cannot_work_are_refused_before_loading(main, args
         main(["some.ckpt", *test_set, *args])
     assert info.value.code == 2
     assert expected in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--top-k", "5", "--seed", "1"], "--top-k --seed shape sampling: add --sample N"),
+        (["--sample", "2", "--n-best", "2"], "--n-best is beam search's"),
+        (["--sample", "2", "--engine", "ct2"], "--sample decodes with --engine torch, not ct2"),
+        (["--prefix", "p.txt", "--engine", "ct2"], "--prefix decodes with --engine torch"),
+        (["--shards", "2", "--engine", "ct2"], "--shards runs our search in each process"),
+    ],
+)
+def test_sampling_and_prefix_options_that_cannot_work_are_refused(args, expected, capsys):
+    with pytest.raises(SystemExit) as info:
+        translate_main(["some.ckpt", *args])
+    assert info.value.code == 2
+    assert expected in capsys.readouterr().err
+
+
+def test_a_prefix_file_of_another_length_is_refused_before_loading(tmp_path):
+    (tmp_path / "in.txt").write_text("one\ntwo\nthree\n")
+    (tmp_path / "prefix.txt").write_text("eins\n\n")
+    args = [str(tmp_path / "in.txt"), "--prefix", str(tmp_path / "prefix.txt")]
+    with pytest.raises(SystemExit, match=r"prefix.txt has 2 lines but .*in.txt has 3"):
+        translate_main([str(tmp_path / "missing.ckpt"), *args])  # no checkpoint read yet
+
+
+def test_a_constraint_on_a_line_the_input_lacks_is_refused_before_loading(tmp_path, capsys):
+    (tmp_path / "in.txt").write_text("one\ntwo\n")
+    for text, expected in [
+        ("1\teins\n3\tdrei\n", r"constraints.tsv, line 2: constrains input line 3, but the input"),
+        ("x\teins\n", r"constraints.tsv, line 1: starts with 'x', not the number"),
+    ]:
+        (tmp_path / "constraints.tsv").write_text(text)
+        args = [str(tmp_path / "in.txt"), "--constraints", str(tmp_path / "constraints.tsv")]
+        with pytest.raises(SystemExit, match=expected):
+            translate_main([str(tmp_path / "missing.ckpt"), *args])
+    with pytest.raises(SystemExit):
+        translate_main(["some.ckpt", "--constraints", "c.tsv", "--sample", "2"])
+    assert "--constraints steer beam search: not with --sample" in capsys.readouterr().err

@@ -3,12 +3,12 @@ import json
 import lightning as L
 import pytest
 import torch
-from lightning.pytorch.callbacks import ModelCheckpoint
 
 from helpers.toy_datamodule import make_datamodule
 from transformer_nmt.data.bpe_dropout import BPEDropout
 from transformer_nmt.data.datamodule import TranslationDataModule
 from transformer_nmt.data.tokenizer import EOS_ID, PAD_ID
+from transformer_nmt.training.callbacks.checkpoint_policy import CheckpointPolicy
 
 
 @pytest.fixture
@@ -137,7 +137,12 @@ def test_a_run_resumed_mid_epoch_ends_that_epoch_then_trains_whole_ones(tmp_path
     first.mkdir()
     resumed.mkdir()
     # Saved as update 3 ends, as the periodic checkpoint of a run that is then stopped.
-    at_step_3 = ModelCheckpoint(dirpath=first, filename="step3", every_n_train_steps=3)
+    at_step_3 = CheckpointPolicy(
+        str(first),
+        monitor=None,
+        every_n_steps=3,
+        optimizer_state=True,  # to resume from
+    )
     fit(first, make_datamodule(tmp_path, bpe_dropout=0.3), max_steps=4, callbacks=[at_step_3])
     dm = make_datamodule(tmp_path, bpe_dropout=0.3)
     (seen,) = fit(resumed, dm, ckpt_path=first / "step3.ckpt")

@@ -53,6 +53,14 @@ def test_train_batches_fit_the_budget_and_are_shaped_for_teacher_forcing(tmp_pat
         assert torch.equal(batch["tgt_in"][:, 1:][shifted], batch["tgt_out"][:, :-1][shifted])
         assert ((batch["src"] == EOS_ID).sum(dim=1) == 1).all()
         assert "tgt_text" not in batch
+    # The buckets at both ends, as the auto budget's probe takes them: each pair's longer side.
+    longer = torch.cat(
+        [
+            torch.maximum((b["src"] != PAD_ID).sum(1), (b["tgt_in"] != PAD_ID).sum(1))
+            for b in batches
+        ]
+    )
+    assert dm.train_pair_lengths() == (int(longer.min()), int(longer.max()))
 
 
 def test_val_batches_decode_back_to_their_reference_text(tmp_path):
@@ -179,3 +187,23 @@ def test_a_resumed_run_continues_with_the_next_epochs_order(tmp_path):
     resumed, _ = fit(2, ckpt_path=tmp_path / "epoch0.ckpt")
     assert list(resumed.seen) == [1]
     assert resumed.seen[1] == uninterrupted.seen[1]
+
+
+def test_a_tokenizer_trained_again_never_reads_the_stores_encoded_with_the_old_one(
+    tmp_path, monkeypatch
+):
+    first = make_datamodule(tmp_path)
+    first.prepare_data()
+    (cached,) = (tmp_path / "cache").glob("bpe-*.json")
+    cached.write_text('{"damaged')
+    # Trained again, it differs from the first (as another `tokenizers` release may train it).
+    train = BPETokenizer.train.__func__
+    fewer = classmethod(lambda cls, sentences, vocab_size, m: train(cls, sentences, 300, m))
+    monkeypatch.setattr(BPETokenizer, "train", fewer)
+    second = make_datamodule(tmp_path)
+    second.setup("fit")
+    tokenizer = second.load_tokenizer()
+    assert tokenizer.to_str() != first.load_tokenizer().to_str()
+    for batch in second.val_dataloader():
+        for row, text in zip(batch["tgt_out"].tolist(), batch["tgt_text"], strict=True):
+            assert row[: row.index(EOS_ID)] == tokenizer.encode_batch([text])[0]

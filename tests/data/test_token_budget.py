@@ -29,7 +29,7 @@ def test_a_longest_pair_that_fits_nowhere_is_named():
 
 
 def test_the_worst_batch_is_full_on_both_sides_and_padded_as_training_pads():
-    batch = worst_batch(rows=3, longest=13, vocab_size=100, pad_to_multiple_of=8)
+    batch = worst_batch(rows=3, length=13, vocab_size=100, pad_to_multiple_of=8)
     assert batch["src"].shape == (3, 16) and batch["tgt_in"].shape == (3, 16)
     assert batch["tgt_index"].numel() == 3 * 13  # every target position real: full logits
     assert int(batch["src"].max()) < 100

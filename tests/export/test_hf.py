@@ -57,11 +57,17 @@ def test_marian_positions_are_ours_with_the_features_reordered():
 
 @pytest.mark.parametrize(
     "settings",
-    [{}, {"tie_embeddings": "decoder", "activation": "gelu"}, {"tie_embeddings": "none"}],
-    ids=["paper", "decoder-tied-gelu", "untied"],
+    [
+        {},
+        {"tie_embeddings": "decoder", "activation": "gelu"},
+        {"tie_embeddings": "none", "activation": "swish", "output_bias": True},
+    ],
+    ids=["paper", "decoder-tied-gelu", "untied-swish-bias"],
 )
 def test_logits_agree_on_a_padded_batch(tokenizer, settings, tmp_path):
     model = tiny(tokenizer, **settings)
+    if model.generator.bias is not None:  # zeros when built: make it count
+        torch.nn.init.normal_(model.generator.bias)
     export_hf(model, tokenizer, tmp_path)
     exported, hf_tokenizer = load(tmp_path)
     batch = hf_tokenizer(TEXTS, return_tensors="pt", padding=True)

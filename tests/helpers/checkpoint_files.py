@@ -4,6 +4,7 @@ from pathlib import Path
 
 import torch
 
+from transformer_nmt.checkpoint import KIND_KEY, PERIODIC
 from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer
 from transformer_nmt.model import FAMILIES
 
@@ -21,10 +22,13 @@ def write_checkpoint(
     seed: int = 0,
     step: int = 0,
     family: str = "transformer",
+    kind: str | None = PERIODIC,
     **settings,
 ) -> Path:
     """What TranslationModule saves, minus the training state: weights, config, tokenizer.
 
+    `kind` is the checkpoint policy's mark (only periodic ones are averaged by `--average-last`),
+    None for none, as runs wrote before;
     `settings` change the family's tiny sizes and switches, e.g. rezero=True.
     """
     torch.manual_seed(seed)
@@ -35,6 +39,7 @@ def write_checkpoint(
             "state_dict": {f"model.{k}": v for k, v in model.state_dict().items()},
             "model_config": model.config.to_dict(),
             "tokenizer": tokenizer.to_str(),
+            **({} if kind is None else {KIND_KEY: kind}),
         },
         path,
     )

@@ -7,12 +7,15 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, open_dict
 
+from transformer_nmt.run_names import register_resolvers
+
 ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "conf"
 SHARED_DATA = ROOT.parent / "shared" / "data"
 
 
 def compose_train(tmp_path: Path, overrides: list[str] = ()) -> DictConfig:
+    register_resolvers()
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose(

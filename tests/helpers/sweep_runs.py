@@ -16,7 +16,7 @@ FAST_TOY = [
     "logger=none",
     "~callbacks.attention_maps",
     "~callbacks.translation_table",
-    "~callbacks.periodic_checkpoint",
+    "callbacks.checkpoints.every_minutes=null",
     "trainer.max_epochs=1",
     "+trainer.limit_train_batches=3",
     "data.corpus.num_val=8",

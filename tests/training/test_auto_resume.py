@@ -9,8 +9,8 @@ import torch
 from helpers.hydra_compose import ROOT, compose_train
 from transformer_nmt.model import TransformerConfig
 from transformer_nmt.train import train
-from transformer_nmt.training.auto_resume import resume_from_run_folder
 from transformer_nmt.training.config_checks import ConfigError
+from transformer_nmt.training.run_plan import resume_point
 
 TOY = ["experiment=toy", "logger=none"]
 
@@ -26,12 +26,15 @@ def left_checkpoint(tmp_path, d_model: int) -> bytes:
 
 def test_the_run_folders_last_checkpoint_is_resumed_without_ckpt_path(tmp_path):
     cfg = compose_train(tmp_path, TOY)
-    assert resume_from_run_folder(cfg) is None and cfg.ckpt_path is None  # a fresh folder
+    resume, found = resume_point(cfg)
+    assert resume.path is None and not found  # a fresh folder
     left_checkpoint(tmp_path, d_model=64)
-    found = resume_from_run_folder(cfg)
-    assert cfg.ckpt_path == str(found) == str(tmp_path / "run" / "checkpoints" / "last.ckpt")
+    resume, found = resume_point(cfg)
+    assert resume.path == str(tmp_path / "run" / "checkpoints" / "last.ckpt") and found
+    assert cfg.ckpt_path is None  # the run plan holds it, not the config
     given = compose_train(tmp_path, [*TOY, "ckpt_path=/elsewhere/last.ckpt"])
-    assert resume_from_run_folder(given) is None and given.ckpt_path == "/elsewhere/last.ckpt"
+    resume, found = resume_point(given)
+    assert resume.path == "/elsewhere/last.ckpt" and not found
 
 
 def test_a_run_folder_holding_another_models_checkpoint_is_refused_before_any_write(tmp_path):

@@ -87,9 +87,8 @@ def test_r_drop_turns_on_once_the_clock_passes_the_switch(tmp_path, monkeypatch)
 @pytest.mark.slow
 def test_a_run_resumed_after_the_switch_keeps_the_raised_rate_and_r_drop(tmp_path):
     every_10 = [
-        "callbacks.periodic_checkpoint.train_time_interval=null",
-        "+callbacks.periodic_checkpoint.every_n_train_steps=10",
-        "callbacks.periodic_checkpoint.optimizer_state=true",  # to resume from step20.ckpt
+        "callbacks.checkpoints.every_n_steps=10",
+        "callbacks.checkpoints.optimizer_state=true",  # to resume from step20.ckpt
         "callbacks.late_dropout.rdrop_alpha=2",
     ]
     run(tmp_path / "whole", every_10)

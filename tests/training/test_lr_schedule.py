@@ -94,12 +94,24 @@ def test_the_rate_is_the_papers_times_the_windows_cooldown():
     assert rate(100) > 0 == rate(101)
 
 
-def test_a_timed_cooldown_names_its_setting_and_needs_a_budget_without_a_step_cooldown():
+def test_of_two_windows_the_one_ending_first_sets_the_rate():
+    rate = LearningRate(512, 0)
+    rate.cool_down(100, 20)  # a step budget's: updates 81 to 100
+    rate.cool_down(90, 5)  # a time budget's, ending first: updates 86 to 90
+    paper = [inverse_sqrt_warmup(step, 512, 0) for step in range(1, 101)]
+    assert [rate(step) for step in (1, 80)] == [paper[0], paper[79]]
+    assert rate(85) == pytest.approx(paper[84] * 16 / 20)  # only the step window has begun
+    assert rate(86) == pytest.approx(paper[85] * 15 / 20)  # both: the step one is lower
+    assert rate(89) == pytest.approx(paper[88] * 2 / 5)
+    assert rate(90) > 0 == rate(91)
+
+
+def test_a_timed_cooldown_names_its_setting_and_needs_a_time_budget():
     setting = "callbacks.timed_cooldown.minutes"
     assert timed_cooldown_problems(setting, 0, 10, None) == []  # off
     assert timed_cooldown_problems(setting, 5, 0, "00:01:00:00") == []
-    (both,) = timed_cooldown_problems(setting, 5, 10, "00:01:00:00")
-    assert both.startswith(f"module.cooldown_steps=10 and {setting}=5 both set the cool-down")
+    # Beside a step cool-down: whichever budget ends first cools down.
+    assert timed_cooldown_problems(setting, 5, 10, "00:01:00:00") == []
     for minutes, max_time in ((5, None), (-1, "00:01:00:00")):
         (problem,) = timed_cooldown_problems(setting, minutes, 0, max_time)
         assert problem.startswith(f"{setting}={minutes} needs a positive number of minutes")

@@ -23,12 +23,12 @@ def test_the_checkpoint_is_read_once_and_answers_every_question(tmp_path, monkey
             "precision": {"device": "cpu", "precision": "bf16-mixed"},
             "current_model_state": {"model.w": torch.zeros(2)},
             "callbacks": {
-                "ModelCheckpoint{'monitor': 'val/bleu'}": {
+                "CheckpointPolicy{'monitor': 'val/bleu'}": {
                     "monitor": "val/bleu",
                     "best_model_score": torch.tensor(31.5),
                 },
-                "ModelCheckpoint{'monitor': None}": {"monitor": None, "best_model_score": None},
-                "LastCheckpoint": {},
+                "CheckpointPolicy{'monitor': None}": {"monitor": None, "best_model_score": None},
+                "FiniteLoss": {},
             },
         },
         path,

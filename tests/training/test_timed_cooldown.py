@@ -67,9 +67,8 @@ def test_the_rate_falls_to_zero_over_the_budgets_last_minutes(tmp_path, clock, s
 @pytest.mark.slow
 def test_a_run_resumed_inside_the_cooldown_finishes_it_as_planned(tmp_path):
     every_10 = [
-        "callbacks.periodic_checkpoint.train_time_interval=null",
-        "+callbacks.periodic_checkpoint.every_n_train_steps=10",
-        "callbacks.periodic_checkpoint.optimizer_state=true",  # resumed from below
+        "callbacks.checkpoints.every_n_steps=10",
+        "callbacks.checkpoints.optimizer_state=true",  # resumed from below
     ]
     whole = run(tmp_path / "whole", [*tick(2.0), *every_10])
     checkpoint = tmp_path / "whole/run/checkpoints/step40.ckpt"  # 5 updates into the cool-down
@@ -99,20 +98,26 @@ def test_ddp_ranks_cool_down_alike_on_rank_zeros_clock(tmp_path):
     assert rates[49] == pytest.approx(paper(50) / 15, rel=1e-6)
 
 
-@pytest.mark.parametrize(
-    "overrides, message",
-    [
-        (["trainer.max_time=null"], "needs a positive number of minutes and trainer.max_time"),
-        (
-            ["trainer.max_steps=100", "module.cooldown_steps=10"],
-            "module.cooldown_steps=10 and callbacks.timed_cooldown.minutes=0.5 both set the "
-            "cool-down",
-        ),
-    ],
-)
-def test_a_timed_cooldown_needs_a_time_budget_and_no_step_cooldown(tmp_path, overrides, message):
+def test_a_timed_cooldown_needs_a_time_budget(tmp_path):
+    message = "needs a positive number of minutes and trainer.max_time"
     with pytest.raises(ConfigError, match=message):
-        check_config(compose_train(tmp_path, [*TIMED, *overrides]))
+        check_config(compose_train(tmp_path, [*TIMED, "trainer.max_time=null"]))
+    # Beside a step cool-down it is the time budget's: whichever budget ends first cools down.
+    check_config(
+        compose_train(tmp_path, [*TIMED, "trainer.max_steps=100", "module.cooldown_steps=10"])
+    )
+
+
+@pytest.mark.slow
+def test_with_both_budgets_a_step_budget_ending_first_ends_the_run_cooled_down(tmp_path):
+    """The time budget would cool down over updates 36 to 50; 44 updates end the run first, with
+    the step cool-down's updates 35 to 44 (the time-first case is the tests above, unchanged)."""
+    start, last = 34, 44
+    rates = run(tmp_path, [*tick(2.0), f"trainer.max_steps={last}", "module.cooldown_steps=10"])
+    assert max(rates) == last - 1  # update `last` is the run's last
+    for step, lr in rates.items():  # `step` updates done: this is update step + 1's rate
+        expected = paper(step + 1) * min(1.0, (last - step) / (last - start))
+        assert lr == pytest.approx(expected, rel=1e-6), step
 
 
 @pytest.mark.slow

@@ -10,6 +10,7 @@ import json
 import optuna
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override, Transformer
+from hydra.errors import CompactHydraException
 from optuna.distributions import (
     BaseDistribution,
     CategoricalDistribution,
@@ -22,8 +23,9 @@ from optuna.distributions import (
 SEARCH_SPACE = "search_space"
 
 
-class SearchSpaceChanged(ValueError):
-    """A stored study is asked to go on over a different search space."""
+class SearchSpaceChanged(CompactHydraException, ValueError):
+    """A stored study is asked to go on over a different search space: Hydra prints the message,
+    which says what to do, without a traceback."""
 
 
 def search_space(arguments: list[str]) -> tuple[dict[str, BaseDistribution], dict[str, str]]:

@@ -10,6 +10,7 @@ from typing import TypeVar
 
 import optuna
 import sqlalchemy.exc
+from hydra.errors import CompactHydraException
 from optuna.exceptions import StorageInternalError
 from optuna.storages import BaseStorage, InMemoryStorage, JournalStorage, RDBStorage
 from optuna.storages.journal import JournalFileBackend
@@ -28,12 +29,14 @@ STORAGE_ERRORS = (
 FIRST_RETRY, MAX_RETRY = 0.5, 10.0  # seconds between tries, doubling
 
 
-class StorageUnreachable(RuntimeError):
-    """The study's database refused or did not answer the connection."""
+class StorageUnreachable(CompactHydraException, RuntimeError):
+    """The study's database refused or did not answer the connection: Hydra prints the message,
+    which says what to do, without a traceback."""
 
 
-class StorageLost(RuntimeError):
-    """The study's storage failed every try for longer than `hydra.sweeper.storage_timeout`."""
+class StorageLost(CompactHydraException, RuntimeError):
+    """The study's storage failed every try for longer than `hydra.sweeper.storage_timeout`: Hydra
+    prints the message, which names it, without a traceback."""
 
 
 def open_storage(

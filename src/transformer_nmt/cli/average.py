@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> None:
         "--average-last",
         type=positive_int,
         metavar="N",
-        help="average the folder's last N checkpoints",
+        help="average the folder's last N periodic checkpoints",
     )
     parser.add_argument("--output", type=Path, required=True, help="the averaged .ckpt to write")
     args = parser.parse_args(argv)

@@ -1,21 +1,10 @@
 """`--ensemble` and `--weights`, shared by the commands that decode or score with checkpoints."""
 
 import argparse
-import math
 from pathlib import Path
 
-from transformer_nmt.cli.search_args import engine_options
+from transformer_nmt.cli.search_args import engine_options, positive_float
 from transformer_nmt.translator import Translator
-
-
-def positive_float(text: str) -> float:
-    """An argparse type: a finite number > 0."""
-    try:
-        if math.isfinite(value := float(text)) and value > 0:
-            return value
-    except ValueError:
-        pass
-    raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
 
 
 def add_ensemble_arguments(parser: argparse.ArgumentParser) -> None:

@@ -19,6 +19,7 @@ from sacrebleu.metrics import BLEU, CHRF
 from sacremoses import MosesTokenizer
 from tqdm import tqdm
 
+from transformer_nmt import significance
 from transformer_nmt.atomic import write_atomically
 from transformer_nmt.checkpoint import CheckpointError, resolve_checkpoints
 from transformer_nmt.cli import ensemble_args
@@ -141,7 +142,7 @@ def parse_arguments(argv: list[str] | None) -> tuple[argparse.Namespace, list[st
         type=positive_int,
         nargs="+",
         metavar="N",
-        help="average the folder's last N checkpoints; several: each is evaluated",
+        help="average the folder's last N periodic checkpoints; several: each is evaluated",
     )
     test_set = parser.add_mutually_exclusive_group(required=True)
     test_set.add_argument("--src", type=Path, help="source text, .gz allowed (needs --ref)")
@@ -167,6 +168,29 @@ def parse_arguments(argv: list[str] | None) -> tuple[argparse.Namespace, list[st
         help="also add the report (scores, signatures, decoding settings) to the W&B run of the "
         "checkpoint's training run (<run dir>/wandb_run.json), online or offline as W&B is set",
     )
+    parser.add_argument(
+        "--hypotheses",
+        type=Path,
+        nargs="+",
+        default=[],
+        metavar="FILE",
+        help="other systems' outputs, one line a reference (e.g. an earlier evaluation's "
+        "hypotheses.txt), compared by --paired before this call's own",
+    )
+    parser.add_argument(
+        "--paired",
+        choices=sorted(significance.TESTS),
+        help="sacreBLEU's paired significance test of every system (the --hypotheses files, "
+        "then each decoded setting) against the first: bs, bootstrap resampling (means, 95%% "
+        "intervals, p-values); ar, approximate randomization (p-values); its numbers are "
+        "sacreBLEU's command line's, written to significance.json",
+    )
+    parser.add_argument(
+        "--paired-n",
+        type=positive_int,
+        metavar="N",
+        help="resamples (bs, default 1000) or trials (ar, default 10000)",
+    )
     ensemble_args.add_ensemble_arguments(parser)
     add_search_arguments(parser, grid=True)
     args = parse_search_args(parser, argv, intermixed=True)
@@ -178,6 +202,13 @@ def parse_arguments(argv: list[str] | None) -> tuple[argparse.Namespace, list[st
             "--wandb adds one evaluation to the training run: choose the setting on a grid "
             "first, then evaluate it alone with --wandb"
         )
+    systems = len(args.hypotheses) + len(settings(args.average_last, args.beam_size, args.alpha))
+    if args.paired is not None and systems < 2:
+        parser.error(
+            "--paired compares systems: add --hypotheses FILE (the baseline), or decode a grid"
+        )
+    if args.paired is None and (args.hypotheses or args.paired_n is not None):
+        parser.error("--hypotheses and --paired-n are for --paired: add --paired bs or ar")
     checkpoints, overrides = split_overrides(args.checkpoints)
     if overrides and args.data is None:
         parser.error(f"overrides {overrides} need --data")
@@ -198,6 +229,37 @@ def evaluate(
     return hypotheses, score(hypotheses, references, lang)
 
 
+def read_system(path: Path, lines: int) -> list[str]:
+    """Another system's hypotheses, one a reference."""
+    hypotheses = [line.strip() for line in read_lines(path)]
+    if len(hypotheses) != lines:
+        raise DataError(f"--hypotheses {path} has {len(hypotheses)} lines for {lines} references")
+    return hypotheses
+
+
+def compare(
+    systems: list[tuple[str, list[str]]],
+    references: list[str],
+    args: argparse.Namespace,
+    output_dir: Path,
+) -> None:
+    """sacreBLEU's paired test of the systems, printed and written beside the evaluations."""
+    n = args.paired_n or 0  # sacreBLEU's default
+    signatures, results = significance.paired_test(systems, references, args.paired, n)
+    text = significance.table(signatures, results, args.paired, n)
+    report = {
+        "test": significance.TESTS[args.paired],
+        "signatures": signatures,
+        "systems": significance.as_records(results),
+    }
+    try:
+        write_atomically(output_dir / "significance.txt", text)
+        write_atomically(output_dir / "significance.json", json.dumps(report, indent=2) + "\n")
+    except OSError as e:
+        sys.exit(f"error: {e}")
+    print(text + f"significance: {output_dir / 'significance.json'}")
+
+
 def main(argv: list[str] | None = None) -> None:
     args, checkpoints, overrides = parse_arguments(argv)
     grid = settings(args.average_last, args.beam_size, args.alpha)
@@ -215,6 +277,7 @@ def main(argv: list[str] | None = None) -> None:
         if args.wandb and saved_run(run_dir) is None:  # before hours of decoding
             raise WandbRunError(f"--wandb: {run_dir} logged to no W&B run (no {RUN_FILE})")
         sources, references, test_set = read_test_set(args, overrides)
+        systems = [(str(path), read_system(path, len(references))) for path in args.hypotheses]
     except (CheckpointError, DataError, OSError, WandbRunError) as e:
         sys.exit(f"error: {e}")
     tok_lang = args.tgt_lang or test_set.get("langs", [None, "en"])[1]
@@ -252,6 +315,9 @@ def main(argv: list[str] | None = None) -> None:
         except (CheckpointError, ExportError, OSError) as e:  # ExportError: --engine ct2
             sys.exit(f"error: {e}")
         rows.append((setting, scores))
+        systems.append((setting.name, hypotheses))
+    if args.paired is not None:
+        compare(systems, references, args, output_dir)
 
     if len(grid) == 1:
         for name, metric in scores.items():

@@ -46,7 +46,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             "--average-last",
             type=positive_int,
             metavar="N",
-            help="export the average of the folder's last N checkpoints",
+            help="export the average of the folder's last N periodic checkpoints",
         )
         sub.add_argument(
             "--force", action="store_true", help="write into OUT even if it holds files"

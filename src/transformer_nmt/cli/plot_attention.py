@@ -1,21 +1,34 @@
-"""Draw a checkpoint's attention on one sentence, as the training callback does, into PNG files.
+"""Draw a checkpoint's attention on sentences: PNG files, or one interactive HTML page.
 
     nmt-plot-attention run/checkpoints/last.ckpt "Ein Hund rennt." --out attention/
     nmt-plot-attention last.ckpt "Ein Hund rennt." --reference "A dog runs." --layers 1 3
+    nmt-plot-attention last.ckpt "Ein Hund rennt." "Zwei Katzen." --html explorer.html
 
 Without --reference the decoder reads the model's own greedy translation; with it, the reference
 is forced as decoder input (teacher forcing), which shows how the model aligns a given pair.
+--html writes the explorer page: every layer and head to hover and choose, the alignment, and the
+beam search that chose the translation (beam options as nmt-translate's); it prints each
+sentence's 'line<TAB>score<TAB>translation' as `nmt-translate --n-best` does, then the page.
 """
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from transformer_nmt.attention_plots import draw_sentence_attention
 from transformer_nmt.checkpoint import load_checkpoint
-from transformer_nmt.cli.search_args import add_device_arguments, check_device, torch_dtype
+from transformer_nmt.cli.search_args import (
+    add_device_arguments,
+    check_device,
+    finite_float,
+    non_negative_int,
+    positive_int,
+    torch_dtype,
+)
 from transformer_nmt.data.framing import source_ids
+from transformer_nmt.explorer import explore_sentence, write_page
 
 
 def plot_attention(
@@ -50,29 +63,96 @@ def plot_attention(
     )
 
 
+def explore_attention(
+    checkpoint: str | Path,
+    sources: list[str],
+    html: str | Path,
+    references: list[str] | None = None,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype | None = None,
+    **search: Any,
+) -> list[dict[str, Any]]:
+    """Write the explorer page of `sources`; returns each sentence's data as the page holds it.
+
+    Args:
+        checkpoint, device, dtype: as for `plot_attention`.
+        sources: the sentences, raw text.
+        html: the page to write.
+        references: one target per source, each read by the decoder beside the translation.
+        search: beam_size, alpha, penalty, max_len_b, as `beam_search` takes them.
+    """
+    if references is not None and len(references) != len(sources):
+        raise ValueError(
+            f"{len(references)} references for {len(sources)} sources: give one per source"
+        )
+    model, tokenizer = load_checkpoint(checkpoint)
+    model = model.to(device=device, dtype=dtype)
+    sentences = []
+    for i, source in enumerate(sources):
+        (tokens,) = tokenizer.encode_batch([source])
+        src_ids = source_ids(tokens, model.config.max_positions)
+        reference = None if references is None else tokenizer.encode_batch([references[i]])[0]
+        sentences.append(explore_sentence(model, tokenizer, src_ids, reference, **search))
+    write_page(html, [{"step": None, "sentences": sentences}], Path(checkpoint).name)
+    return sentences
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("checkpoint", type=Path, help="a .ckpt from training or nmt-average")
-    parser.add_argument("source", help="the source sentence")
-    parser.add_argument("--reference", help="force this target as decoder input")
-    parser.add_argument("--out", type=Path, default=Path("attention"), help="PNG folder")
+    parser.add_argument("source", nargs="+", help="the source sentence (several with --html)")
+    parser.add_argument("--reference", nargs="+", help="force this target as decoder input")
+    parser.add_argument("--out", type=Path, help="PNG folder (default: attention/ without --html)")
     parser.add_argument("--layers", type=int, nargs="+", help="1-based layers (default: all)")
+    parser.add_argument("--html", type=Path, help="write the interactive explorer page here")
+    parser.add_argument("--beam-size", type=positive_int, default=4, help="with --html (4)")
+    parser.add_argument("--alpha", type=finite_float, default=0.6, help="with --html (0.6)")
+    parser.add_argument("--penalty", choices=["gnmt", "fairseq"], default="gnmt")
+    parser.add_argument(
+        "--max-len-b",
+        type=non_negative_int,
+        default=50,
+        help="outputs stop at source length + this",
+    )
     add_device_arguments(parser)
     args = parser.parse_args(argv)
     check_device(parser, args.device)
-    paths = plot_attention(
-        args.checkpoint,
-        args.source,
-        args.out,
-        args.reference,
-        args.layers,
-        device=args.device,
-        dtype=torch_dtype(args),
-    )
-    for path in paths.values():
-        print(path)
+    references = args.reference
+    if references is not None and len(references) != len(args.source):
+        parser.error(f"{len(args.source)} sources but {len(references)} --reference: one each")
+    out = args.out if args.out is not None or args.html is not None else Path("attention")
+    if out is not None and len(args.source) > 1:
+        parser.error("PNGs are drawn for one sentence: give one source, or --html without --out")
+    if out is not None:
+        paths = plot_attention(
+            args.checkpoint,
+            args.source[0],
+            out,
+            None if references is None else references[0],
+            args.layers,
+            args.max_len_b,
+            device=args.device,
+            dtype=torch_dtype(args),
+        )
+        for path in paths.values():
+            print(path)
+    if args.html is not None:
+        search = dict(
+            beam_size=args.beam_size,
+            alpha=args.alpha,
+            penalty=args.penalty,
+            max_len_b=args.max_len_b,
+        )
+        sentences = explore_attention(
+            args.checkpoint, args.source, args.html, references, args.device, torch_dtype(args),
+            **search,
+        )  # fmt: skip
+        for i, sentence in enumerate(sentences):
+            chosen = sentence["beam"]["chosen"]
+            print(f"{i}\t{chosen['score']:.4f}\t{chosen['text']}")
+        print(args.html)
 
 
 if __name__ == "__main__":

@@ -38,6 +38,26 @@ def finite_float(text: str) -> float:
     raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
 
 
+def positive_float(text: str) -> float:
+    """An argparse type: a finite number > 0."""
+    try:
+        if math.isfinite(value := float(text)) and value > 0:
+            return value
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
+
+
+def probability(text: str) -> float:
+    """An argparse type: a number in (0, 1]."""
+    try:
+        if 0 < (value := float(text)) <= 1:
+            return value
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"must be a number in (0, 1], got {text!r}")
+
+
 # --dtype's names; None (no --dtype) keeps the checkpoint's float32.
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 # --dtype's mixed precisions: float32 weights, matmuls in this dtype under torch.autocast.

@@ -9,33 +9,72 @@ import os
 import sys
 from pathlib import Path
 
+from hydra.errors import CompactHydraException
+from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from transformer_nmt.allocator import use_fast_malloc
+from transformer_nmt.allocator import use_expandable_segments, use_fast_malloc
 from transformer_nmt.configs import checkout_root, config_dir
+from transformer_nmt.run_names import register_resolvers
 
 # Printed after Hydra's own message when the command line does not compose into a config.
 HINT = (
     "hint: `--help` lists every config group, its options and every key; `--cfg job` prints "
     "the composed config; `+key=value` adds a key the config lacks, `~key` removes one."
 )
-composed = False  # whether Hydra got as far as calling `task`
+composed = False  # whether the command line composed into a config (see `Composed`)
+# At import: also where a pickled `task` is loaded to run a job (submitit's SLURM jobs).
+register_resolvers()
+
+
+class Composed(Callback):
+    """Hydra calls it once the command line has composed, before the run or the sweep starts:
+    an error after that (a study that cannot be reached) is not the command line's."""
+
+    def on_run_start(self, config: DictConfig, **kwargs) -> None:
+        global composed
+        composed = True
+
+    on_multirun_start = on_run_start
+
+
+class DeliberateError(CompactHydraException):
+    """An error raised on purpose, whose message says what is wrong and what to do: Hydra prints
+    it without a traceback, which stays for bugs (and with HYDRA_FULL_ERROR=1)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(f"{type(error).__name__}: {error}")
 
 
 def task(cfg: DictConfig) -> float | None:
     """Returns `cfg.optimized_metric` (best `val/bleu` by default) for Hydra sweepers."""
-    global composed
-    composed = True
     # Imported after Hydra has parsed --help, which needs no torch.
     from transformer_nmt.train import train
     from transformer_nmt.training.sweeps import optimized_metric
 
-    return optimized_metric(cfg, train(cfg))
+    try:
+        return optimized_metric(cfg, train(cfg))
+    except deliberate_errors() as error:
+        raise DeliberateError(error) from error
+
+
+def deliberate_errors() -> tuple[type[Exception], ...]:
+    """The errors a run raises on purpose: a config problem, a locked run folder, an unreadable
+    checkpoint, bad data, a W&B run that cannot be continued, a batch that fits no memory."""
+    from transformer_nmt.checkpoint import CheckpointError
+    from transformer_nmt.data.corpus import DataError
+    from transformer_nmt.data.token_budget import BudgetError
+    from transformer_nmt.training.config_checks import ConfigError
+    from transformer_nmt.training.run_lock import RunLockedError
+    from transformer_nmt.wandb_run import WandbRunError
+
+    return ConfigError, RunLockedError, CheckpointError, DataError, WandbRunError, BudgetError
 
 
 def main(root: Path | None = None) -> None:
     """Run Hydra on the command line; `root` is the checkout `python train.py` lives in."""
-    use_fast_malloc()  # first: glibc reads its allocator setting at start-up only
+    use_expandable_segments()  # before CUDA's allocator starts; every rank inherits it
+    use_fast_malloc()  # glibc reads its setting at start-up only: this starts the process again
     import hydra
 
     root = root or checkout_root()

@@ -2,21 +2,23 @@
 
 import argparse
 import sys
+from functools import partial
 from pathlib import Path
 
 from tqdm import tqdm
 
 from transformer_nmt.checkpoint import CheckpointError, resolve_checkpoints
-from transformer_nmt.cli import ensemble_args
+from transformer_nmt.cli import ensemble_args, sampling_args, shard_args
 from transformer_nmt.cli.search_args import (
     add_search_arguments,
     parse_search_args,
     positive_int,
     search_options,
 )
-from transformer_nmt.data.bitext import decode_lines, read_lines
+from transformer_nmt.data.bitext import decode_lines, iter_lines, read_lines
 from transformer_nmt.data.corpus import DataError
 from transformer_nmt.export import ExportError
+from transformer_nmt.shards import translate_sharded
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -29,7 +31,7 @@ def main(argv: list[str] | None = None) -> None:
         "--average-last",
         type=positive_int,
         metavar="N",
-        help="translate with the average of the folder's last N checkpoints",
+        help="translate with the average of the folder's last N periodic checkpoints",
     )
     parser.add_argument(
         "--n-best",
@@ -37,35 +39,83 @@ def main(argv: list[str] | None = None) -> None:
         default=1,
         help="if above 1, print 'line<TAB>score<TAB>text' lines (at most --beam-size)",
     )
+    shard_args.add_shard_argument(parser, "translate")
     ensemble_args.add_ensemble_arguments(parser)
+    sampling_args.add_sampling_arguments(parser)
     add_search_arguments(parser)
     args = parse_search_args(parser, argv)
     ensemble_args.check_ensemble_args(parser, args)
+    sampling_args.check_sampling_args(parser, args)
+    devices = shard_args.shard_devices(parser, args)
     if args.n_best > args.beam_size:
         parser.error(
             f"--n-best {args.n_best} exceeds --beam-size {args.beam_size}: the beam holds only "
             "beam-size hypotheses; raise --beam-size or lower --n-best"
         )
     try:
+        # Prefixes are counted against a file's lines before the model loads.
+        prefixes = None if args.prefix is None else read_lines(args.prefix, replace_invalid=True)
+        if prefixes is not None and args.input is not None:
+            check_prefix_count(args.prefix, prefixes, args.input)
+        if args.constraints is not None and args.input is not None:
+            sampling_args.read_constraints(args.constraints, line_count(args.input))
         first = resolve_checkpoints([args.checkpoint], args.average_last)
         translator = ensemble_args.load(first, args)
         if args.input is None:
             # Bytes, not text: invalid UTF-8 is replaced per line, and only "\n" ends a line.
-            lines, progress = decode_lines(sys.stdin.buffer, "stdin", replace_invalid=True), None
+            lines = decode_lines(sys.stdin.buffer, "stdin", replace_invalid=True)
         else:
             lines = read_lines(args.input, replace_invalid=True)
-            progress = tqdm(total=len(lines), unit="sent", file=sys.stderr)
+        constraints = None
+        if args.constraints is not None:  # every line read: a constraint may name any of them
+            lines = list(lines)
+            by_line = sampling_args.read_constraints(args.constraints, len(lines))
+            constraints = [by_line.get(n, []) for n in range(1, len(lines) + 1)]
     except (CheckpointError, DataError, ExportError, OSError) as e:  # ExportError: --engine ct2
         sys.exit(f"error: {e}")
-    outputs = translator.stream(lines, n_best=args.n_best, **search_options(args))
-    for i, hypotheses in enumerate(outputs):
-        if args.n_best == 1:
-            print(hypotheses[0][0], flush=True)  # flushed: stdin may be a person typing
-        else:
-            for text, score in hypotheses:
-                print(f"{i}\t{score:.4f}\t{text}", flush=True)
+    sampling = sampling_args.sampling(args)
+    per_line = args.n_best if sampling is None else sampling.n
+    options = dict(n_best=args.n_best, sampling=sampling, **search_options(args))
+    if devices is None:
+        outputs = translator.stream(lines, prefixes=prefixes, constraints=constraints, **options)
+        progress = None
+        if args.input is not None:
+            progress = tqdm(total=len(lines), unit="sent", file=sys.stderr)
+    else:
+        translator = None  # loaded to refuse a bad checkpoint early; each shard loads its own
+        lines = list(lines)
+        each = {"prefixes": prefixes, "constraints": constraints}
+        each = {name: items for name, items in each.items() if items is not None}
+        make = partial(shard_args.shard_translator, first, args)
+        outputs = translate_sharded(make, devices, lines, options, each, args.threads)
+        progress = shard_args.logged_progress(desc="translating", total=len(lines), unit="sent")
+    try:
+        for i, hypotheses in enumerate(outputs):
+            if per_line == 1:
+                print(hypotheses[0][0], flush=True)  # flushed: stdin may be a person typing
+            else:
+                for text, score in hypotheses:
+                    print(f"{i}\t{score:.4f}\t{text}", flush=True)
+            if progress is not None:
+                progress.update()
         if progress is not None:
-            progress.update()
+            progress.close()
+    except ValueError as e:  # a prefix too long for its line, or missing: named by its line
+        sys.exit(f"error: {e}")
+
+
+def line_count(source: Path) -> int:
+    return sum(1 for _ in iter_lines(source, replace_invalid=True))
+
+
+def check_prefix_count(prefix: Path, prefixes: list[str], source: Path) -> None:
+    """Refuse a prefix file whose lines do not pair up with the input's."""
+    lines = line_count(source)
+    if len(prefixes) != lines:
+        raise DataError(
+            f"--prefix {prefix} has {len(prefixes)} lines but {source} has {lines}: give one "
+            "prefix a line (a blank line for none)"
+        )
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import logging
 from collections.abc import Iterator
 
 import lightning as L
+import numpy as np
 from torch.utils.data import DataLoader
 
 from transformer_nmt.data.batching import TokenBatchSampler, collate
@@ -15,7 +16,7 @@ from transformer_nmt.data.dataset import TranslationDataset
 from transformer_nmt.data.framing import ADDED_TOKENS
 from transformer_nmt.data.padding import pad_multiple, rounding_budget
 from transformer_nmt.data.store import open_or_build, store_path
-from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer, load_or_train
+from transformer_nmt.data.tokenizer import PAD_ID, SubwordTokenizer, load_or_train
 
 log = logging.getLogger(__name__)
 
@@ -42,11 +43,13 @@ class TranslationDataModule(L.LightningDataModule):
         num_workers: int = 0,
         cache_dir: str = "cache",
         seed: int = 0,
+        tokenizer: SubwordTokenizer | None = None,
     ):
         """Configure; nothing is read or trained until `prepare_data`, `load_tokenizer` or `setup`.
 
         Args:
-            corpus: the source of sentence pairs (TextCorpus, HubCorpus, ToyCorpus...).
+            corpus: the source of sentence pairs (TextCorpus, HubCorpus, ToyCorpus, or several
+                mixed by factor or weight: CorpusMixture).
             src_lang: language translated from, e.g. "en".
             tgt_lang: language translated to, e.g. "de".
             vocab_size: upper bound on the joint BPE vocabulary.
@@ -69,6 +72,8 @@ class TranslationDataModule(L.LightningDataModule):
             num_workers: DataLoader worker processes.
             cache_dir: folder of cached tokenizers and token stores.
             seed: seeds batch composition and order.
+            tokenizer: the vocabulary to encode with instead of training a BPE (fine-tuning's
+                `init_from`: the parent's); `vocab_size` and `min_frequency` then go unused.
         """
         super().__init__()
         if not 0 <= bpe_dropout < 1:
@@ -81,11 +86,11 @@ class TranslationDataModule(L.LightningDataModule):
                 f"max_tokens={max_tokens} cannot hold one pair of max_len={max_len} tokens "
                 f"plus EOS; set max_tokens >= {longest} or lower max_len"
             )
-        self.save_hyperparameters(ignore=["corpus"])
+        self.save_hyperparameters(ignore=["corpus", "tokenizer"])
         # None until AutoMaxTokens resolves "auto" on the device.
         self.max_tokens: int | None = None if max_tokens == "auto" else max_tokens
         self.corpus = corpus
-        self.tokenizer: BPETokenizer | None = None
+        self.tokenizer = tokenizer
         self.datasets: dict[str, TranslationDataset] = {}
         self.dropped: dict[str, int] = {}
         self.resegmenter: BPEDropout | None = None
@@ -99,7 +104,7 @@ class TranslationDataModule(L.LightningDataModule):
         for split in STAGE_SPLITS["fit"]:
             self._open(split, tokenizer)
 
-    def load_tokenizer(self) -> BPETokenizer:
+    def load_tokenizer(self) -> SubwordTokenizer:
         """The tokenizer, trained on both sides of the train split on the first call ever.
 
         `train` calls this on every rank before the Trainer exists, so before any barrier; under
@@ -164,7 +169,7 @@ class TranslationDataModule(L.LightningDataModule):
         pairs = self.corpus.stream("train", self.hparams.src_lang, self.hparams.tgt_lang)
         return itertools.chain.from_iterable(pairs)
 
-    def _open(self, split: str, tokenizer: BPETokenizer) -> TranslationDataset:
+    def _open(self, split: str, tokenizer: SubwordTokenizer) -> TranslationDataset:
         """One split's token store, memory-mapped; read and encoded only the first time."""
         hp = self.hparams
         fingerprint = self.corpus.fingerprint(split, hp.src_lang, hp.tgt_lang)
@@ -191,10 +196,12 @@ class TranslationDataModule(L.LightningDataModule):
         )
         return dataset
 
-    def longest_train_pair(self) -> int:
-        """Tokens a side of the longest training pair as the model reads it (after `setup`)."""
+    def train_pair_lengths(self) -> tuple[int, int]:
+        """Tokens a side, as the model reads them, of the shortest and the longest training
+        pair, each pair's longer side counted, as batching counts it (after `setup`)."""
         train = self.datasets["train"]
-        return int(max(train.src_lengths.max(), train.tgt_lengths.max()))
+        longer = np.maximum(train.src_lengths, train.tgt_lengths)
+        return int(longer.min()), int(longer.max())
 
     def _loader(self, dataset: TranslationDataset, shuffle: bool) -> DataLoader:
         """A loader of token-budget batches over one split."""

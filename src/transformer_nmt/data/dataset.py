@@ -150,7 +150,7 @@ def encode_chunks(
     with progress(desc=desc, total=total, unit=" pairs") as bar:
         while chunk := list(itertools.islice(pairs, ENCODE_CHUNK)):
             src_ids = tokenizer.encode_batch([src for src, _ in chunk])
-            tgt_ids = tokenizer.encode_batch([tgt for _, tgt in chunk])
+            tgt_ids = tokenizer.encode_batch([tgt for _, tgt in chunk], side="target")
             keep = [
                 i
                 for i, (s, t) in enumerate(zip(src_ids, tgt_ids, strict=True))

@@ -1,4 +1,5 @@
-"""Joint source+target byte-level BPE (paper section 3.4), fixed special-token ids, a cache."""
+"""What a tokenizer offers; joint source+target byte-level BPE (paper section 3.4), fixed
+special-token ids, a cache. The other kind, Marian's SentencePiece: sentencepiece_tokenizer.py."""
 
 import hashlib
 import json
@@ -6,6 +7,7 @@ import logging
 import os
 from collections.abc import Callable, Iterable, Sized
 from pathlib import Path
+from typing import Protocol
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
@@ -18,6 +20,30 @@ PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
 SPECIAL_TOKENS = ["<pad>", "<s>", "</s>", "<unk>"]  # list position = id
 # Bump when a change here makes earlier cached tokenizers wrong to reuse.
 FORMAT_VERSION = 1
+
+
+class SubwordTokenizer(Protocol):
+    """What training, translation and export need from a tokenizer; SPECIAL_TOKENS come first."""
+
+    @property
+    def vocab_size(self) -> int: ...
+
+    def encode_batch(self, texts: list[str], side: str = "source") -> list[list[int]]: ...
+
+    def decode_batch(self, ids: list[list[int]]) -> list[str]: ...
+
+    def tokens(self) -> list[str]: ...
+
+    def to_str(self) -> str: ...
+
+
+def tokenizer_from_str(s: str) -> SubwordTokenizer:
+    """Rebuild either kind from its `to_str` string (a checkpoint's "tokenizer")."""
+    from transformer_nmt.data import sentencepiece_tokenizer as sp
+
+    if s.startswith(f'{{"{sp.KEY}":'):
+        return sp.SentencePieceTokenizer.from_dict(json.loads(s)[sp.KEY])
+    return BPETokenizer.from_str(s)
 
 
 class BPETokenizer:
@@ -78,13 +104,17 @@ class BPETokenizer:
         """Number of token ids, special tokens included."""
         return self._tokenizer.get_vocab_size()
 
-    def encode_batch(self, texts: list[str]) -> list[list[int]]:
-        """Token ids of each text, without special tokens."""
+    def encode_batch(self, texts: list[str], side: str = "source") -> list[list[int]]:
+        """Token ids of each text, without special tokens; both sides share the vocabulary."""
         return [e.ids for e in self._tokenizer.encode_batch(texts, add_special_tokens=False)]
 
     def decode_batch(self, ids: list[list[int]]) -> list[str]:
         """Text of each id sequence, special tokens skipped wherever they are."""
         return self._tokenizer.decode_batch(ids, skip_special_tokens=True)
+
+    def tokens(self) -> list[str]:
+        """The token of each id."""
+        return [self._tokenizer.id_to_token(i) for i in range(self.vocab_size)]
 
     def with_dropout(self, p: float) -> "BPETokenizer":
         """A copy that skips each merge with probability `p` (BPE-dropout)."""

@@ -18,18 +18,21 @@ import ctranslate2
 import numpy as np
 import torch
 from ctranslate2.specs import common_spec, transformer_spec
-from tokenizers import Tokenizer
 from torch import Tensor
 
 from transformer_nmt.atomic import write_atomically
 from transformer_nmt.data.framing import ADDED_TOKENS, TARGET_FRAME, source_ids
-from transformer_nmt.data.tokenizer import PAD_ID, UNK_ID, BPETokenizer
+from transformer_nmt.data.tokenizer import PAD_ID, UNK_ID, SubwordTokenizer
 from transformer_nmt.export import ExportError
 from transformer_nmt.export.formats import check_exportable
 from transformer_nmt.model import Hypothesis, Transformer, length_penalty
 
 LIBRARY = "ctranslate2"  # what loads the folder: the model card's library_name
-ACTIVATIONS = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU}
+ACTIVATIONS = {
+    "relu": common_spec.Activation.RELU,
+    "gelu": common_spec.Activation.GELU,
+    "swish": common_spec.Activation.SWISH,
+}
 VMAP = "vmap.txt"  # the name CTranslate2 loads a vocabulary map from
 LAYER_NORM_EPS = 1e-5  # torch.nn.LayerNorm's default, which our layers use
 
@@ -89,7 +92,9 @@ def transformer_spec_of(model: Transformer) -> transformer_spec.TransformerSpec:
     decoder = transformer_spec.TransformerDecoderSpec(**sizes)
     encoder.embeddings[0].weight = _array(model.src_embed.weight)
     decoder.embeddings.weight = _array(model.tgt_embed.weight)
-    decoder.projection.weight = _array(model.generator.weight)  # no bias, as ours
+    decoder.projection.weight = _array(model.generator.weight)
+    if model.generator.bias is not None:  # model.output_bias
+        decoder.projection.bias = _array(model.generator.bias)
     _positions(encoder, model.src_positions)
     _positions(decoder, model.tgt_positions)
     if c.norm_first:  # the final LayerNorm of each pre-norm stack
@@ -108,15 +113,14 @@ def transformer_spec_of(model: Transformer) -> transformer_spec.TransformerSpec:
     return transformer_spec.TransformerSpec(encoder, decoder)
 
 
-def vocabulary(tokenizer: BPETokenizer) -> list[str]:
+def vocabulary(tokenizer: SubwordTokenizer) -> list[str]:
     """Token strings by id: what CTranslate2 reads and writes instead of ids."""
-    backend = Tokenizer.from_str(tokenizer.to_str())
-    return [backend.id_to_token(i) for i in range(tokenizer.vocab_size)]
+    return tokenizer.tokens()
 
 
 def export_ct2(
     model: Transformer,
-    tokenizer: BPETokenizer,
+    tokenizer: SubwordTokenizer,
     out: str | os.PathLike,
     quantization: str = "float32",
     vocabulary_map: str | None = None,
@@ -151,7 +155,7 @@ def export_ct2(
     spec.optimize(quantization=quantization)
     out.mkdir(parents=True, exist_ok=True)
     spec.save(str(out))
-    tokenizer.save(out / "tokenizer.json")
+    write_atomically(out / "tokenizer.json", tokenizer.to_str())
     if vocabulary_map is not None:
         write_atomically(out / VMAP, vocabulary_map)
     return out
@@ -177,7 +181,7 @@ class CT2Search:
     def __init__(
         self,
         model: Transformer,
-        tokenizer: BPETokenizer,
+        tokenizer: SubwordTokenizer,
         device: torch.device,
         quantization: str = "float32",
         vocabulary_map: str | None = None,

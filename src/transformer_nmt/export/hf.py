@@ -10,18 +10,24 @@ the logits within 1e-4 and greedy output token for token). Where the two differ:
   every weight that reads or writes the residual stream gives the same network with Marian's
   position layout. LayerNorm is invariant to the order; its gain and bias are permuted alike.
 - Embedding scale: both multiply embeddings by sqrt(d_model) (`scale_embedding=True`).
-- Output: Marian adds `final_logits_bias`, ours has no bias: zeros.
+- Output: Marian adds `final_logits_bias`: ours with `model.output_bias`, else zeros.
 - Tied weights: `tie_embeddings="all"` is `share_encoder_decoder_embeddings` plus
   `tie_word_embeddings`; "decoder" is the second alone; "none" neither.
 - Framing: the exported tokenizer appends EOS to a source as `data/framing.py` does, and
   generation starts the decoder at our BOS. Search never picks PAD or BOS, as ours
   (`suppress_tokens`).
+- Vocabulary: our BPE keeps our ids and becomes a fast tokenizer. An imported model's
+  SentencePiece tokenizer goes back to Marian's ids, files and conventions (`source.spm`,
+  `target.spm`, `vocab.json`; the decoder starts from `<pad>`, whose row is our BOS's), so that
+  `nmt-import hf` reads the folder back to the same checkpoint.
 
 What MarianMT cannot express is refused (`formats.marian_problems`): another family, ReZero,
 pre-norm, learned positions, d_k or d_v other than d_model / h.
 """
 
+import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -29,8 +35,10 @@ from tokenizers import Tokenizer, processors
 from torch import Tensor
 from transformers import GenerationConfig, MarianConfig, MarianMTModel, PreTrainedTokenizerFast
 
+from transformer_nmt.atomic import write_atomically
 from transformer_nmt.data.framing import TARGET_FRAME, source_ids
-from transformer_nmt.data.tokenizer import PAD_ID, SPECIAL_TOKENS, BPETokenizer
+from transformer_nmt.data.sentencepiece_tokenizer import SentencePieceTokenizer
+from transformer_nmt.data.tokenizer import PAD_ID, SPECIAL_TOKENS, BPETokenizer, SubwordTokenizer
 from transformer_nmt.export import ExportError
 from transformer_nmt.export.formats import check_exportable
 from transformer_nmt.model import Transformer, TransformerConfig
@@ -40,11 +48,30 @@ LIBRARY = "transformers"  # what loads the folder: the model card's library_name
 BOS, EOS = TARGET_FRAME["bos_id"], TARGET_FRAME["eos_id"]
 
 
-def marian_config(config: TransformerConfig) -> MarianConfig:
-    """The MarianConfig of the same network, with our special-token ids."""
+@dataclass(frozen=True)
+class MarianIds:
+    """The folder's vocabulary: our id of each of its rows, and its special ids."""
+
+    rows: list[int]
+    pad: int
+    eos: int
+    decoder_start: int
+    suppress: list[int]  # never generated: not targets in training
+
+
+def marian_ids(tokenizer: SubwordTokenizer) -> MarianIds:
+    """Our ids for our BPE; Marian's own for an imported SentencePiece vocabulary."""
+    if isinstance(tokenizer, SentencePieceTokenizer):
+        pad, eos = (tokenizer.marian_vocab.index(t) for t in ("<pad>", "</s>"))
+        return MarianIds(tokenizer.marian_ids(), pad, eos, pad, [pad])
+    return MarianIds(list(range(tokenizer.vocab_size)), PAD_ID, EOS, BOS, [PAD_ID, BOS])
+
+
+def marian_config(config: TransformerConfig, ids: MarianIds) -> MarianConfig:
+    """The MarianConfig of the same network, with the folder's special-token ids."""
     return MarianConfig(
-        vocab_size=config.vocab_size,
-        decoder_vocab_size=config.vocab_size,
+        vocab_size=len(ids.rows),
+        decoder_vocab_size=len(ids.rows),
         max_position_embeddings=config.max_positions,
         d_model=config.d_model,
         encoder_layers=config.N,
@@ -60,16 +87,16 @@ def marian_config(config: TransformerConfig) -> MarianConfig:
         scale_embedding=True,
         share_encoder_decoder_embeddings=config.tie_embeddings == "all",
         tie_word_embeddings=config.tie_embeddings != "none",
-        pad_token_id=PAD_ID,
-        bos_token_id=BOS,
-        eos_token_id=EOS,
-        decoder_start_token_id=BOS,
-        forced_eos_token_id=EOS,
+        pad_token_id=ids.pad,
+        bos_token_id=ids.decoder_start,
+        eos_token_id=ids.eos,
+        decoder_start_token_id=ids.decoder_start,
+        forced_eos_token_id=ids.eos,
         architectures=["MarianMTModel"],
     )
 
 
-def generation_config(config: TransformerConfig) -> GenerationConfig:
+def generation_config(config: TransformerConfig, ids: MarianIds) -> GenerationConfig:
     """`generate`'s defaults: beam 4 like ours, outputs within the position table.
 
     `length_penalty` divides by |Y|^alpha: our `penalty="fairseq"` with `alpha=1`, not the
@@ -79,17 +106,17 @@ def generation_config(config: TransformerConfig) -> GenerationConfig:
     sentence, the source length + max_len_b); at it, `forced_eos_token_id` makes the last token EOS.
     """
     return GenerationConfig(
-        decoder_start_token_id=BOS,
-        bos_token_id=BOS,
-        eos_token_id=EOS,
-        pad_token_id=PAD_ID,
-        forced_eos_token_id=EOS,
+        decoder_start_token_id=ids.decoder_start,
+        bos_token_id=ids.decoder_start,
+        eos_token_id=ids.eos,
+        pad_token_id=ids.pad,
+        forced_eos_token_id=ids.eos,
         # The decoder start and then at most max_positions tokens, as our search.
         max_length=config.max_positions + 1,
         num_beams=4,
         length_penalty=1.0,
         early_stopping=True,
-        suppress_tokens=[PAD_ID, BOS],  # never targets in training: our search skips them
+        suppress_tokens=ids.suppress,  # never targets in training: our search skips them
     )
 
 
@@ -99,8 +126,8 @@ def feature_order(d_model: int, device: torch.device | str = "cpu") -> Tensor:
     return torch.cat([evens, torch.arange(1, d_model, 2, device=device)])
 
 
-def marian_state_dict(model: Transformer) -> dict[str, Tensor]:
-    """Our weights under MarianMTModel's names, with the features in Marian's order."""
+def marian_state_dict(model: Transformer, rows: list[int]) -> dict[str, Tensor]:
+    """Our weights under MarianMTModel's names, features in Marian's order, vocabulary `rows`."""
     # Host-side: the export is written from the CPU, wherever the model ran.
     ours = {key: t.detach().float().cpu() for key, t in model.state_dict().items()}
     p = feature_order(model.config.d_model)
@@ -142,11 +169,12 @@ def marian_state_dict(model: Transformer) -> dict[str, Tensor]:
             **{f"{marian_name}.fc2.{k}": t for k, t in writes(f"{ours_name}.w_2").items()},
         }
 
+    bias = ours.get("generator.bias", torch.zeros(model.config.vocab_size, device="cpu"))
     out = {
-        "model.encoder.embed_tokens.weight": reads("src_embed.lut.weight"),
-        "model.decoder.embed_tokens.weight": reads("tgt_embed.lut.weight"),
-        "lm_head.weight": reads("generator.weight"),
-        "final_logits_bias": torch.zeros(1, model.config.vocab_size, device="cpu"),
+        "model.encoder.embed_tokens.weight": reads("src_embed.lut.weight")[rows],
+        "model.decoder.embed_tokens.weight": reads("tgt_embed.lut.weight")[rows],
+        "lm_head.weight": reads("generator.weight")[rows],
+        "final_logits_bias": bias[rows][None],  # (1, vocab)
     }
     if model.config.tie_embeddings == "all":
         out["model.shared.weight"] = out["model.encoder.embed_tokens.weight"]
@@ -166,12 +194,13 @@ def marian_state_dict(model: Transformer) -> dict[str, Tensor]:
     return out
 
 
-def to_marian(model: Transformer) -> MarianMTModel:
+def to_marian(model: Transformer, ids: MarianIds) -> MarianMTModel:
     """The same network as a MarianMTModel in eval mode, fp32."""
     check_exportable(model.config, "hf")
-    marian = MarianMTModel(marian_config(model.config))
-    marian.generation_config = generation_config(model.config)
-    missing, unexpected = marian.load_state_dict(marian_state_dict(model), strict=False)
+    marian = MarianMTModel(marian_config(model.config, ids))
+    marian.generation_config = generation_config(model.config, ids)
+    weights = marian_state_dict(model, ids.rows)
+    missing, unexpected = marian.load_state_dict(weights, strict=False)
     # Marian recomputes its sinusoids instead of loading them.
     missing = [key for key in missing if not key.endswith("embed_positions.weight")]
     if missing or unexpected:
@@ -203,7 +232,20 @@ def fast_tokenizer(tokenizer: BPETokenizer, max_positions: int) -> PreTrainedTok
     )
 
 
-def export_hf(model: Transformer, tokenizer: BPETokenizer, out: str | os.PathLike) -> Path:
+def marian_tokenizer(tokenizer: SentencePieceTokenizer, out: Path) -> None:
+    """Write what `transformers.MarianTokenizer` reads: both models, vocab.json, its config."""
+    from transformers import MarianTokenizer
+
+    out.mkdir(parents=True, exist_ok=True)
+    for side in ("source", "target"):
+        write_atomically(out / f"{side}.spm", tokenizer.models[side])
+    vocab = {piece: i for i, piece in enumerate(tokenizer.marian_vocab)}
+    write_atomically(out / "vocab.json", json.dumps(vocab, ensure_ascii=False, indent=2))
+    files = (str(out / name) for name in ("source.spm", "target.spm", "vocab.json"))
+    MarianTokenizer(*files).save_pretrained(out)
+
+
+def export_hf(model: Transformer, tokenizer: SubwordTokenizer, out: str | os.PathLike) -> Path:
     """Write `out/`: config.json, generation_config.json, model.safetensors, the tokenizer.
 
     Args:
@@ -216,8 +258,11 @@ def export_hf(model: Transformer, tokenizer: BPETokenizer, out: str | os.PathLik
             the setting and the formats that take it.
     """
     out = Path(out)
-    marian = to_marian(model)
+    marian = to_marian(model, marian_ids(tokenizer))
     marian.save_pretrained(out)
+    if isinstance(tokenizer, SentencePieceTokenizer):
+        marian_tokenizer(tokenizer, out)
+        return out
     # tokenizer_config.json names the tokenizers backend, so AutoTokenizer loads this BPE rather
     # than the SentencePiece MarianTokenizer that config.json's model type would imply.
     fast_tokenizer(tokenizer, model.config.max_positions).save_pretrained(out)

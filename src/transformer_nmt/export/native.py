@@ -12,7 +12,7 @@ from pathlib import Path
 import safetensors.torch
 
 from transformer_nmt.atomic import write_atomically
-from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer
+from transformer_nmt.data.tokenizer import PAD_ID, SubwordTokenizer, tokenizer_from_str
 from transformer_nmt.export import ExportError
 from transformer_nmt.model import EncoderDecoder, config_from_dict, model_from_config
 
@@ -21,7 +21,7 @@ FORMAT_VERSION = 1
 
 
 def save_safetensors(
-    model: EncoderDecoder, tokenizer: BPETokenizer, out: str | os.PathLike
+    model: EncoderDecoder, tokenizer: SubwordTokenizer, out: str | os.PathLike
 ) -> Path:
     """Write `out/`: model.safetensors, config.json (the model config) and tokenizer.json."""
     out = Path(out)
@@ -29,11 +29,11 @@ def save_safetensors(
     safetensors.torch.save_model(model, str(out / "model.safetensors"), metadata={"format": "pt"})
     config = {"format": FORMAT, "format_version": FORMAT_VERSION, "model": model.config.to_dict()}
     write_atomically(out / "config.json", json.dumps(config, indent=2) + "\n")
-    tokenizer.save(out / "tokenizer.json")
+    write_atomically(out / "tokenizer.json", tokenizer.to_str())
     return out
 
 
-def load_safetensors(folder: str | os.PathLike) -> tuple[EncoderDecoder, BPETokenizer]:
+def load_safetensors(folder: str | os.PathLike) -> tuple[EncoderDecoder, SubwordTokenizer]:
     """The model, in eval mode, and the tokenizer of a `save_safetensors` folder."""
     folder = Path(folder)
     try:
@@ -44,7 +44,7 @@ def load_safetensors(folder: str | os.PathLike) -> tuple[EncoderDecoder, BPEToke
                 f"{config.get('format')!r}); a Hugging Face export loads with transformers"
             )
         model = model_from_config(config_from_dict(config["model"]))
-        tokenizer = BPETokenizer.load(folder / "tokenizer.json")
+        tokenizer = tokenizer_from_str((folder / "tokenizer.json").read_text(encoding="utf-8"))
     except (OSError, KeyError, TypeError, ValueError) as e:
         raise ExportError(f"{folder}: not a readable transformer-nmt folder: {e}") from e
     if model.config.vocab_size != tokenizer.vocab_size or model.config.pad_id != PAD_ID:
@@ -68,5 +68,6 @@ print(translator.translate(["A sentence to translate."]))
 ```
 
 `model.safetensors` holds the weights under the names of transformer-nmt's `Transformer`, tied
-matrices once; `config.json` its `TransformerConfig`; `tokenizer.json` the joint BPE.
+matrices once; `config.json` its `TransformerConfig`; `tokenizer.json` its tokenizer (the joint
+BPE, or an imported model's SentencePiece models and vocabulary).
 """

@@ -16,13 +16,13 @@ from pathlib import Path
 
 from transformer_nmt.data.bitext import iter_lines
 from transformer_nmt.data.corpus import DataFormatError
-from transformer_nmt.data.tokenizer import BPETokenizer
+from transformer_nmt.data.tokenizer import SubwordTokenizer
 from transformer_nmt.export.ct2 import vocabulary
 
 CHUNK = 10_000  # lines tokenized at once: memory stays flat on a WMT-sized file
 
 
-def target_vocabulary_map(tokenizer: BPETokenizer, target_text: str | os.PathLike) -> str:
+def target_vocabulary_map(tokenizer: SubwordTokenizer, target_text: str | os.PathLike) -> str:
     """The vmap.txt text whose candidates are the tokens of `target_text` (.gz allowed).
 
     Raises:
@@ -32,7 +32,7 @@ def target_vocabulary_map(tokenizer: BPETokenizer, target_text: str | os.PathLik
     seen: set[int] = set()
     lines = iter_lines(target_text)
     while chunk := [line.strip() for line in itertools.islice(lines, CHUNK)]:
-        for ids in tokenizer.encode_batch(chunk):
+        for ids in tokenizer.encode_batch(chunk, side="target"):
             seen.update(ids)
     if not seen:
         raise DataFormatError(

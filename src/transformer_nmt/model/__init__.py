@@ -8,7 +8,7 @@
 What both share sits beside them: `interface` (what training and search need from any family),
 `config` (the base of each family's settings), `families` (each family's name -> its classes, as
 checkpoints store it), `embeddings` (scaled token embeddings), `masks`, `search` (greedy and
-beam) and `quantization` (int8 decoding on a CPU).
+beam; `beam_trace` records its steps on request) and `quantization` (int8 decoding on a CPU).
 """
 
 from transformer_nmt.model.families import FAMILIES, config_from_dict, model_from_config

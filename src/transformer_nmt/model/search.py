@@ -1,10 +1,16 @@
-"""Decoding a translation from a trained model: greedy and beam search (section 6.1)."""
+"""Decoding a translation from a trained model: greedy and beam search (section 6.1).
+
+Every search takes target prefixes: ids each output must start with, forced before the search
+goes on, their log-probabilities counted in its score (fairseq's --prefix-size, OpenNMT's
+-tgt_prefix).
+"""
 
 from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
+from transformer_nmt.model.beam_trace import BeamTrace
 from transformer_nmt.model.interface import Cache, EncoderDecoder
 from transformer_nmt.model.masks import padding_mask
 
@@ -65,6 +71,28 @@ def _next_log_probs(
     return logits.float().log_softmax(dim=-1)
 
 
+def forced_ids(target_prefixes: list[list[int]] | None, device: torch.device) -> Tensor | None:
+    """(B, P) the prefixes' ids, -1 after a shorter one's end; None without prefixes."""
+    if target_prefixes is None or not any(target_prefixes):
+        return None
+    width = max(map(len, target_prefixes))
+    rows = [prefix + [-1] * (width - len(prefix)) for prefix in target_prefixes]
+    return torch.tensor(rows, dtype=torch.long, device=device)
+
+
+def force(log_probs: Tensor, forced: Tensor | None, t: int) -> Tensor:
+    """(R, V) log-probabilities where each row whose prefix has an id at step t may pick only it.
+
+    The forced id keeps its log-probability, so scores count the prefix as the model sees it.
+    """
+    if forced is None or t >= forced.size(1):
+        return log_probs
+    ids = forced[:, t, None]  # (R, 1), -1 where the row's prefix has ended
+    known = ids.clamp(min=0)
+    only = torch.full_like(log_probs, float("-inf")).scatter_(1, known, log_probs.gather(1, known))
+    return torch.where(ids >= 0, only, log_probs)
+
+
 @torch.no_grad()
 def greedy_search(
     model: EncoderDecoder,
@@ -73,6 +101,7 @@ def greedy_search(
     eos_id: int,
     max_len_b: int = 50,
     use_cache: bool = True,
+    target_prefixes: list[list[int]] | None = None,
 ) -> Tensor:
     """Pick the most likely token at each step, reusing the decoder's cached keys and values.
 
@@ -85,6 +114,8 @@ def greedy_search(
         max_len_b: a row stops at its source length (without padding) + max_len_b tokens,
             the paper's "input length + 50" (section 6.1), unless it emits EOS first.
         use_cache: False recomputes the whole prefix every step (same output, slower).
+        target_prefixes: per sentence, target ids (without BOS) the output starts with; at most its
+            maximum length.
 
     Returns:
         (B, T_out) ids without the leading BOS; each row ends with EOS (or is cut at its maximum
@@ -98,9 +129,10 @@ def greedy_search(
     ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1 + t)
     finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
     never = _never_ids(model, bos_id, src.device)
+    forced = forced_ids(target_prefixes, src.device)  # (B, P) or None
     for t in range(int(max_lens.max())):
         log_probs = _next_log_probs(model, ys, memory, src_mask, cache, never)
-        tokens = log_probs.argmax(dim=-1).masked_fill(finished, pad_id)  # (B,)
+        tokens = force(log_probs, forced, t).argmax(dim=-1).masked_fill(finished, pad_id)  # (B,)
         ys = torch.cat([ys, tokens[:, None]], dim=1)
         finished |= (tokens == eos_id) | (t + 1 >= max_lens)
         if finished.all():  # the step's one device-to-host sync
@@ -120,6 +152,8 @@ def beam_search(
     penalty: str = "gnmt",
     n_best: int = 1,
     use_cache: bool = True,
+    target_prefixes: list[list[int]] | None = None,
+    trace: BeamTrace | None = None,
 ) -> list[list[Hypothesis]]:
     """Beam search as in section 6.1, batched over sentences, with fairseq's bookkeeping.
 
@@ -140,6 +174,9 @@ def beam_search(
         penalty: "gnmt" (the paper's) or "fairseq"; see `length_penalty`.
         n_best: hypotheses returned per sentence, at most beam_size.
         use_cache: False recomputes the whole prefix every step (same output, slower).
+        target_prefixes: per sentence, target ids (without BOS) every hypothesis starts with,
+            at most its maximum length.
+        trace: records every step's candidates (the attention explorer's beam view).
 
     Returns:
         For each sentence, in input order, its n_best finished hypotheses, best first.
@@ -160,6 +197,8 @@ def beam_search(
     scores = torch.full((B, K), float("-inf"), device=src.device)  # (n, K) log-probabilities
     scores[:, 0] = 0.0
     never = _never_ids(model, bos_id, src.device)
+    forced = forced_ids(target_prefixes, src.device)
+    forced = None if forced is None else forced[rows]  # (B * K, P)
     # How many hypotheses each sentence has finished, on the device so that `done` stays there.
     num_finished = torch.zeros(B, dtype=torch.long, device=src.device)  # (n,), at most K
     sentences = list(range(B))  # the input index of each sentence still searching
@@ -168,6 +207,7 @@ def beam_search(
     for t in range(int(max_lens.max())):
         n = len(sentences)
         log_probs = _next_log_probs(model, prefixes, memory, src_mask, cache, never)
+        log_probs = force(log_probs, forced, t)
         V = log_probs.size(-1)
         candidates = (scores[:, :, None] + log_probs.view(n, K, V)).view(n, K * V)
         # 2K candidates hold at least K that do not end in EOS: each beam has one EOS candidate.
@@ -184,6 +224,11 @@ def beam_search(
         next_beams, next_tokens, next_scores = (
             x.gather(1, go_on.indices) for x in (cand_beams, cand_tokens, cand_scores)
         )  # (n, K) each
+        if trace is not None:
+            lp = length_penalty(t + 1, alpha, penalty)
+            trace.record(
+                sentences, cand_scores, cand_tokens, cand_beams, to_finish, go_on.indices, done, lp
+            )
 
         # The step's one device-to-host transfer: everything the bookkeeping below reads.
         host = _to_host(
@@ -219,6 +264,7 @@ def beam_search(
         same_source = len(live) == n
         if not same_source:
             memory, src_mask = memory[order], src_mask[order]
+            forced = None if forced is None else forced[order]
         if cache is not None:
             cache = model.reorder_cache(cache, order, same_source)
         max_lens, num_finished = max_lens[live_index], num_finished[live_index]

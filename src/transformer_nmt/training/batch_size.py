@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from lightning.fabric.accelerators.cuda import num_cuda_devices
 from omegaconf import DictConfig, OmegaConf
 
+from transformer_nmt.data.token_budget import MAX_AUTO_TOKENS
+
 log = logging.getLogger(__name__)
 
 
@@ -38,17 +40,34 @@ def updates_per_step(tokens_per_update: int, max_tokens: int, devices: int, num_
     return math.ceil(tokens_per_update / (max_tokens * devices * num_nodes))
 
 
-def plan_update(tokens_per_update: int, max_tokens: int, world_size: int) -> UpdatePlan:
+def per_rank_cap(tokens_per_update: int | None, world_size: int, longest: int) -> int:
+    """The most tokens a side `data.max_tokens=auto` gives one device's batch.
+
+    With `tokens_per_update`, its share per rank rounded up: where memory holds it, one batch on
+    every rank reaches the target with no accumulation (rounded down, the share fell a few tokens
+    short, and `plan_update` halved every batch to take two). Never below `longest`, the longest
+    pair, which every batch must be able to hold. Without, `MAX_AUTO_TOKENS`.
+    """
+    if tokens_per_update is None:
+        return max(MAX_AUTO_TOKENS, longest)
+    return max(math.ceil(tokens_per_update / world_size), longest)
+
+
+def plan_update(
+    tokens_per_update: int, max_tokens: int, world_size: int, longest: int = 1
+) -> UpdatePlan:
     """The accumulation that reaches `tokens_per_update`, each batch shrunk to the least budget
-    that still reaches it.
+    that still reaches it, and never below `longest`.
 
     Rounding the accumulation up alone overshoots by up to a whole batch per device: 50 % with
     6 devices of 3,125 tokens, 100 % with 16. Shrinking `max_tokens` (never raising it: it is
     what fits the device) to `ceil(tokens_per_update / (accumulation x world_size))` lands within
-    `accumulation x world_size` tokens above the target, under 1 % at the paper's 25,000.
+    `accumulation x world_size` tokens above the target, under 1 % at the paper's 25,000. The
+    floor at `longest` (at most `max_tokens`) keeps every pair batchable; only where it binds, on
+    more ranks than `tokens_per_update / longest`, does an update overshoot by more.
     """
     accumulate = updates_per_step(tokens_per_update, max_tokens, world_size, 1)
-    budget = math.ceil(tokens_per_update / (accumulate * world_size))
+    budget = max(math.ceil(tokens_per_update / (accumulate * world_size)), min(longest, max_tokens))
     plan = UpdatePlan(accumulate, budget, accumulate * budget * world_size)
     shrunk = f"data.max_tokens shrunk from {max_tokens} to {budget}" if budget < max_tokens else ""
     log.info(
@@ -63,38 +82,6 @@ def plan_update(tokens_per_update: int, max_tokens: int, world_size: int) -> Upd
         f"; {shrunk} to land within 1 batch of it" if shrunk else "",
     )
     return plan
-
-
-def resolve_update_size(cfg: DictConfig) -> UpdatePlan | None:
-    """Write the accumulation and batch budget training will use into `cfg`.
-
-    With `data.tokens_per_update`, `plan_update` derives them; `check_config` has refused a
-    `trainer.accumulate_grad_batches` other than 1 alongside it, so the derived value never
-    silently replaces a chosen one. `trainer.accumulate_grad_batches`, `data.max_tokens` and
-    `tokens_per_update_used` then hold what training uses, for the loggers, the run folder's
-    config and the model card. Under `data.max_tokens=auto` nothing is known yet (None):
-    `AutoMaxTokens` plans once the budget is, and `LoggedConfig` records it.
-    """
-    if cfg.data.max_tokens == "auto":
-        return None
-    world_size = device_count(cfg.trainer) * cfg.trainer.get("num_nodes", 1)
-    tokens_per_update = cfg.data.get("tokens_per_update")
-    if tokens_per_update is None:
-        accumulate = cfg.trainer.get("accumulate_grad_batches", 1)
-        plan = UpdatePlan(
-            accumulate, cfg.data.max_tokens, accumulate * cfg.data.max_tokens * world_size
-        )
-    else:
-        plan = plan_update(tokens_per_update, cfg.data.max_tokens, world_size)
-    record_plan(cfg, plan)
-    return plan
-
-
-def record_plan(cfg: DictConfig, plan: UpdatePlan) -> None:
-    """Put `plan` into `cfg`, where the loggers and the run folder's config read it."""
-    cfg.trainer.accumulate_grad_batches = plan.accumulate_grad_batches
-    cfg.data.max_tokens = plan.max_tokens
-    cfg.tokens_per_update_used = plan.tokens_per_update
 
 
 def device_count(trainer: DictConfig) -> int:

@@ -194,12 +194,12 @@ def _batch_problems(cfg: DictConfig) -> list[str]:
 
 def _retention_problems(cfg: DictConfig) -> list[str]:
     """Periodic checkpoints kept fewer than the recipe averages: the average would be refused."""
-    periodic = (cfg.get("callbacks") or {}).get("periodic_checkpoint")
-    keep, average = (periodic or {}).get("keep_last"), cfg.get("average_last")
+    policy = (cfg.get("callbacks") or {}).get("checkpoints")
+    keep, average = (policy or {}).get("keep_last"), cfg.get("average_last")
     if keep is None or average is None or keep >= average:
         return []
     return [
-        f"callbacks.periodic_checkpoint.keep_last={keep} keeps fewer checkpoints than "
+        f"callbacks.checkpoints.keep_last={keep} keeps fewer checkpoints than "
         f"average_last={average} averages (nmt-evaluate --average-last {average}): keep at "
         f"least {average}, or lower average_last"
     ]

@@ -6,11 +6,11 @@ import secrets
 from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
-from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import Logger, WandbLogger
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, open_dict
 
+from transformer_nmt.training.callbacks.checkpoint_policy import CheckpointPolicy
 from transformer_nmt.training.run_lock import is_global_rank_zero
 from transformer_nmt.training.sweeps import is_multirun
 from transformer_nmt.wandb_run import WandbRunError, continued_run_id, save_run, wandb_mode
@@ -20,20 +20,6 @@ log = logging.getLogger(__name__)
 
 # Command-line overrides that say where files go, not what the experiment is.
 UNNAMED_OVERRIDES = ("paths.", "hydra.", "ckpt_path=")
-
-
-class WandbCheckpointLogger(WandbLogger):
-    """Lightning's WandbLogger, uploading only the checkpoints of callbacks that monitor a metric.
-
-    With `log_model`, Lightning gives the newest file of every ModelCheckpoint the `best` alias;
-    the periodic checkpoints monitor nothing, so theirs would be called best. Uploaded are the
-    monitoring callback's best checkpoint (aliases `best` and `latest`) and its last.ckpt
-    (`latest`); the periodic step*.ckpt files stay local.
-    """
-
-    def after_save_checkpoint(self, checkpoint_callback: ModelCheckpoint) -> None:
-        if checkpoint_callback.monitor is not None:
-            super().after_save_checkpoint(checkpoint_callback)
 
 
 def wandb_logger(
@@ -54,8 +40,9 @@ def wandb_logger(
     after the command-line overrides (e.g. "experiment=multi30k_de_en model.dropout=0.3"), each
     of which is also added to `tags`. A run resumed from `ckpt_path` continues the W&B run of the
     checkpoint's run folder (`wandb_run.py`) unless `continue_run` is false; the id is written to
-    `save_dir`, for the next resume. `log_model` true or "all" uploads checkpoints as Artifacts
-    (`WandbCheckpointLogger`), at the end of training or as they are saved.
+    `save_dir`, for the next resume. `log_model` true or "all" uploads the best checkpoint and
+    `last.ckpt` as Artifacts (the checkpoint policy tells the logger of those only), at the end of
+    training or as they are saved.
     """
     chosen = mode or os.environ.get("WANDB_MODE")
     mode = wandb_mode(mode)
@@ -77,7 +64,7 @@ def wandb_logger(
     # The mode goes to wandb.init itself: Lightning's `offline=True` sets WANDB_MODE=dryrun, which
     # current wandb releases no longer honour (they then ask for a login). Lightning passes
     # resume="allow": the id continues a run that exists and starts one that does not.
-    return WandbCheckpointLogger(
+    return WandbLogger(
         save_dir=save_dir,
         project=project,
         mode=mode,
@@ -125,7 +112,7 @@ def start_wandb_runs(loggers: list[Logger]) -> None:
 
 @rank_zero_only
 def finish_wandb_runs(
-    loggers: list[Logger], checkpoint: ModelCheckpoint | None, exit_code: int = 0
+    loggers: list[Logger], checkpoint: CheckpointPolicy | None, exit_code: int = 0
 ) -> None:
     """Record the best checkpoint's score and path in the run summary, then close the run.
 

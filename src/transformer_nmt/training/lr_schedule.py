@@ -4,7 +4,9 @@ The cool-down, not in the paper, is the one of warm-up-stable-decay schedules: t
 linearly to zero over the last updates of the budget. A step budget places it in advance
 (`module.cooldown_steps`); a time budget (`callbacks.timed_cooldown.minutes`) places it when
 its last minutes begin, from the machine's pace (`cooldown_window`), since how many updates an
-hour holds depends on the machine. Either way `LearningRate` takes the window and applies it.
+hour holds depends on the machine. A recipe with both budgets sets both, and the run ends at
+whichever end comes first with its cool-down done: `LearningRate` applies every window it is
+given, the lower multiplier winning.
 """
 
 import math
@@ -35,22 +37,24 @@ def linear_cooldown(step: int, total_steps: int, cooldown_steps: int) -> float:
 
 
 class LearningRate:
-    """The rate of each update: `inverse_sqrt_warmup`, times the `linear_cooldown` of a window."""
+    """The rate of each update: `inverse_sqrt_warmup`, times the lowest `linear_cooldown` of the
+    cool-down windows given (a step budget's and a time budget's: whichever ends first)."""
 
     def __init__(self, d_model: int, warmup_steps: int, factor: float = 1.0) -> None:
         self.d_model = d_model
         self.warmup_steps = warmup_steps
         self.factor = factor
-        self.window = (0, 0)  # (last update, updates) of the cool-down; 0 updates: none
+        self.windows: set[tuple[int, int]] = set()  # (last update, updates) of each cool-down
 
     def cool_down(self, last_step: int, steps: int) -> None:
-        """Take the rate linearly to zero over updates `last_step - steps + 1` to `last_step`."""
-        self.window = (last_step, steps)
+        """Take the rate linearly to zero over updates `last_step - steps + 1` to `last_step`,
+        or sooner where another window does."""
+        self.windows.add((last_step, steps))
 
     def __call__(self, step: int) -> float:
         """The rate of update `step`, counted from 1 as in the paper."""
         paper = inverse_sqrt_warmup(step, self.d_model, self.warmup_steps, self.factor)
-        return paper * linear_cooldown(step, *self.window)
+        return paper * min((linear_cooldown(step, *w) for w in self.windows), default=1.0)
 
 
 def cooldown_window(step: int, left: float, pace: float) -> tuple[int, int]:
@@ -88,15 +92,11 @@ def timed_cooldown_problems(
     setting: str, minutes: float, cooldown_steps: int, max_time: str | None
 ) -> list[str]:
     """Why a cool-down over the last `minutes` of `trainer.max_time` cannot run: no time
-    budget, or a step cool-down set beside it. `setting` names the minutes' config key."""
+    budget. `setting` names the minutes' config key. Beside a step cool-down
+    (`cooldown_steps`) it is the time budget's: the budget that ends first cools down."""
     if not minutes:
         return []
     problems = []
-    if cooldown_steps:
-        problems.append(
-            f"module.cooldown_steps={cooldown_steps} and {setting}={minutes} both set the "
-            "cool-down: keep the steps for a step budget, the minutes for a time budget"
-        )
     if minutes < 0 or max_time is None:
         problems.append(
             f"{setting}={minutes} needs a positive number of minutes and trainer.max_time "

@@ -35,6 +35,27 @@ def real_target_logits(
     return logits, batch["tgt_out"].flatten().index_select(0, index)
 
 
+def training_loss(
+    model: EncoderDecoder,
+    batch: dict[str, Any],
+    precision: str | None,
+    label_smoothing: float,
+    rdrop_alpha: float = 0,
+) -> tuple[Tensor, Tensor, int]:
+    """Summed smoothed loss, summed NLL and number of the batch's real target tokens.
+
+    With `rdrop_alpha`, of the batch doubled (`rdrop.doubled`): both passes' tokens count,
+    and the loss adds alpha times the passes' summed symmetric KL divergence.
+    """
+    if rdrop_alpha:
+        batch = doubled(batch)
+    logits, target = real_target_logits(model, batch, precision)
+    loss_sum, nll_sum = label_smoothed_nll(logits, target, label_smoothing)
+    if rdrop_alpha:  # its backward reads its own log-probabilities, never the logits
+        loss_sum = loss_sum + rdrop_alpha * symmetric_kl(logits, target.numel() // 2)
+    return loss_sum, nll_sum, target.numel()
+
+
 class TranslationModule(L.LightningModule):
     """Trains an encoder-decoder as in section 5 of the paper and scores it with sacreBLEU.
 
@@ -92,18 +113,10 @@ class TranslationModule(L.LightningModule):
         self.rdrop_alpha = rdrop_alpha
 
     def _loss(self, batch: dict[str, Any], rdrop_alpha: float = 0) -> tuple[Tensor, Tensor, int]:
-        """Summed smoothed loss, summed NLL and number of the batch's real target tokens.
-
-        With `rdrop_alpha`, of the batch doubled (`rdrop.doubled`): both passes' tokens count,
-        and the loss adds alpha times the passes' summed symmetric KL divergence.
-        """
-        if rdrop_alpha:
-            batch = doubled(batch)
-        logits, target = real_target_logits(self.model, batch, self.trainer.precision)
-        loss_sum, nll_sum = label_smoothed_nll(logits, target, self.hparams.label_smoothing)
-        if rdrop_alpha:  # its backward reads its own log-probabilities, never the logits
-            loss_sum = loss_sum + rdrop_alpha * symmetric_kl(logits, target.numel() // 2)
-        return loss_sum, nll_sum, target.numel()
+        label_smoothing = self.hparams.label_smoothing
+        return training_loss(
+            self.model, batch, self.trainer.precision, label_smoothing, rdrop_alpha
+        )
 
     def training_step(self, batch: dict[str, Any], batch_idx: int) -> Tensor:
         loss_sum, nll_sum, num_tokens = self._loss(batch, self.rdrop_alpha)

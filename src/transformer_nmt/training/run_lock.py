@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from transformer_nmt.lock_file import STALE, LockContendedError, LockFile
+from transformer_nmt.run_names import launcher_rank
 
 LOCK_NAME = ".lock"
 
@@ -77,13 +78,5 @@ class RunLock:
 
 
 def is_global_rank_zero(environ: Mapping[str, str] = os.environ) -> bool:
-    """Whether this process is, or will start as, global rank 0, from the launchers' variables.
-
-    torchrun sets RANK on every rank; Lightning starts the other ranks of a node with LOCAL_RANK
-    and NODE_RANK set; SLURM sets SLURM_PROCID on every task. A plain `python train.py` has none.
-    """
-    if "RANK" in environ:
-        return int(environ["RANK"]) == 0
-    if int(environ.get("LOCAL_RANK", 0)) or int(environ.get("NODE_RANK", 0)):
-        return False
-    return int(environ.get("SLURM_PROCID", 0)) == 0
+    """Whether this process is, or will start as, global rank 0, from the launchers' variables."""
+    return launcher_rank(environ) == "0"

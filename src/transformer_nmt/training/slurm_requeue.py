@@ -3,8 +3,8 @@
 Lightning's own auto-requeue (SLURMEnvironment's default) saves `hpc_ckpt_<n>.ckpt` from inside
 the signal handler, mid-step, and a restart prefers that file only when `ckpt_path` is None,
 while `auto_resume` passes `last.ckpt`: two resume sources that can disagree. It is off here;
-USR1 takes the SIGTERM path instead (every rank finishes its batch, the `last_checkpoint`
-callback saves), and global rank 0 runs `scontrol requeue` once the run has closed
+USR1 takes the SIGTERM path instead (every rank finishes its batch, the checkpoint
+policy saves), and global rank 0 runs `scontrol requeue` once the run has closed
 (experiments/scale_out/README.md).
 """
 

@@ -6,7 +6,9 @@ from transformer_nmt.model.transformer.dropout import LANES, keep_mask
 from transformer_nmt.model.transformer.feed_forward import PositionwiseFeedForward
 
 
-@pytest.mark.parametrize("activation, fn", [("relu", torch.relu), ("gelu", F.gelu)])
+@pytest.mark.parametrize(
+    "activation, fn", [("relu", torch.relu), ("gelu", F.gelu), ("swish", F.silu)]
+)
 def test_ffn_is_two_linears_around_the_activation(activation, fn):
     torch.manual_seed(0)
     ffn = PositionwiseFeedForward(d_model=8, d_ff=16, activation=activation)
@@ -26,7 +28,7 @@ def test_relu_and_gelu_differ():
 
 def test_unknown_activation_is_rejected():
     with pytest.raises(ValueError, match="activation"):
-        PositionwiseFeedForward(8, 16, "swish")
+        PositionwiseFeedForward(8, 16, "tanh")
 
 
 def test_activation_dropout_drops_the_inner_activations_in_training_only():

@@ -9,6 +9,7 @@ from omegaconf import open_dict
 
 from helpers import wandb_records
 from helpers.hydra_compose import compose_train
+from helpers.quick_toy_run import quick_toy_run
 from transformer_nmt.attention_plots import figure_pixels
 from transformer_nmt.train import train
 
@@ -53,7 +54,7 @@ def wandb_run(run_dir):
 
 
 def test_pngs_per_validation_sentence_kind_and_layer_none_in_sanity_check(run_dir):
-    steps = sorted(p.name for p in (run_dir / "attention").iterdir())
+    steps = sorted(p.name for p in (run_dir / "attention").iterdir() if p.is_dir())
     assert steps == ["step0000003"]
     for step in steps:
         pngs = sorted((run_dir / "attention" / step).glob("*.png"))
@@ -107,3 +108,66 @@ def test_wandb_summary_name_tags_and_config(wandb_run):
     assert {"toy", "tiny", "experiment=toy", "trainer.max_steps=3"} <= set(run.tags)
     config = wandb_records.config(records)
     assert config["model"]["d_model"] == 64 and config["module"]["warmup_steps"] == 50
+
+
+def page_validations(page) -> list[dict]:
+    """The validations an explorer page holds, read back from its inline JSON."""
+    text = page.read_text(encoding="utf-8")
+    start = text.index('<script type="application/json" id="data">') + len(
+        '<script type="application/json" id="data">'
+    )
+    data = text[start : text.index("</script>", start)].replace("<\\/", "</")
+    return json.loads(data)["validations"]
+
+
+def test_an_explorer_page_per_validation_and_one_over_the_run(run_dir):
+    step = run_dir / "attention" / "step0000003"
+    (validation,) = page_validations(step / "explorer.html")
+    assert validation == json.loads((step / "explorer.json").read_text())
+    assert validation["step"] == 3
+    (sentence,) = validation["sentences"]
+    assert [r["name"] for r in sentence["readings"]] == ["translation", "reference"]
+    assert page_validations(run_dir / "attention" / "explorer.html") == [validation]
+
+
+def test_wandb_holds_the_explorer_pages(wandb_run):
+    folder, records = wandb_run
+    rows = wandb_records.history(records)
+    for key in ("attention/explorer", "attention/explorer_run"):
+        pages = [r for r in rows if f"{key}/path" in r]
+        assert [r["trainer/global_step"] for r in pages] == [3], key
+        assert "explorer" in (folder / "files" / pages[0][f"{key}/path"]).read_text()
+
+
+@pytest.fixture(scope="module")
+def resumed_run(tmp_path_factory):
+    """A run that validates at step 2 and ends, then resumes in its folder up to step 4.
+
+    Returns the run folder and step 2's explorer data file as the first run left it: its bytes,
+    and its inode, which a rewrite (temporary file renamed into place) would change.
+    """
+    tmp_path = tmp_path_factory.mktemp("resumed")
+    overrides = [o for o in quick_toy_run(2) if o != "~callbacks.attention_maps"] + [
+        "logger=none",
+        "trainer.val_check_interval=2",
+        "callbacks.attention_maps.layers=[1]",
+        "callbacks.attention_maps.num_sentences=1",
+    ]
+    left = None
+    for max_steps in (2, 4):
+        cfg = compose_train(tmp_path, [*overrides, f"trainer.max_steps={max_steps}"])
+        with open_dict(cfg):
+            del cfg.hydra
+        train(cfg)
+        path = tmp_path / "run/attention/step0000002/explorer.json"
+        left = left or (path.read_bytes(), path.stat().st_ino)
+    return tmp_path / "run", left
+
+
+def test_the_run_page_gathers_the_validations_before_a_resume_too(resumed_run):
+    run_dir, left = resumed_run
+    validations = page_validations(run_dir / "attention" / "explorer.html")
+    assert [v["step"] for v in validations] == [2, 4]
+    data, inode = left
+    assert validations[0] == json.loads(data)  # the first run's, not written again
+    assert (run_dir / "attention/step0000002/explorer.json").stat().st_ino == inode

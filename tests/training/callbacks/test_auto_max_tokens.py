@@ -1,57 +1,36 @@
-"""`data.max_tokens=auto`: a real training step, measured against an injected memory limit."""
+"""`data.max_tokens=auto` resolved as fit sets up: the CPU default, a searched budget, R-Drop."""
 
-import contextlib
+import json
 import logging
 import re
+from types import SimpleNamespace
 
+import lightning as L
 import pytest
-import torch
 
 from helpers.hydra_compose import compose_train
-from transformer_nmt.data.token_budget import CPU_MAX_TOKENS, BudgetError
-from transformer_nmt.data.tokenizer import PAD_ID
-from transformer_nmt.model import Transformer
+from helpers.trainer_record import record_trainer
+from transformer_nmt.data.token_budget import CPU_MAX_TOKENS
 from transformer_nmt.train import train
-from transformer_nmt.training.callbacks.auto_max_tokens import (
-    HostMemory,
-    StepProbe,
-    search_max_tokens,
+from transformer_nmt.training.callbacks.auto_max_tokens import may_train_with_rdrop
+from transformer_nmt.training.callbacks.late_dropout import LateDropout
+
+
+@pytest.mark.parametrize(
+    "module_alpha, late_alpha, expected",
+    [(0, None, False), (0.5, None, True), (0, 1.0, True), (0, 0, False)],
 )
-
-LONGEST = 24  # tokens a side of the longest pair, EOS included
-MARGIN = 0.1
-
-
-@pytest.fixture(scope="module")
-def probe() -> StepProbe:
-    torch.manual_seed(0)
-    model = Transformer(512, PAD_ID, N=1, d_model=32, d_ff=64, h=2)
-    probe = StepProbe(model, torch.device("cpu"), "32-true", contextlib.nullcontext, LONGEST)
-    probe(LONGEST)  # Adam's state exists from here on, as after the search's first step
-    return probe
-
-
-def peak(probe: StepProbe, rows: int) -> float:
-    return HostMemory(limit=0).peak(lambda: probe(rows * LONGEST), probe.resident())
-
-
-def test_the_search_finds_the_largest_budget_under_the_limit(probe):
-    peaks = [peak(probe, rows) for rows in (1, 2, 3, 4, 5)]
-    assert peaks == sorted(peaks) and peaks[0] < peaks[-1]  # more rows, more memory
-    # A limit between 3 and 4 rows' peaks, the margin taken off: 3 rows is the answer.
-    allowed = (peaks[2] + peaks[3]) / 2
-    memory = HostMemory(limit=int(allowed / (1 - MARGIN)))
-    assert search_max_tokens(probe, memory, cap=100 * LONGEST, margin=MARGIN) == 3 * LONGEST
-
-
-def test_a_limit_below_one_longest_pair_fails_naming_it(probe):
-    memory = HostMemory(limit=int(peak(probe, 1) / 2))
-    with pytest.raises(BudgetError, match=f"the longest training pair, {LONGEST} tokens a side"):
-        search_max_tokens(probe, memory, cap=100 * LONGEST, margin=MARGIN)
+def test_r_drop_counts_from_the_start_or_once_late_dropout_turns_it_on(
+    module_alpha, late_alpha, expected
+):
+    late = LateDropout(p=0.3, after_minutes=1, rdrop_alpha=late_alpha)
+    trainer = L.Trainer(callbacks=[late], logger=False, enable_checkpointing=False)
+    assert may_train_with_rdrop(trainer, SimpleNamespace(rdrop_alpha=module_alpha)) is expected
 
 
 TOY = ["experiment=toy", "logger=none", "trainer.max_steps=1", "trainer.max_epochs=-1"]
 AUTO = ["data.max_tokens=auto", "+trainer.limit_val_batches=1"]
+LIMIT = "callbacks.auto_max_tokens.memory_limit"
 
 
 @pytest.mark.slow
@@ -73,3 +52,20 @@ def test_auto_with_a_memory_limit_searches_on_the_training_step(tmp_path, caplog
     budget, accumulate = int(found[1]), int(found[2])
     assert 500 < budget <= 1000  # 2 GB holds more: the tokens per update cap it
     assert accumulate == -(-1000 // budget)
+    assert "the cap bound it" in caplog.text
+
+
+@pytest.mark.slow
+def test_an_auto_run_resumed_under_another_limit_keeps_the_budget_it_started_with(tmp_path):
+    """The budget is measured once: batches after a resume are those the checkpoint counted."""
+    # A small cap the first search reaches in one step, in fp32: a quick start.
+    quick = [*AUTO, "data.tokens_per_update=500", "trainer.precision=32-true"]
+    first = [*TOY, *quick, f"{LIMIT}=2000000000", *record_trainer(tmp_path / "a")]
+    train(compose_train(tmp_path, first))
+    started = json.loads((tmp_path / "a").read_text())["max_tokens"]
+    # 1 kB holds not even one pair: measured again, the budget search would refuse to start.
+    last = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    toy = ["experiment=toy", "logger=none", "trainer.max_steps=2", "trainer.max_epochs=-1"]
+    resumed = [*toy, *quick, f"{LIMIT}=1000", f"ckpt_path={last}", *record_trainer(tmp_path / "b")]
+    train(compose_train(tmp_path, resumed))
+    assert json.loads((tmp_path / "b").read_text())["max_tokens"] == started

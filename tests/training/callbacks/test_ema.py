@@ -6,7 +6,6 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
-from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from helpers.ddp import (
@@ -20,6 +19,7 @@ from helpers.ddp import (
 from helpers.hydra_compose import compose_train
 from helpers.signal_at_step import signal_at
 from transformer_nmt.train import build_data_and_module, build_trainer, fit, train
+from transformer_nmt.training.callbacks.checkpoint_policy import CheckpointPolicy
 from transformer_nmt.training.callbacks.ema import WeightEMA
 from transformer_nmt.training.config_checks import ConfigError, check_config
 from transformer_nmt.training.resume import ResumePoint
@@ -188,7 +188,8 @@ def test_under_ddp_the_ranks_average_alike_and_rank_zero_saves_the_average(tmp_p
             WeightEMA(decay=DECAY, start_step=START),
             TrainedWeightsPerRank(tmp_path),
             SaveWeightsPerRank(str(tmp_path)),  # after WeightEMA: the average it swaps in
-            ModelCheckpoint(dirpath=tmp_path / "checkpoints"),  # at the end of the one epoch
+            # last.ckpt only, as training ends: the trained weights beside the average.
+            CheckpointPolicy(str(tmp_path / "checkpoints"), monitor=None, every_minutes=None),
         ],
     )  # fmt: skip
     trainer.fit(tiny_module(warmup_steps=4), train_dataloaders=BatchesPerRank(ranks))

@@ -10,7 +10,8 @@ from transformer_nmt.training.callbacks.val_curve import ValCurve
 TOY = [
     "experiment=toy", "logger=none", "data.corpus.num_train=300", "data.corpus.num_val=8",
     "data.max_tokens=192", "trainer.max_epochs=-1", "trainer.val_check_interval=2",
-    "~callbacks.attention_maps", "~callbacks.translation_table", "~callbacks.periodic_checkpoint",
+    "~callbacks.attention_maps", "~callbacks.translation_table",
+    "callbacks.checkpoints.every_minutes=null",
 ]  # fmt: skip
 
 

@@ -6,7 +6,8 @@ from typing import Any, ClassVar
 from transformer_nmt.model.config import TIE_EMBEDDINGS, DataclassConfig, choice_problems
 
 POSITIONS = ("sinusoidal", "learned")
-ACTIVATIONS = ("relu", "gelu")
+# swish (SiLU, x * sigmoid(x)) is what Marian trains OPUS-MT models with.
+ACTIVATIONS = ("relu", "gelu", "swish")
 # auto: per device, dtype and direction (attention.py's attention_kernel); the others force
 # one kernel everywhere: SDPA's own choice, SDPA's math backend, or the softmax written out.
 ATTENTION_KERNELS = ("auto", "fused", "math", "explicit")
@@ -33,7 +34,9 @@ class TransformerConfig(DataclassConfig):
         tie_embeddings: "all" shares one matrix between source embeddings, target embeddings and
             the pre-softmax projection (the paper, section 3.4); "decoder" ties only the target
             embeddings and the projection; "none" ties nothing.
-        activation: "relu" (the paper) or "gelu" in the feed-forward networks.
+        activation: "relu" (the paper), "gelu" or "swish" in the feed-forward networks.
+        output_bias: not the paper: a bias on the pre-softmax projection (Marian's
+            final_logits_bias, which OPUS-MT models carry); the paper's projection has none.
         rezero: not the paper: every residual connection is x + alpha * Dropout(Sublayer(x))
             with a trainable scalar alpha initialised to 0 and no LayerNorm (ReZero, Bachlechner
             et al., 2020), so every layer starts as the identity. Excludes norm_first.
@@ -59,6 +62,7 @@ class TransformerConfig(DataclassConfig):
     max_positions: int = 1024
     tie_embeddings: str = "all"
     activation: str = "relu"
+    output_bias: bool = False
     rezero: bool = False
     attention_kernel: str = "auto"
 

@@ -99,8 +99,8 @@ class Transformer(nn.Module):
         self.dropout = Dropout(config.dropout)
         self.encoder = Encoder(config)
         self.decoder = Decoder(config)
-        # The pre-softmax linear transformation; no bias, so tying makes it exactly the embedding.
-        self.generator = nn.Linear(d_model, vocab_size, bias=False)
+        # The pre-softmax linear transformation; tying shares its weight, never its bias.
+        self.generator = nn.Linear(d_model, vocab_size, bias=config.output_bias)
         self._reset_parameters()
         if config.tie_embeddings != "none":
             self.generator.weight = self.tgt_embed.weight
@@ -119,6 +119,8 @@ class Transformer(nn.Module):
         # Each matrix once, source first: a set's order follows addresses, not the seed.
         for embed in dict.fromkeys((self.src_embed, self.tgt_embed)):
             embed.reset_parameters()
+        if self.generator.bias is not None:  # every token starts equally likely
+            nn.init.zeros_(self.generator.bias)
 
     def encode(
         self, src: Tensor, need_weights: bool = False

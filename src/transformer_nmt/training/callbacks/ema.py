@@ -68,9 +68,10 @@ class WeightEMA(WeightAveraging):
             super().on_load_checkpoint(trainer, pl_module, checkpoint)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        """Lightning puts the average into the model here, but `ModelCheckpoint`'s `on_train_end`
-        runs after it and can write `last.ckpt`, whose trained weights would then be the average:
-        a run resumed from it would go on from the average. So that waits for `on_fit_end`."""
+        """Lightning puts the average into the model here, but the checkpoint policy's
+        `on_train_end` runs after it and writes `last.ckpt`, whose trained weights would then be
+        the average: a run resumed from it would go on from the average. So that waits for
+        `on_fit_end`."""
 
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self.started():

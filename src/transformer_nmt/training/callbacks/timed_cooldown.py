@@ -29,7 +29,8 @@ class TimedCooldown(L.Callback):
     not the whole run's, because the pace changes: R-Drop switched on late
     (`callbacks.late_dropout`) more than halves it, and a whole-run pace would plan updates the
     budget cannot hold. If the pace slows after the start, `trainer.max_time` still ends the
-    run.
+    run. Beside a step budget (`trainer.max_steps`, `module.cooldown_steps`) it starts only
+    where the time budget is predicted to end first: the run ends cooled down either way.
 
     Configured as `callbacks.timed_cooldown` (conf/callbacks/default.yaml); `minutes: 0`, the
     default, leaves it idle. The clock is read every `trainer.log_every_n_steps` updates, and
@@ -71,6 +72,8 @@ class TimedCooldown(L.Callback):
         plan = None
         if trainer.is_global_zero and step and left <= self.minutes * 60:
             plan = cooldown_window(step, left, self._pace(elapsed, step))
+            if 0 < trainer.max_steps <= plan[0]:
+                plan = None  # the step budget ends first, with its own cool-down
         self._clock.append((elapsed, step))
         self.window = trainer.strategy.broadcast(plan, src=0)
         if self.window is not None:

@@ -1,0 +1,61 @@
+"""`nmt-rescore`: rerank n-best lists by a weighted sum of features, the weights tuned on a
+validation split (Optuna, for corpus BLEU).
+
+    nmt-translate fwd.ckpt val.de --n-best 8 --beam-size 8 > val.nbest
+    nmt-score fwd.ckpt --src val.de --n-best val.nbest > val.fwd
+    nmt-score rev.ckpt --src val.de --n-best val.fwd --reverse > val.feats
+    nmt-rescore tune val.feats --ref val.en --output weights.json
+    nmt-rescore apply test.feats --weights weights.json > test.en
+
+Features: the n-best's own score, every number nmt-score appended, and the length in words.
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from transformer_nmt.atomic import write_atomically
+from transformer_nmt.cli.search_args import non_negative_int, positive_int
+from transformer_nmt.data.bitext import read_lines
+from transformer_nmt.data.corpus import DataError
+from transformer_nmt.rescoring import read_n_best, rerank, tune
+
+
+def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    tuning = commands.add_parser("tune", help="choose the weights on a validation split")
+    tuning.add_argument("n_best", type=Path, help="the validation split's n-best with features")
+    tuning.add_argument("--ref", type=Path, required=True, help="its references")
+    tuning.add_argument("--output", type=Path, required=True, help="the weights' JSON file")
+    tuning.add_argument("--trials", type=positive_int, default=100, help="Optuna trials (100)")
+    tuning.add_argument("--seed", type=non_negative_int, default=0, help="the sampler's (0)")
+    applying = commands.add_parser("apply", help="print each sentence's reranked best")
+    applying.add_argument("n_best", type=Path, help="an n-best with the same features")
+    applying.add_argument("--weights", type=Path, required=True, help="from nmt-rescore tune")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_arguments(argv)
+    try:
+        if args.command == "tune":
+            references = [line.strip() for line in read_lines(args.ref)]
+            n_best = read_n_best(args.n_best, len(references))
+            weights, bleu, baseline = tune(n_best, references, args.trials, args.seed)
+            report = {"weights": weights, "bleu": bleu, "search_bleu": baseline}
+            write_atomically(args.output, json.dumps(report, indent=2) + "\n")
+            print(f"BLEU {bleu:.2f} (the search's own ranking: {baseline:.2f}): {args.output}")
+            return
+        weights = json.loads(args.weights.read_text())["weights"]
+        for text in rerank(read_n_best(args.n_best), weights):
+            print(text)
+    except (DataError, OSError, ValueError, KeyError) as e:
+        sys.exit(f"error: {e}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+"""`nmt-translate`'s sampling, prefix and constraint options: --sample N, --temperature,
+--top-k, --top-p, --seed, --prefix FILE, --constraints FILE."""
+
+import argparse
+from pathlib import Path
+
+from transformer_nmt.cli.search_args import (
+    non_negative_int,
+    positive_float,
+    positive_int,
+    probability,
+)
+from transformer_nmt.data.bitext import read_lines
+from transformer_nmt.data.corpus import DataError
+from transformer_nmt.model.sampling import Sampling
+
+SHAPING = ("temperature", "top_k", "top_p", "seed")  # what means nothing without --sample
+
+
+def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("sampling (instead of beam search)")
+    group.add_argument(
+        "--sample",
+        type=positive_int,
+        metavar="N",
+        help="draw N translations a sentence from the model (back-translation, diversity), "
+        "printed as 'line<TAB>score<TAB>text' when N > 1; reproducible for a --seed whatever "
+        "the batches",
+    )
+    group.add_argument("--temperature", type=positive_float, help="> 1 flattens (default: 1)")
+    group.add_argument("--top-k", type=positive_int, help="draw among the K most likely ids")
+    group.add_argument(
+        "--top-p", type=probability, help="draw among the fewest ids whose mass reaches P"
+    )
+    group.add_argument("--seed", type=non_negative_int, help="default: 0")
+    parser.add_argument(
+        "--prefix",
+        type=Path,
+        metavar="FILE",
+        help="one prefix a line (.gz allowed; a blank line: none): each translation starts with "
+        "its line's prefix, forced before the search goes on",
+    )
+    parser.add_argument(
+        "--constraints",
+        type=Path,
+        metavar="FILE",
+        help="'LINE<TAB>phrase[<TAB>phrase...]' lines (LINE from 1): terminology each of those "
+        "lines' translations must contain, by beam search with dynamic beam allocation (Post "
+        "and Vilar, 2018); one that cannot be met within the length limit is reported by line",
+    )
+
+
+def check_sampling_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse, before loading, options that cannot work together."""
+    given = [f"--{name.replace('_', '-')}" for name in SHAPING if getattr(args, name) is not None]
+    if given and args.sample is None:
+        parser.error(f"{' '.join(given)} shape sampling: add --sample N")
+    if args.sample is not None and args.n_best > 1:
+        parser.error("--n-best is beam search's: --sample N prints N samples a sentence")
+    flags = (
+        ("--sample", args.sample),
+        ("--prefix", args.prefix),
+        ("--constraints", args.constraints),
+    )
+    for flag, value in flags:
+        if value is not None and args.engine != "torch":
+            parser.error(f"{flag} decodes with --engine torch, not {args.engine}")
+    if args.constraints is not None and (args.sample is not None or args.prefix is not None):
+        parser.error("--constraints steer beam search: not with --sample or --prefix")
+
+
+def sampling(args: argparse.Namespace) -> Sampling | None:
+    """The `Sampling` the options ask for, or None for beam search."""
+    if args.sample is None:
+        return None
+    shaping = {name: getattr(args, name) for name in SHAPING if getattr(args, name) is not None}
+    return Sampling(n=args.sample, **shaping)
+
+
+def read_constraints(path: Path, lines: int | None) -> dict[int, list[str]]:
+    """Line number (from 1) -> its phrases; a line number past `lines` (when known) or not a
+    number is refused, naming the line of `path`."""
+    by_line: dict[int, list[str]] = {}
+    for number, row in enumerate(read_lines(path), start=1):
+        fields = row.rstrip("\n").split("\t")
+        if not fields[0].strip().isdigit() or int(fields[0]) < 1:
+            raise DataError(
+                f"{path}, line {number}: starts with {fields[0]!r}, not the number (from 1) of "
+                "the input line its phrases constrain"
+            )
+        line = int(fields[0])
+        if lines is not None and line > lines:
+            raise DataError(
+                f"{path}, line {number}: constrains input line {line}, but the input has {lines}"
+            )
+        by_line.setdefault(line, []).extend(phrase for phrase in fields[1:] if phrase.strip())
+    return by_line

@@ -1,0 +1,35 @@
+"""Forced decoding: what a model thinks of given translations, and where it attends for them."""
+
+import torch
+from torch import Tensor
+
+from transformer_nmt.model.interface import EncoderDecoder
+from transformer_nmt.model.masks import padding_mask
+
+
+@torch.no_grad()
+def token_log_probs(model: EncoderDecoder, src: Tensor, tgt_in: Tensor, tgt_out: Tensor) -> Tensor:
+    """(B, T) log P(tgt_out[t] | src, tgt_in[:t + 1]) under the model, 0 at padding.
+
+    The full softmax over the vocabulary, as training's loss reads it (its NLL without label
+    smoothing is minus their sum). The caller sets eval mode.
+
+    Args:
+        src: (B, S) source ids; tgt_in: (B, T) BOS then the target; tgt_out: (B, T) the target
+            then EOS; all right-padded with model.config.pad_id.
+    """
+    log_probs = model(src, tgt_in).float().log_softmax(dim=-1)  # (B, T, V)
+    picked = log_probs.gather(-1, tgt_out[..., None])[..., 0]
+    return picked.masked_fill(tgt_out == model.config.pad_id, 0.0)
+
+
+@torch.no_grad()
+def cross_attention(model: EncoderDecoder, src: Tensor, tgt_in: Tensor, layer: int) -> Tensor:
+    """(B, h, T, S) encoder-decoder attention weights of decoder layer `layer` (0-based; -1 the
+    last) as each target position predicts the next id; a one-layer, one-head family gives h = 1.
+    """
+    memory = model.encode(src)
+    _, _, weights = model.decode(tgt_in, memory, padding_mask(src, model.config.pad_id), None, True)
+    if not -len(weights) <= layer < len(weights):
+        raise ValueError(f"layer {layer}: the decoder has {len(weights)} attention layers")
+    return weights[layer].float()

@@ -1,0 +1,243 @@
+"""The one checkpoint policy: when `last.ckpt`, the best and the periodic checkpoints are written
+and which are kept."""
+
+import logging
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import Checkpoint
+from lightning.pytorch.trainer.states import TrainerFn
+from lightning.pytorch.utilities import rank_zero_only
+from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+from transformer_nmt.checkpoint import KIND_KEY, PERIODIC
+
+log = logging.getLogger(__name__)
+
+# What only resuming needs: a periodic checkpoint is kept for averaging, last.ckpt for resuming.
+RESUME_ONLY_KEYS = ("optimizer_states", "lr_schedulers")
+# Adam's two moments, each the size of the weights: a checkpoint to resume from is about 3 times
+# one for averaging.
+ADAM_SIZE_FACTOR = 3
+
+
+class CheckpointPolicy(Checkpoint):
+    """Writes and keeps every checkpoint of a run, through Lightning's public hooks only.
+
+    - `last.ckpt`: everything a resumed run needs, refreshed at every validation and periodic
+      save, and written when training ends (`max_steps`, `max_epochs`, `max_time`, or a stop
+      that sets `trainer.should_stop`). An end mid-epoch records the loops' progress as it stood
+      after the last batch, as a periodic checkpoint at that step does: Lightning counts the cut
+      epoch as finished, and a run extended from it would otherwise skip the rest of that epoch.
+    - the best by `monitor`: `step<N>-<metric><value>.ckpt`, one file, replaced when beaten.
+    - periodic `step<N>.ckpt`, every `every_minutes` of training (or every `every_n_steps`), for
+      averaging (`--average-last N` averages these only); the last `keep_last` kept, each new one
+      whole before the oldest is deleted, without optimizer state unless `optimizer_state`. The
+      clock is read every `check_every_n_steps` steps only: rank zero's reading is broadcast so
+      the ranks agree, a collective best made on a step that waits for the device anyway.
+
+    Every file goes through the trainer's `AtomicCheckpointIO`, is marked with its kind
+    (`checkpoint.KIND_KEY`), and only global rank zero deletes. The best and the kept files are
+    part of the callback's state, so a run resumed in its folder goes on replacing them.
+
+    Args:
+        dirpath: the folder of all of them.
+        monitor, mode: the metric the best is chosen by and whether higher (`max`) is better;
+            None keeps no best.
+        every_minutes: minutes of training between periodic checkpoints; None: none by time.
+        every_n_steps: optimizer steps between periodic checkpoints, instead of the clock.
+        check_every_n_steps: optimizer steps between two looks at the clock.
+        keep_last: periodic checkpoints kept, the newest; None keeps every one.
+        optimizer_state: whether periodic files keep it too, so that a run can resume from any.
+    """
+
+    def __init__(
+        self,
+        dirpath: str,
+        monitor: str | None = "val/bleu",
+        mode: str = "max",
+        every_minutes: float | None = 10,
+        every_n_steps: int | None = None,
+        check_every_n_steps: int = 50,
+        keep_last: int | None = None,
+        optimizer_state: bool = False,
+    ) -> None:
+        if mode not in ("min", "max"):
+            raise ValueError(f"mode={mode!r}: 'max' (higher is better) or 'min'")
+        if keep_last is not None and keep_last < 1:
+            raise ValueError(f"keep_last={keep_last}: keep at least 1 checkpoint, or None for all")
+        self.dirpath = Path(dirpath)
+        self.monitor, self.mode = monitor, mode
+        self.every_minutes, self.every_n_steps = every_minutes, every_n_steps
+        self.check_every_n_steps = check_every_n_steps
+        self.keep_last, self.optimizer_state = keep_last, optimizer_state
+        # Lightning's names, which W&B's checkpoint upload and `train`'s report read.
+        self.best_model_path, self.best_model_score = "", None
+        self.last_model_path = str(self.dirpath / "last.ckpt")
+        self.current_score: torch.Tensor | None = None
+        self.save_top_k = 1
+        self.kept: list[str] = []  # periodic files on disk, oldest first
+        self._saving: str | None = None  # the kind of the file being written
+        self._step_seen = 0  # the optimizer step the last batch ended at
+        self._periodic_since = 0.0  # time.monotonic() of the last periodic save, or the start
+        self._after_last_batch: dict | None = None  # the fit loop's state and epoch then
+
+    @property
+    def state_key(self) -> str:
+        return self._generate_state_key(monitor=self.monitor)
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._step_seen = trainer.global_step  # a resumed run does not save its first step again
+        self._periodic_since = time.monotonic()
+        self._log_disk(pl_module)
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx: int
+    ) -> None:
+        self._after_last_batch = {
+            "fit_loop": trainer.fit_loop.state_dict(),
+            "epoch": trainer.current_epoch,
+        }
+        step = trainer.global_step
+        if step == self._step_seen:  # a micro-batch of an accumulated update
+            return
+        self._step_seen = step
+        if self._periodic_due(trainer, step):
+            self._save_periodic(trainer)
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.sanity_checking or trainer.state.fn != TrainerFn.FITTING:
+            return
+        score = trainer.callback_metrics.get(self.monitor) if self.monitor else None
+        if score is not None:
+            self.current_score = score.detach().clone()
+            if self._improves(self.current_score):
+                self._save_best(trainer, self.current_score)
+        self._save(trainer, self.last_model_path, "last")
+        self._tell_loggers(trainer)
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._save(trainer, self.last_model_path, "last")
+        self._tell_loggers(trainer)
+
+    def on_exception(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException
+    ) -> None:
+        if isinstance(exception, SIGTERMException):
+            self._save(trainer, self.last_model_path, "last")  # all it takes to resume
+            log.warning(
+                "SIGTERM at step %d: saved %s; resume with ckpt_path=%s, or the same command "
+                "in the same run folder",
+                trainer.global_step,
+                self.last_model_path,
+                self.last_model_path,
+            )
+
+    def on_save_checkpoint(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
+        if self._saving is not None:
+            checkpoint[KIND_KEY] = self._saving
+        if self._saving == PERIODIC and not self.optimizer_state:
+            for key in RESUME_ONLY_KEYS:
+                checkpoint.pop(key, None)
+        if self._after_last_batch is not None and _ended_mid_epoch(trainer):
+            checkpoint["loops"]["fit_loop"] = self._after_last_batch["fit_loop"]
+            checkpoint["epoch"] = self._after_last_batch["epoch"]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "dirpath": str(self.dirpath),
+            "monitor": self.monitor,
+            "best_model_score": self.best_model_score,
+            "best_model_path": self.best_model_path,
+            "kept": list(self.kept),
+        }
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        # Another folder's files are not this run's to replace; `train` still reports its best.
+        if state_dict.get("dirpath") == str(self.dirpath):
+            self.best_model_score = state_dict.get("best_model_score")
+            self.best_model_path = state_dict.get("best_model_path", "")
+            self.kept = list(state_dict.get("kept", []))
+
+    def _periodic_due(self, trainer: L.Trainer, step: int) -> bool:
+        if self.every_n_steps is not None:
+            return step % self.every_n_steps == 0
+        if self.every_minutes is None or step % self.check_every_n_steps:
+            return False
+        due = time.monotonic() - self._periodic_since >= 60 * self.every_minutes
+        return trainer.strategy.broadcast(due, src=0)
+
+    def _save_periodic(self, trainer: L.Trainer) -> None:
+        path = str(self.dirpath / f"step{trainer.global_step}.ckpt")
+        self._save(trainer, path, PERIODIC)
+        self._periodic_since = time.monotonic()
+        if path not in self.kept:
+            self.kept.append(path)
+        while self.keep_last is not None and len(self.kept) > self.keep_last:
+            trainer.strategy.remove_checkpoint(self.kept.pop(0))
+        self._save(trainer, self.last_model_path, "last")  # a kill loses no more than this
+
+    def _improves(self, score: torch.Tensor) -> bool:
+        if not torch.isfinite(score):
+            return False
+        if self.best_model_score is None:
+            return True
+        best = torch.as_tensor(self.best_model_score, dtype=score.dtype, device=score.device)
+        return bool(score > best if self.mode == "max" else score < best)
+
+    def _save_best(self, trainer: L.Trainer, score: torch.Tensor) -> None:
+        name = self.monitor.rsplit("/", 1)[-1]
+        path = str(self.dirpath / f"step{trainer.global_step}-{name}{float(score):.2f}.ckpt")
+        self._save(trainer, path, "best")
+        previous, self.best_model_path, self.best_model_score = self.best_model_path, path, score
+        if previous and previous != path:
+            trainer.strategy.remove_checkpoint(previous)
+
+    def _save(self, trainer: L.Trainer, path: str, kind: str) -> None:
+        """Every rank takes part (the trainer's save ends in a barrier); rank zero writes."""
+        self._saving = kind
+        try:
+            trainer.save_checkpoint(path, weights_only=False)
+        finally:
+            self._saving = None
+
+    def _tell_loggers(self, trainer: L.Trainer) -> None:
+        """W&B's `log_model` uploads the best (aliases best, latest) and last.ckpt (latest)."""
+        for logger in trainer.loggers:
+            logger.after_save_checkpoint(self)
+
+    @rank_zero_only
+    def _log_disk(self, pl_module: L.LightningModule) -> None:
+        weights = sum(p.numel() * p.element_size() for p in pl_module.parameters())
+        full = ADAM_SIZE_FACTOR * weights
+        periodic = full if self.optimizer_state else weights
+        if self.keep_last is None:
+            log.warning(
+                "Periodic checkpoints in %s: every one kept, %.2f GB each (keep_last=null)",
+                self.dirpath,
+                periodic / 1e9,
+            )
+            return
+        log.info(
+            "Checkpoints in %s: the last %d periodic ones of ~%.2f GB, last.ckpt and the best "
+            "of ~%.2f GB each: ~%.2f GB at most",
+            self.dirpath,
+            self.keep_last,
+            periodic / 1e9,
+            full / 1e9,
+            (self.keep_last * periodic + 2 * full) / 1e9,
+        )
+
+
+def _ended_mid_epoch(trainer: L.Trainer) -> bool:
+    """Whether the fit loop has closed an epoch whose batches did not all run."""
+    epoch = trainer.fit_loop.epoch_progress.current
+    batches = trainer.num_training_batches
+    trained = trainer.fit_loop.epoch_loop.batch_progress.current.processed
+    return epoch.processed == epoch.started and math.isfinite(batches) and trained < batches

@@ -1,0 +1,208 @@
+"""The run plan global rank 0 decides, handed to the other ranks before any process group exists.
+
+Each rank deciding alone can disagree: a rank whose view of a shared file system is stale
+misses `last.ckpt` and would start from step 0 beside ranks that resume. So rank 0 decides and
+the others take its plan, by the one channel each launcher leaves before the Trainer exists:
+
+- Lightning's own launcher (`trainer=ddp` on one machine) starts the other ranks from rank 0's
+  process after the plan is made: they inherit it in the environment (`PLAN_ENV`), tagged with
+  rank 0's pid so that a plan left in a shell's environment is never taken.
+- torchrun starts every rank at once, beside its agent's key-value store (the one
+  `init_process_group` joins later): rank 0 puts the plan (or the refusal of the config) there
+  and the others wait for it; the hosts need share no file system.
+- srun starts every rank at once with no such store: rank 0 writes the plan into the run folder,
+  under a name unique to this start of the job (`launch_key`), and the others wait for it. A
+  file that is new shows up on every host, where a stale negative view of `last.ckpt` may not;
+  every rank must share the run folder (`hydra.run.dir`), as resuming needs anyway.
+
+A rank that takes a plan resuming from a checkpoint waits until its own host sees that file.
+Ranks started some other way, without a launch to name, decide alone and say so.
+"""
+
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from pathlib import Path
+from typing import Protocol
+
+from torch.distributed import DistStoreError, TCPStore
+
+from transformer_nmt.atomic import write_atomically
+from transformer_nmt.training.config_checks import ConfigError
+from transformer_nmt.training.run_lock import is_global_rank_zero
+from transformer_nmt.training.run_plan import RunPlan
+
+log = logging.getLogger(__name__)
+
+# Rank 0's plan, inherited by the ranks Lightning's launcher starts from its process.
+PLAN_ENV = "TRANSFORMER_NMT_RUN_PLAN"
+# The run folder's subfolder of the plans srun and torchrun launches hand over.
+FOLDER = ".plans"
+POLL_SECONDS = 0.2
+
+
+def agreed_plan(
+    decide: Callable[[], RunPlan],
+    run_dir: str | os.PathLike,
+    timeout: float,
+    environ: Mapping[str, str] = os.environ,
+) -> RunPlan:
+    """Rank 0's plan on every rank: decided here on rank 0, received on the others.
+
+    Args:
+        decide: makes the plan (`run_plan.plan_run`); may raise `ConfigError`, which the other
+            ranks of a torchrun or srun launch then raise too.
+        run_dir: the run folder, shared by the ranks of an srun launch.
+        timeout: seconds a rank waits for rank 0's plan, and for the checkpoint it resumes.
+    """
+    channel = launch_channel(run_dir, timeout, environ)
+    if is_global_rank_zero(environ):
+        return _decide_and_hand_over(decide, channel)
+    handed = json.loads(environ.get(PLAN_ENV) or "{}")
+    if handed.get("pid") == os.getppid():
+        plan = RunPlan.from_dict(handed["plan"])
+    elif channel is not None:
+        plan = _received(channel.take())
+    else:
+        log.warning(
+            "This rank decides its run plan alone: no launcher it knows started it "
+            "(Lightning's, srun or torchrun), so it cannot take global rank 0's"
+        )
+        return decide()
+    if plan.resume_from is not None:  # rank 0 saw it; this host's view may lag behind
+        _wait_for(Path(plan.resume_from), timeout, _unseen_checkpoint_hint)
+    return plan
+
+
+def _decide_and_hand_over(decide: Callable[[], RunPlan], channel: "Channel | None") -> RunPlan:
+    try:
+        plan = decide()
+    except ConfigError as error:
+        if channel is not None:
+            channel.put({"refused": str(error)})
+        raise
+    if channel is not None:
+        channel.put({"plan": plan.to_dict()})
+    os.environ[PLAN_ENV] = json.dumps({"pid": os.getpid(), "plan": plan.to_dict()})
+    return plan
+
+
+def _received(handed: dict) -> RunPlan:
+    if "refused" in handed:
+        raise ConfigError(handed["refused"])
+    return RunPlan.from_dict(handed["plan"])
+
+
+class Channel(Protocol):
+    """Where rank 0 leaves its plan for the ranks a launcher started beside it."""
+
+    def put(self, handed: dict) -> None: ...
+
+    def take(self) -> dict:
+        """What rank 0 put, once it has; TimeoutError naming the cause if it does not in time."""
+
+
+class AgentStore:
+    """torchrun's agent store, under a key of this start of the workers."""
+
+    def __init__(self, environ: Mapping[str, str], timeout: float) -> None:
+        self.key = f"transformer_nmt/run_plan/{environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+        self.timeout, self.address = timeout, f"{environ['MASTER_ADDR']}:{environ['MASTER_PORT']}"
+        self.store = TCPStore(
+            environ["MASTER_ADDR"],
+            int(environ["MASTER_PORT"]),
+            is_master=False,
+            timeout=timedelta(seconds=timeout),
+        )
+
+    def put(self, handed: dict) -> None:
+        self.store.set(self.key, json.dumps(handed))
+
+    def take(self) -> dict:
+        try:
+            return json.loads(self.store.get(self.key))
+        except DistStoreError as error:
+            raise TimeoutError(
+                f"global rank 0 put no run plan into torchrun's store at {self.address} within "
+                f"{self.timeout:.0f} s ({error}): see rank 0's log for why it stopped"
+            ) from None
+
+
+class PlanFile:
+    """A file in the run folder, named for this start of the job."""
+
+    def __init__(self, path: Path, timeout: float) -> None:
+        self.path, self.timeout = path, timeout
+
+    def put(self, handed: dict) -> None:
+        write_atomically(self.path, json.dumps(handed))
+
+    def take(self) -> dict:
+        return json.loads(_wait_for(self.path, self.timeout, _no_plan_hint).read_text())
+
+
+def launch_channel(
+    run_dir: str | os.PathLike, timeout: float, environ: Mapping[str, str] = os.environ
+) -> Channel | None:
+    """torchrun's agent store, else a plan file named by `launch_key`; None where no launcher
+    starts several ranks at once."""
+    if environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True" and world_size(environ) > 1:
+        return AgentStore(environ, timeout)
+    key = launch_key(environ)
+    return None if key is None else PlanFile(plan_file(run_dir, key), timeout)
+
+
+def _wait_for(path: Path, timeout: float, hint: Callable[[Path, float], str]) -> Path:
+    """`path`, once this host sees it; TimeoutError with `hint` if it does not in time."""
+    deadline = time.monotonic() + timeout
+    while not path.is_file():
+        if time.monotonic() > deadline:
+            raise TimeoutError(hint(path, timeout))
+        time.sleep(POLL_SECONDS)
+    return path
+
+
+def _no_plan_hint(path: Path, timeout: float) -> str:
+    return (
+        f"global rank 0 wrote no run plan to {path} within {timeout:.0f} s: give every rank the "
+        "same run folder (hydra.run.dir), and see rank 0's log for why it stopped"
+    )
+
+
+def _unseen_checkpoint_hint(path: Path, timeout: float) -> str:
+    return (
+        f"global rank 0 resumes from {path}, which this host has not seen within {timeout:.0f} "
+        "s: every rank must see the run folder on a shared file system"
+    )
+
+
+def launch_key(environ: Mapping[str, str] = os.environ) -> str | None:
+    """A name for this start of the job's ranks, the same on each; None outside an srun or
+    torchrun launch of several ranks.
+
+    A requeued SLURM job and a torchrun restart count their restarts, so each start gets its own
+    plan; torchrun's rendezvous address tells apart launches that reuse a run id.
+    """
+    if world_size(environ) < 2:
+        return None  # one process: no rank to hand a plan to
+    parts = []
+    if "TORCHELASTIC_RUN_ID" in environ:
+        address = f"{environ.get('MASTER_ADDR', '')}:{environ.get('MASTER_PORT', '')}"
+        restart = environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+        parts.append(f"torchrun-{environ['TORCHELASTIC_RUN_ID']}-{address}-{restart}")
+    if "SLURM_JOB_ID" in environ and "SLURM_STEP_ID" in environ:
+        restart = environ.get("SLURM_RESTART_COUNT", "0")
+        parts.append(f"slurm-{environ['SLURM_JOB_ID']}.{environ['SLURM_STEP_ID']}-{restart}")
+    return "_".join(parts).replace("/", "-") or None
+
+
+def world_size(environ: Mapping[str, str]) -> int:
+    """The ranks torchrun or srun started (1 where neither did)."""
+    return int(environ.get("WORLD_SIZE", environ.get("SLURM_NTASKS", 1)))
+
+
+def plan_file(run_dir: str | os.PathLike, key: str) -> Path:
+    return Path(run_dir) / FOLDER / f"{key}.json"

@@ -1,0 +1,33 @@
+"""nmt-score refuses, before loading a model, what it cannot score."""
+
+import pytest
+
+from transformer_nmt.cli.score import main as score_main
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--src", "a"], "one of the arguments --tgt --n-best --tsv is required"),
+        (["--tsv", "p", "--src", "a"], "give --src with --tgt or --n-best, or --tsv alone"),
+        (["--tsv", "p", "--align-layer", "2"], "--align-layer chooses the attention of --align"),
+        (["--tsv", "p", "--align", "--ensemble", "b"], "--align reads one model's attention"),
+        (["--tsv", "p", "--align-layer", "0"], "argument --align-layer: must be an integer >= 1"),
+        (["--tsv", "p", "--batch-size", "0"], "argument --batch-size: must be an integer >= 1"),
+        (["--tsv", "p", "--ensemble", "b", "--weights", "1"], "--weights: 1 given for 2"),
+        (["--tsv", "p", "--align-heads", "max"], "argument --align-heads: invalid choice"),
+    ],
+)
+def test_score_options_that_cannot_work_are_refused_before_loading(args, expected, capsys):
+    with pytest.raises(SystemExit) as info:
+        score_main(["some.ckpt", *args])
+    assert info.value.code == 2
+    assert expected in capsys.readouterr().err
+
+
+def test_an_n_best_line_of_no_source_is_refused_naming_it(tmp_path):
+    (tmp_path / "src.txt").write_text("one\ntwo\n")
+    (tmp_path / "nbest.txt").write_text("0\t-1.0\teins\n2\t-1.0\tdrei\n")
+    args = ["--src", str(tmp_path / "src.txt"), "--n-best", str(tmp_path / "nbest.txt")]
+    with pytest.raises(SystemExit, match=r"nbest.txt, line 2: not 'line<TAB>score<TAB>text'"):
+        score_main([str(tmp_path / "missing.ckpt"), *args])

@@ -1,0 +1,94 @@
+"""Fine-tuning with `init_from`: the run starts from the parent's weights and vocabulary, with a
+new step count; frozen parts stay bit-identical; bad parents and parts are refused by name."""
+
+import pytest
+import torch
+
+from helpers.checkpoint_files import SENTENCES, write_checkpoint
+from helpers.hydra_compose import compose_train
+from helpers.quick_toy_run import quick_toy_run
+from transformer_nmt.checkpoint import model_weights, read_checkpoint
+from transformer_nmt.data.tokenizer import BPETokenizer
+from transformer_nmt.training.config_checks import ConfigError
+from transformer_nmt.training.init_from import load_parent
+
+pytest.importorskip("transformers")
+pytest.importorskip("sentencepiece")
+from helpers.opus_folder import write_opus_folder  # noqa: E402
+from transformer_nmt.export.hf_import import read_folder  # noqa: E402
+
+
+@pytest.mark.slow
+def test_an_imported_model_fine_tunes_with_frozen_parts_unchanged(tmp_path):
+    from transformer_nmt.train import train
+
+    write_opus_folder(tmp_path / "opus")
+    parent, tokenizer = read_folder(tmp_path / "opus")
+    overrides = [
+        *quick_toy_run(max_steps=3),
+        f"init_from={tmp_path / 'opus'}",
+        "init_freeze=[embeddings,encoder]",
+        "+data.corpus.max_len=4",  # toy sentences of at most 4 words fit the parent's 64 positions
+        "data.max_len=60",
+    ]
+    with pytest.raises(ConfigError, match="data.bpe_dropout=0.1 drops BPE merges"):
+        load_parent(compose_train(tmp_path, [*overrides, "data.bpe_dropout=0.1"]))
+    cfg = compose_train(tmp_path, overrides)
+    train(cfg)
+    checkpoint = read_checkpoint(f"{cfg.paths.output_dir}/checkpoints/last.ckpt")
+    assert checkpoint["global_step"] == 3  # a new run's steps, not the parent's
+    assert checkpoint["tokenizer"] == tokenizer.to_str()  # the parent's vocabulary
+    assert checkpoint["model_config"] == parent.config.to_dict()
+    trained = model_weights(checkpoint)
+    for name, weight in parent.state_dict().items():
+        frozen = name.startswith(("src_embed.", "tgt_embed.", "generator.weight", "encoder."))
+        assert torch.equal(trained[name], weight) == frozen, name
+
+
+@pytest.fixture
+def checkpoints(tmp_path):
+    tokenizer = BPETokenizer.train(SENTENCES, vocab_size=280, min_frequency=1)
+    folder = tmp_path / "parent"
+    folder.mkdir()
+    for step in (1, 2):
+        write_checkpoint(folder / f"step{step}.ckpt", tokenizer, seed=step, step=step)
+    return folder
+
+
+def test_init_from_averages_a_folder_and_freezes_by_path(checkpoints, tmp_path):
+    cfg = compose_train(
+        tmp_path,
+        [
+            "model=tiny",
+            f"init_from={checkpoints}",
+            "init_average_last=2",
+            "init_freeze=[decoder.layers.0]",
+        ],
+    )
+    parent = load_parent(cfg)
+    first, second = (model_weights(read_checkpoint(checkpoints / f"step{s}.ckpt")) for s in (1, 2))
+    for name, weight in parent.model.state_dict().items():
+        torch.testing.assert_close(weight, (first[name] + second[name]) / 2)
+    frozen = {name for name, p in parent.model.named_parameters() if not p.requires_grad}
+    assert frozen and all(name.startswith("decoder.layers.0.") for name in frozen)
+
+
+@pytest.mark.parametrize(
+    "overrides, named",
+    [
+        (["model=rnn_attention"], "holds a Transformer .* builds a RNNAttention"),
+        (["init_freeze=[decoder.layers.7]"], "'decoder.layers.7' names no weights"),
+        (["init_average_last=5"], "fewer than the 5 to average"),
+        ([], "a folder \\(step1.ckpt, step2.ckpt\\): name one of its checkpoints, or set init_av"),
+        (["data.max_len=2000"], "data.max_len=2000 lets a side reach 2001 positions but the"),
+    ],
+    ids=["family", "freeze", "average", "folder", "positions"],
+)
+def test_a_bad_parent_or_part_is_refused_by_name(checkpoints, tmp_path, overrides, named):
+    cfg = compose_train(
+        tmp_path, ["model=tiny", f"init_from={checkpoints / 'step1.ckpt'}", *overrides]
+    )
+    if not overrides or "init_average_last=5" in overrides:  # the folder, not one checkpoint
+        cfg.init_from = str(checkpoints)
+    with pytest.raises(ConfigError, match=named):
+        load_parent(cfg)
