@@ -45,6 +45,8 @@ from ._trials import (
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 SAY_EVERY = 60.0  # seconds between a waiting worker's lines naming whom it waits for
+# Seconds between a waiting worker's looks: it sees a trial end soon, at a few reads a minute.
+WAIT_POLL = 2.0
 
 
 class StudyWorker:
@@ -104,7 +106,7 @@ class StudyWorker:
             if not running:
                 break
             said = _say_waiting(study, running, said)
-            time.sleep(self.heartbeat_interval)
+            time.sleep(min(self.heartbeat_interval, WAIT_POLL))
         self._retrying(lambda: self._report(study))
 
     def _join(self, space: dict) -> optuna.Study:
