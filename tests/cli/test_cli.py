@@ -13,6 +13,7 @@ import torch
 
 import transformer_nmt
 from helpers.hydra_compose import compose_train
+from transformer_nmt.alignment import Alignment
 from transformer_nmt.checkpoint import load_checkpoint
 from transformer_nmt.cli.evaluate import main as evaluate_main
 from transformer_nmt.cli.evaluate import score
@@ -388,3 +389,18 @@ def test_cpu_shards_print_one_process_output_byte_for_byte(checkpoints, tmp_path
     one = capsys.readouterr().out
     score_main([*pairs, "--threads", "1", "--per-token", "--shards", "2"])
     assert capsys.readouterr().out == one and len(one.splitlines()) == len(lines)
+
+
+def test_translate_prints_each_translations_alignment(checkpoints, tmp_path, capsys):
+    (tmp_path / "src.en").write_text("\n".join(SOURCES) + "\n")
+    ckpt, source = str(checkpoints / "last.ckpt"), str(tmp_path / "src.en")
+    translate_main([ckpt, source, "--n-best", "2", "--align", "--align-heads", "best"])
+    rows = [line.split("\t") for line in capsys.readouterr().out.split("\n")[:-1]]
+    rows = [row for row in rows if len(row) == 4]  # an untrained model's text may hold a TAB
+    model, tokenizer = load_checkpoint(checkpoints / "last.ckpt")
+    translator = Translator(model, tokenizer, device="cpu")
+    aligned = translator.score(
+        [SOURCES[int(i)] for i, *_ in rows], [text for _, _, text, _ in rows],
+        alignment=Alignment(heads="best"),
+    )  # fmt: skip
+    assert [row[3] for row in rows] == [s.alignment for s in aligned] and len(rows) >= 6

@@ -1,8 +1,9 @@
-"""nmt-score refuses, before loading a model, what it cannot score."""
+"""nmt-score and nmt-translate refuse, before loading a model, what they cannot score or align."""
 
 import pytest
 
 from transformer_nmt.cli.score import main as score_main
+from transformer_nmt.cli.translate import main as translate_main
 
 
 @pytest.mark.parametrize(
@@ -31,3 +32,13 @@ def test_an_n_best_line_of_no_source_is_refused_naming_it(tmp_path):
     args = ["--src", str(tmp_path / "src.txt"), "--n-best", str(tmp_path / "nbest.txt")]
     with pytest.raises(SystemExit, match=r"nbest.txt, line 2: not 'line<TAB>score<TAB>text'"):
         score_main([str(tmp_path / "missing.ckpt"), *args])
+
+
+def test_translate_refuses_alignments_it_cannot_make(capsys):
+    for args, expected in [
+        (["--align-layer", "1"], "--align-layer chooses the attention of --align"),
+        (["--align", "--ensemble", "b.ckpt"], "--align reads one model's attention"),
+    ]:
+        with pytest.raises(SystemExit):
+            translate_main(["some.ckpt", *args])
+        assert expected in capsys.readouterr().err

@@ -54,3 +54,8 @@ def test_a_constraint_longer_than_the_output_may_be_is_reported_not_dropped(
     found, missed = constrained_beam_search(model, src, BOS, EOS, constraints, max_len_b=2)
     assert missed == [[0], []]  # line 1 cannot hold ten 5s in 5 ids; its 6 is met
     assert contains(found[0][0].tokens, [6]) and contains(found[1][0].tokens, [6])
+
+
+def test_more_best_hypotheses_than_the_beam_holds_are_refused(make_model, make_tokens):
+    with pytest.raises(ValueError, match=r"n_best must be between 1 and beam_size \(2\), got 3"):
+        constrained_beam_search(make_model(), make_tokens([3]), BOS, EOS, [[]], 2, n_best=3)

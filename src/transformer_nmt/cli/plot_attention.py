@@ -18,7 +18,8 @@ from typing import Any
 import torch
 
 from transformer_nmt.attention_plots import draw_sentence_attention
-from transformer_nmt.checkpoint import load_checkpoint
+from transformer_nmt.checkpoint import CheckpointError, load_checkpoint
+from transformer_nmt.cli.errors import exits_on
 from transformer_nmt.cli.search_args import (
     add_device_arguments,
     check_device,
@@ -97,6 +98,7 @@ def explore_attention(
     return sentences
 
 
+@exits_on(CheckpointError, OSError)
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter

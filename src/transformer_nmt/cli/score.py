@@ -19,9 +19,8 @@ from pathlib import Path
 
 import torch
 
-from transformer_nmt.alignment import HEADS, Alignment
 from transformer_nmt.checkpoint import CheckpointError, resolve_checkpoints
-from transformer_nmt.cli import ensemble_args, shard_args
+from transformer_nmt.cli import alignment_args, ensemble_args, shard_args
 from transformer_nmt.cli.search_args import add_device_arguments, check_device, positive_int
 from transformer_nmt.data.bitext import read_lines
 from transformer_nmt.data.corpus import DataError
@@ -47,13 +46,7 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
         help="score each source given its target, with a model of the other direction",
     )
     parser.add_argument("--per-token", action="store_true", help="each token's log-probability")
-    parser.add_argument("--align", action="store_true", help="Pharaoh word alignments")
-    parser.add_argument(
-        "--align-layer", type=positive_int, help="the decoder layer aligning (default: the last)"
-    )
-    parser.add_argument(
-        "--align-heads", choices=HEADS, default="mean", help="mean, or the most peaked head"
-    )
+    alignment_args.add_alignment_arguments(parser)
     batching = parser.add_mutually_exclusive_group()
     batching.add_argument("--batch-size", type=positive_int, default=64, help="pairs a batch")
     batching.add_argument("--max-tokens", type=positive_int, metavar="N", help="source tokens")
@@ -64,10 +57,7 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if (args.tsv is None) == (args.src is None):
         parser.error("give --src with --tgt or --n-best, or --tsv alone")
-    if args.align_layer is not None and not args.align:
-        parser.error("--align-layer chooses the attention of --align: add --align")
-    if args.align and args.ensemble:
-        parser.error("--align reads one model's attention: leave out --ensemble")
+    alignment_args.check_alignment_args(parser, args)
     # Scoring runs our model itself: the engine options translation has are fixed here.
     args.engine, args.quantization, args.vmap_from = "torch", None, None
     check_device(parser, args.device)
@@ -137,8 +127,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"error: {e}")
     if args.reverse:
         sources, targets = targets, sources
-    layer = -1 if args.align_layer is None else args.align_layer
-    alignment = Alignment(layer, args.align_heads) if args.align else None
+    alignment = alignment_args.alignment(args)
     options = dict(
         batch_size=args.batch_size,
         max_tokens=args.max_tokens,

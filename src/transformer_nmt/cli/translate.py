@@ -2,13 +2,16 @@
 
 import argparse
 import sys
+from collections.abc import Iterator
 from functools import partial
+from itertools import islice, tee
 from pathlib import Path
 
 from tqdm import tqdm
 
+from transformer_nmt.alignment import Alignment
 from transformer_nmt.checkpoint import CheckpointError, resolve_checkpoints
-from transformer_nmt.cli import ensemble_args, sampling_args, shard_args
+from transformer_nmt.cli import alignment_args, ensemble_args, sampling_args, shard_args
 from transformer_nmt.cli.search_args import (
     add_search_arguments,
     parse_search_args,
@@ -19,6 +22,7 @@ from transformer_nmt.data.bitext import decode_lines, iter_lines, read_lines
 from transformer_nmt.data.corpus import DataError
 from transformer_nmt.export import ExportError
 from transformer_nmt.shards import translate_sharded
+from transformer_nmt.translator import Scored, Translator
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -42,10 +46,12 @@ def main(argv: list[str] | None = None) -> None:
     shard_args.add_shard_argument(parser, "translate")
     ensemble_args.add_ensemble_arguments(parser)
     sampling_args.add_sampling_arguments(parser)
+    alignment_args.add_alignment_arguments(parser)
     add_search_arguments(parser)
     args = parse_search_args(parser, argv)
     ensemble_args.check_ensemble_args(parser, args)
     sampling_args.check_sampling_args(parser, args)
+    alignment_args.check_alignment_args(parser, args)
     devices = shard_args.shard_devices(parser, args)
     if args.n_best > args.beam_size:
         parser.error(
@@ -76,32 +82,58 @@ def main(argv: list[str] | None = None) -> None:
     sampling = sampling_args.sampling(args)
     per_line = args.n_best if sampling is None else sampling.n
     options = dict(n_best=args.n_best, sampling=sampling, **search_options(args))
+    alignment = alignment_args.alignment(args)
+    total = None if args.input is None and args.constraints is None else len(lines)
+    if alignment is not None:  # each output's source, read as the translator reads it
+        lines, sources = tee(lines)
     if devices is None:
         outputs = translator.stream(lines, prefixes=prefixes, constraints=constraints, **options)
         progress = None
         if args.input is not None:
-            progress = tqdm(total=len(lines), unit="sent", file=sys.stderr)
+            progress = tqdm(total=total, unit="sent", file=sys.stderr)
     else:
-        translator = None  # loaded to refuse a bad checkpoint early; each shard loads its own
+        if alignment is None:  # loaded to refuse a bad checkpoint early; each shard loads its own
+            translator = None
         lines = list(lines)
         each = {"prefixes": prefixes, "constraints": constraints}
         each = {name: items for name, items in each.items() if items is not None}
         make = partial(shard_args.shard_translator, first, args)
         outputs = translate_sharded(make, devices, lines, options, each, args.threads)
         progress = shard_args.logged_progress(desc="translating", total=len(lines), unit="sent")
+    if alignment is not None:
+        outputs = with_alignments(outputs, sources, translator, alignment, args.batch_size)
     try:
         for i, hypotheses in enumerate(outputs):
             if per_line == 1:
-                print(hypotheses[0][0], flush=True)  # flushed: stdin may be a person typing
+                print("\t".join(map(str, hypotheses[0][::2])), flush=True)  # text[, alignment]
             else:
-                for text, score in hypotheses:
-                    print(f"{i}\t{score:.4f}\t{text}", flush=True)
+                for text, score, *aligned in hypotheses:
+                    print("\t".join([str(i), f"{score:.4f}", text, *aligned]), flush=True)
             if progress is not None:
                 progress.update()
         if progress is not None:
             progress.close()
     except ValueError as e:  # a prefix too long for its line, or missing: named by its line
         sys.exit(f"error: {e}")
+
+
+def with_alignments(
+    outputs: Iterator[Scored],
+    sources: Iterator[str],
+    translator: Translator,
+    alignment: Alignment,
+    batch_size: int,
+) -> Iterator[list[tuple[str, float, str]]]:
+    """Each sentence's (text, score, Pharaoh alignment) hypotheses: the translations scored
+    back with their attention (forced decoding), batch_size sentences at a time."""
+    while block := list(islice(outputs, batch_size)):
+        texts = [[text for text, _ in hypotheses] for hypotheses in block]
+        read = list(islice(sources, len(block)))
+        sentences = [source for source, found in zip(read, texts, strict=True) for _ in found]
+        targets = [text for found in texts for text in found]
+        scored = iter(translator.score(sentences, targets, alignment=alignment))
+        for hypotheses in block:
+            yield [(text, score, next(scored).alignment) for text, score in hypotheses]
 
 
 def line_count(source: Path) -> int:

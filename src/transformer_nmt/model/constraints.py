@@ -101,6 +101,8 @@ def constrained_beam_search(
         Per sentence, its n_best hypotheses, best first; and the indices of the constraints its
         best misses ([] when all are met).
     """
+    if not 1 <= n_best <= beam_size:
+        raise ValueError(f"n_best must be between 1 and beam_size ({beam_size}), got {n_best}")
     length_penalty(1, alpha, penalty)  # fail on an unknown form before any work
     B, K = src.size(0), beam_size
     src_mask = padding_mask(src, model.config.pad_id)

@@ -6,7 +6,6 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
-from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from helpers.ddp import (
     BatchesPerRank,
@@ -23,6 +22,7 @@ from transformer_nmt.training.callbacks.checkpoint_policy import CheckpointPolic
 from transformer_nmt.training.callbacks.ema import WeightEMA
 from transformer_nmt.training.config_checks import ConfigError, check_config
 from transformer_nmt.training.resume import ResumePoint
+from transformer_nmt.training.stop import Stopped
 
 DECAY, START = 0.8, 4
 # 15 toy batches an epoch: 20 updates validate once, at update 15, between start and end.
@@ -108,7 +108,7 @@ def test_the_average_does_not_change_training(twenty_updates, tmp_path):
 def test_a_resumed_run_ends_with_the_uninterrupted_runs_average(twenty_updates, tmp_path):
     # Stopped mid-epoch by a SIGTERM as update 10 starts, as a cluster pre-empts a run.
     checkpoints, _, _ = twenty_updates
-    with pytest.raises(SIGTERMException):
+    with pytest.raises(Stopped):
         run(tmp_path / "first", *EMA, *signal_at(10, signal.SIGTERM))
     halfway = tmp_path / "first" / "run" / "checkpoints" / "last.ckpt"
     run(tmp_path / "second", *EMA, f"ckpt_path={halfway}")

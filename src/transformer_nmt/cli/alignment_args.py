@@ -1,0 +1,36 @@
+"""`--align`, `--align-layer` and `--align-heads`, shared by nmt-translate and nmt-score."""
+
+import argparse
+
+from transformer_nmt.alignment import HEADS, Alignment
+from transformer_nmt.cli.search_args import positive_int
+
+
+def add_alignment_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--align",
+        action="store_true",
+        help="also print Pharaoh word alignments ('0-0 1-2 ...', source-target) from the "
+        "encoder-decoder attention, after a TAB",
+    )
+    parser.add_argument(
+        "--align-layer", type=positive_int, help="the decoder layer aligning (default: the last)"
+    )
+    parser.add_argument(
+        "--align-heads", choices=HEADS, default="mean", help="mean, or the most peaked head"
+    )
+
+
+def check_alignment_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse, before loading, alignments that cannot be made."""
+    if args.align_layer is not None and not args.align:
+        parser.error("--align-layer chooses the attention of --align: add --align")
+    if args.align and args.ensemble:
+        parser.error("--align reads one model's attention: leave out --ensemble")
+
+
+def alignment(args: argparse.Namespace) -> Alignment | None:
+    """The `Alignment` the options ask for, or None."""
+    if not args.align:
+        return None
+    return Alignment(-1 if args.align_layer is None else args.align_layer, args.align_heads)
