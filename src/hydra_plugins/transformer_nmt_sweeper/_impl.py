@@ -107,7 +107,7 @@ class StudyWorker:
                 break
             said = _say_waiting(study, running, said)
             time.sleep(min(self.heartbeat_interval, WAIT_POLL))
-        self._retrying(lambda: self._report(study))
+        self._report(study)
 
     def _join(self, space: dict) -> optuna.Study:
         study = optuna.create_study(
