@@ -14,6 +14,7 @@ from helpers.hydra_compose import ROOT
 from helpers.quick_toy_run import quick_toy_run
 from transformer_nmt.cli import pipeline
 from transformer_nmt.data.toy import ToyCorpus
+from transformer_nmt.model.sampling import Sampling
 from transformer_nmt.pipelines import translation
 from transformer_nmt.pipelines.chains import (
     BackTranslation,
@@ -80,7 +81,7 @@ def bt(tmp_path_factory: pytest.TempPathFactory) -> dict:
         work=tmp / "work",
         monolingual=german(tmp),
         overrides=overrides(tmp),
-        decoding=Decoding(beam_size=2, max_len_b=5, max_tokens=64),
+        decoding=Decoding(max_len_b=5, max_tokens=64, sampling=Sampling(seed=3)),
         tag=TAG,
         synthetic_factor=2,
     )
@@ -124,7 +125,7 @@ def test_backtranslation_resumes_each_stage_and_trains_on_tagged_synthetic_pairs
     assert corpora.synthetic.corpus.path == str(synthetic)
 
 
-def test_backtranslation_rerun_does_nothing_and_a_new_factor_retrains_only(
+def test_backtranslation_rerun_does_nothing_and_a_new_factor_trains_again_alone(
     bt: dict, caplog: pytest.LogCaptureFixture
 ):
     spec = bt["spec"]
@@ -136,10 +137,10 @@ def test_backtranslation_rerun_does_nothing_and_a_new_factor_retrains_only(
     caplog.clear()
     changed = BackTranslation(**{**spec.__dict__, "synthetic_factor": 1.5})
     with caplog.at_level(logging.INFO, logger="transformer_nmt.pipelines"):
-        with pytest.raises(Interrupted):  # a new training stage, failing once at step 2
+        with pytest.raises(Interrupted):  # a new training stage (failing once at step 2)
             backtranslate(changed)
-        assert backtranslate(changed) != last
-    assert set(stages_run(caplog)) == {"Stage train"}
+    assert stages_run(caplog) == ["Stage train"]
+    assert len(list(spec.work.glob("train-*"))) == 2
 
 
 def test_distillation_trains_the_student_on_the_teachers_beam_output(bt: dict):
@@ -161,11 +162,11 @@ def test_distillation_trains_the_student_on_the_teachers_beam_output(bt: dict):
     )
     assert (pairs / "train.en").read_text().splitlines() == [s for s, _ in references]
     distilled = (pairs / "train.de").read_text().splitlines()
-    # What the teacher's beam search gives, line for line.
+    # What the teacher's beam search gives, line for line, its whitespace made single spaces.
     expected = translation.load_model([[bt["result"]]]).translate(
         [s for s, _ in references], beam_size=2, max_len_b=5, max_tokens=64
     )
-    assert distilled == expected
+    assert distilled == [" ".join(t.split()) for t in expected]
     config = OmegaConf.load(folder(spec.work, "train") / ".hydra/config.yaml")
     assert set(config.data.corpus.corpora) == {"references", "distilled"}
 

@@ -31,8 +31,8 @@ def parser() -> argparse.ArgumentParser:
     bt.add_argument(
         "--reverse",
         type=Path,
-        nargs="+",
-        help="the reverse model's checkpoint (several: an ensemble); default: trained from "
+        action="append",
+        help="the reverse model's checkpoint (repeated: an ensemble); default: trained from "
         "the overrides with the sides swapped",
     )
     bt.add_argument(
@@ -49,9 +49,9 @@ def parser() -> argparse.ArgumentParser:
     kd.add_argument(
         "--teacher",
         type=Path,
-        nargs="+",
+        action="append",
         required=True,
-        help="a checkpoint; several: an ensemble; with --teacher-average-last, folders",
+        help="a checkpoint (repeated: an ensemble); with --teacher-average-last, a folder",
     )
     kd.add_argument(
         "--teacher-average-last",

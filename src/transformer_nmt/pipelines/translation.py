@@ -56,7 +56,8 @@ def translate_stage(
         lines = [line.rstrip("\n") for line in iter_lines(source)]
         with atomic_open(output, "w", encoding="utf-8") as f:
             for translation in translate(members, lines, decoding):
-                f.write(translation + "\n")
+                # One line each: a sampled token may decode to a line break.
+                f.write(" ".join(translation.split()) + "\n")
         stage.finish({"model": [[str(c) for c in m] for m in members], "source": str(source)})
     return output, runs
 
