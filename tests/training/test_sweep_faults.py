@@ -2,6 +2,8 @@
 PID namespace) on one journal file or one PostgreSQL study, one SIGKILLed mid-trial; a real
 PostgreSQL server restarted mid-trial, and stopped for good."""
 
+import itertools
+import threading
 import time
 from datetime import datetime
 
@@ -27,7 +29,8 @@ from helpers.study_workers import (
     start_worker,
 )
 from helpers.sweep_runs import dead_worker, wait_for
-from hydra_plugins.transformer_nmt_sweeper._heartbeat import HEARTBEAT, beat
+from hydra_plugins.transformer_nmt_sweeper import _heartbeat
+from hydra_plugins.transformer_nmt_sweeper._heartbeat import HEARTBEAT, Beating, beat
 from hydra_plugins.transformer_nmt_sweeper._storage import StorageLost, retrying, shown
 from hydra_plugins.transformer_nmt_sweeper._trials import (
     INTERRUPTED,
@@ -199,3 +202,26 @@ def test_a_storage_call_is_tried_again_until_it_succeeds_or_the_timeout_names_it
         "hydra.sweeper.storage=postgresql://me:***@db/optuna could not be reached for more than "
         "hydra.sweeper.storage_timeout=0 s (connection refused): this worker stops."
     )
+
+
+def test_a_heartbeat_rides_out_failures_and_gives_up_once_past_the_timeout(tmp_path, monkeypatch):
+    storage = JournalStorage(JournalFileBackend(str(tmp_path / "optuna.journal")))
+    trial = optuna.create_study(storage=storage).ask()
+    failures, beaten = iter(range(3)), threading.Event()
+
+    def flaky_beat(storage, trial_id):  # fails three times, then beats
+        if next(failures, None) is not None:
+            raise OSError(5, "Input/output error")
+        beaten.set()
+
+    monkeypatch.setattr(_heartbeat, "beat", flaky_beat)
+    stops = []
+    with Beating(storage, [trial], 0.01, "optuna.journal", 60, stop=lambda: stops.append(1)) as b:
+        assert beaten.wait(60)
+    assert stops == [] and b.lost is None
+
+    failures = itertools.count()  # fails for good
+    with Beating(storage, [trial], 0.01, "optuna.journal", 0, stop=lambda: stops.append(1)) as b:
+        poll(lambda: stops, 60, lambda: "no stop")
+    assert stops == [1]
+    assert b.lost.startswith("hydra.sweeper.storage=optuna.journal could not be reached")

@@ -132,7 +132,11 @@ class Beating:
                 if time.monotonic() - last > self.timeout:
                     self._give_up(e)
                     return
-                delay = FIRST_RETRY if delay == self.interval else min(2 * delay, self.interval)
+                delay = (
+                    min(FIRST_RETRY, self.interval)
+                    if delay == self.interval
+                    else min(2 * delay, self.interval)
+                )
                 log.warning(
                     "Heartbeat to %s failed (%s): again in %.1f s",
                     shown(self.spec),
