@@ -22,6 +22,7 @@ from transformer_nmt.training.callbacks.checkpoint_policy import CheckpointPolic
 from transformer_nmt.training.callbacks.ema import WeightEMA
 from transformer_nmt.training.config_checks import ConfigError, check_config
 from transformer_nmt.training.resume import ResumePoint
+from transformer_nmt.training.run_plan import plan_run
 from transformer_nmt.training.stop import Stopped
 
 DECAY, START = 0.8, 4
@@ -45,9 +46,10 @@ class TrainedWeights(L.Callback):
 def run(tmp_path: Path, *overrides: str) -> tuple[TrainedWeights, L.LightningModule]:
     cfg = compose_train(tmp_path, list(overrides))
     L.seed_everything(cfg.seed, workers=True)
-    resume = ResumePoint(cfg.get("ckpt_path"))
-    datamodule, module = build_data_and_module(cfg, resume)
-    trainer = build_trainer(cfg, [], resume)
+    plan = plan_run(cfg)
+    resume = ResumePoint(plan.resume_from)
+    datamodule, module = build_data_and_module(cfg, plan, resume)
+    trainer = build_trainer(cfg, [], plan)
     recorder = TrainedWeights()
     trainer.callbacks.append(recorder)
     fit(trainer, module, datamodule, resume)
