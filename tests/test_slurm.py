@@ -176,7 +176,10 @@ def test_usr1_saves_last_ckpt_and_requeues_the_job_which_ends_completed(recipe_j
     job, run = recipe_job["id"], recipe_job["run"]
     log = (run / "train.log").read_text()
     last = run / "checkpoints" / "last.ckpt"
+    # Rank 0 held between steps, rank 1 inside the step's collectives: one stop, one last.ckpt.
     stopped = log.index(f"SIGUSR1 at step {SIGNALLED_AT + 1}: saved {last}")
+    assert f"SIGUSR1: every rank stops after update {SIGNALLED_AT + 1}" in log
+    assert [p.name for p in last.parent.glob("last*")] == ["last.ckpt"]
     requeued = log.index(f"SIGUSR1: saved last.ckpt and requeued SLURM job {job}", stopped)
     assert requeued < log.index(f"SLURM job {job}, restart 2", requeued)
     *_, third = logged_steps(run)
