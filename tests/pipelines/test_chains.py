@@ -69,6 +69,15 @@ def folder(work: Path, stage: str) -> Path:
     return found
 
 
+def resumed(stage: Path) -> bool:
+    """Whether the run went on after its failure from the step it reached (checkpoints of the
+    steps before the failure predate it), not from the start."""
+    failed = (stage / "failed_once").stat().st_mtime_ns
+    before = [stage / "checkpoints" / f"step{n}.ckpt" for n in (1, 2)]
+    after = stage / "checkpoints" / f"step{STEPS}.ckpt"
+    return all(p.stat().st_mtime_ns < failed for p in before) and after.stat().st_mtime_ns > failed
+
+
 def stages_run(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage().split(":")[0] for r in caplog.records if ": runs in" in r.getMessage()]
 
@@ -114,6 +123,7 @@ def test_backtranslation_resumes_each_stage_and_trains_on_tagged_synthetic_pairs
     assert checkpoint["global_step"] == STEPS
     reverse = torch.load(folder(spec.work, "reverse") / "checkpoints/last.ckpt", weights_only=True)
     assert reverse["global_step"] == STEPS
+    assert resumed(folder(spec.work, "reverse")) and resumed(folder(spec.work, "train"))
     synthetic = folder(spec.work, "synthetic")
     sources = (synthetic / "train.en").read_text().splitlines()
     targets = (synthetic / "train.de").read_text().splitlines()
@@ -145,9 +155,12 @@ def test_backtranslation_rerun_does_nothing_and_a_new_factor_trains_again_alone(
 
 def test_distillation_trains_the_student_on_the_teachers_beam_output(bt: dict):
     tmp = bt["tmp"]
+    periodic = bt["result"].parent
+    # An ensemble of the last checkpoint and the average of two periodic ones.
+    teacher = [[bt["result"]], [periodic / "step2.ckpt", periodic / "step3.ckpt"]]
     spec = Distillation(
         work=tmp / "kd",
-        teacher=[[bt["result"]]],
+        teacher=teacher,
         overrides=overrides(tmp),
         decoding=Decoding(beam_size=2, max_len_b=5, max_tokens=64),
         references_factor=1,
@@ -156,6 +169,7 @@ def test_distillation_trains_the_student_on_the_teachers_beam_output(bt: dict):
         distill(spec)
     student = distill(spec)
     assert torch.load(student, weights_only=True)["global_step"] == STEPS
+    assert resumed(folder(spec.work, "train"))
     pairs = folder(spec.work, "distilled")
     references = ToyCorpus(num_train=60, num_val=100, num_test=100, seed=1234).read(
         "train", "en", "de"
@@ -163,7 +177,7 @@ def test_distillation_trains_the_student_on_the_teachers_beam_output(bt: dict):
     assert (pairs / "train.en").read_text().splitlines() == [s for s, _ in references]
     distilled = (pairs / "train.de").read_text().splitlines()
     # What the teacher's beam search gives, line for line, its whitespace made single spaces.
-    expected = translation.load_model([[bt["result"]]]).translate(
+    expected = translation.Translator.from_ensemble(teacher).translate(
         [s for s, _ in references], beam_size=2, max_len_b=5, max_tokens=64
     )
     assert distilled == [" ".join(t.split()) for t in expected]
