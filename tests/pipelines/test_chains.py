@@ -195,6 +195,9 @@ def test_bad_inputs_are_refused_before_any_stage(bt: dict, tmp_path: Path):
         (BackTranslation(work, tmp_path / "missing.de", spec.overrides), "no such file"),
         (BackTranslation(work, english, spec.overrides), "reads as en"),
     ]
+    cases.append(
+        (BackTranslation(work, spec.monolingual, [*spec.overrides, "trainer.devices=2"]), "own")
+    )
     named_en = tmp_path / "news.en"
     named_en.write_text("zwei drei\n")
     cases.append((BackTranslation(work, named_en, spec.overrides), "named as en"))

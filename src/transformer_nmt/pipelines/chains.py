@@ -31,7 +31,12 @@ from transformer_nmt.pipelines.corpora import (
     train_replaced,
 )
 from transformer_nmt.pipelines.stages import Stage, stage_key
-from transformer_nmt.pipelines.training import compose_run, data_config, train_stage
+from transformer_nmt.pipelines.training import (
+    check_one_process,
+    compose_run,
+    data_config,
+    train_stage,
+)
 from transformer_nmt.pipelines.translation import Decoding, translate_stage
 
 log = logging.getLogger(__name__)
@@ -69,6 +74,7 @@ def backtranslate(spec: BackTranslation) -> Path:
     checks.positive_factor("--real-factor", spec.real_factor)
     checks.positive_factor("--synthetic-factor", spec.synthetic_factor)
     forward = compose_run(spec.overrides)
+    check_one_process(forward)
     data = data_config(forward)
     src, tgt = data.src_lang, data.tgt_lang
     real = OmegaConf.to_container(data.corpus, resolve=True)
@@ -79,7 +85,9 @@ def backtranslate(spec: BackTranslation) -> Path:
         read_checkpoint(path)  # refused (CheckpointError) before any stage runs
     if not reverse:
         swapped = [f"data.src_lang={tgt}", f"data.tgt_lang={src}", *spec.reverse_overrides]
-        reverse = [train_stage(spec.work, "reverse", compose_run([*spec.overrides, *swapped]))[0]]
+        backward = compose_run([*spec.overrides, *swapped])
+        check_one_process(backward)
+        reverse = [train_stage(spec.work, "reverse", backward)[0]]
     members = [[path] for path in reverse]
     synthetic, _ = translate_stage(
         spec.work, "backtranslate", members, spec.monolingual, spec.decoding
@@ -103,6 +111,7 @@ def distill(spec: Distillation) -> Path:
     if spec.references_factor is not None:
         checks.positive_factor("--references-factor", spec.references_factor)
     student = compose_run(spec.overrides)
+    check_one_process(student)
     data = data_config(student)
     src, tgt = data.src_lang, data.tgt_lang
     references = OmegaConf.to_container(data.corpus, resolve=True)

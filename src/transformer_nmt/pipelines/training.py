@@ -18,6 +18,7 @@ from transformer_nmt.configs import checkout_root, config_dir
 from transformer_nmt.pipelines.stages import Stage, stage_key
 from transformer_nmt.run_names import register_resolvers
 from transformer_nmt.training.auto_resume import run_folder_checkpoint
+from transformer_nmt.training.config_checks import ConfigError
 
 PLACEHOLDER = "<stage folder>"  # the run folder while hashing: the key cannot hold itself
 
@@ -35,6 +36,18 @@ def compose_run(overrides: Sequence[str], corpus: dict[str, Any] | None = None) 
         with open_dict(cfg):
             cfg.data.corpus = corpus
     return cfg
+
+
+def check_one_process(cfg: DictConfig) -> None:
+    """Refuse a multi-process training config: Lightning starts the other ranks by running this
+    command again, which would run the pipeline's other stages in each of them."""
+    devices, nodes = cfg.trainer.get("devices", 1), cfg.trainer.get("num_nodes", 1)
+    if devices != 1 or nodes != 1:
+        raise ConfigError(
+            f"trainer.devices={devices}, trainer.num_nodes={nodes}: nmt-pipeline trains in its "
+            "own process; train such a model with nmt-train and give it as --reverse or "
+            "--teacher, or set trainer.devices=1"
+        )
 
 
 def data_config(cfg: DictConfig) -> DictConfig:
