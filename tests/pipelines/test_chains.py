@@ -13,6 +13,7 @@ from helpers.fail_at_step import Interrupted, fail_at
 from helpers.hydra_compose import ROOT
 from helpers.quick_toy_run import quick_toy_run
 from transformer_nmt.cli import pipeline
+from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.data.toy import ToyCorpus
 from transformer_nmt.model.sampling import Sampling
 from transformer_nmt.pipelines import translation
@@ -214,6 +215,12 @@ def test_bad_inputs_are_refused_before_any_stage(bt: dict, tmp_path: Path):
     student += ["~data.corpus", f"+data.corpus={{_target_:{text},path:{other}}}"]
     with pytest.raises(ConfigError, match="vocabulary holds 0%"):
         distill(Distillation(work, [[bt["result"]]], student))
+    foreign = torch.load(bt["result"], weights_only=True)
+    foreign["tokenizer"] = BPETokenizer.train(["le chat noir dort"] * 3, 300, 1).to_str()
+    torch.save(foreign, tmp_path / "foreign.ckpt")
+    ensemble = [[bt["result"]], [tmp_path / "foreign.ckpt"]]
+    with pytest.raises(ConfigError, match="foreign.ckpt has another vocabulary"):
+        distill(Distillation(work, ensemble, spec.overrides))
     with pytest.raises(ConfigError, match="--references-factor=-1"):
         distill(Distillation(work, [[bt["result"]]], spec.overrides, references_factor=-1))
     argv = ["backtranslate", "--work", str(work), "--monolingual", str(spec.monolingual)]

@@ -10,7 +10,6 @@ of several, or an ensemble) translates the training source with beam search; the
 on its translations, alone or mixed with the references, and validates on the references.
 """
 
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,8 +37,7 @@ from transformer_nmt.pipelines.training import (
     train_stage,
 )
 from transformer_nmt.pipelines.translation import Decoding, translate_stage
-
-log = logging.getLogger(__name__)
+from transformer_nmt.training.config_checks import ConfigError
 
 
 @dataclass(frozen=True)
@@ -117,9 +115,16 @@ def distill(spec: Distillation) -> Path:
     references = OmegaConf.to_container(data.corpus, resolve=True)
     corpus = instantiate(data.corpus)
     first = spec.teacher[0][0]
-    tokenizer = tokenizer_from_str(read_checkpoint(first)["tokenizer"])
-    for member in spec.teacher[1:]:
-        read_checkpoint(member[0])  # refused (CheckpointError) before any stage runs
+    vocabulary = read_checkpoint(first)["tokenizer"]
+    for path in (p for member in spec.teacher for p in member):
+        if (
+            read_checkpoint(path)["tokenizer"] != vocabulary
+        ):  # averaged or ensembled: one vocabulary
+            raise ConfigError(
+                f"--teacher {path} has another vocabulary than {first}: average or ensemble "
+                "models trained with one tokenizer"
+            )
+    tokenizer = tokenizer_from_str(vocabulary)
     sources = (s for s, _ in corpus.stream("train", src, tgt))
     checks.check_teacher_vocabulary(str(first), tokenizer, sources)
     source_file = _source_stage(spec.work, corpus, src, tgt)
