@@ -12,13 +12,16 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
+from helpers.ddp import ddp_env
 from helpers.hydra_compose import ROOT, compose_train
 from helpers.quick_toy_run import quick_toy_run
-from helpers.signal_at_step import signal_at
+from helpers.signal_at_step import signal_at, signal_ranks_apart
+from helpers.sweep_runs import wait_for
 from transformer_nmt.checkpoint import load_checkpoint, save_atomically
-from transformer_nmt.train import SIGTERM_EXIT, train
+from transformer_nmt.train import train
 from transformer_nmt.training.checkpoint_io import AtomicCheckpointIO
 from transformer_nmt.training.module import TranslationModule
+from transformer_nmt.training.stop import exit_status
 from transformer_nmt.training.sweeps import optimized_metric
 
 DIES_MID_SAVE = """
@@ -156,7 +159,7 @@ def interrupted(tmp_path_factory) -> dict:
 
 @pytest.mark.slow
 def test_sigterm_saves_a_checkpoint_and_exits_without_a_traceback(interrupted):
-    assert interrupted["terminated"].returncode == SIGTERM_EXIT
+    assert interrupted["terminated"].returncode == exit_status(signal.SIGTERM)
     assert "Traceback" not in interrupted["terminated_stderr"]
     run = interrupted["dir"] / "resumed"
     checkpoint = run / "checkpoints" / "last.ckpt"
@@ -199,7 +202,7 @@ def test_the_same_command_after_sigterm_resumes_in_its_folder_and_ends_as_the_un
     """No ckpt_path: the restart finds the run folder's last.ckpt (as a requeued job does)."""
     runs = interrupted["dir"]
     command = signal_at(9, signal.SIGTERM, once=f"{runs}/terminated_once")
-    for expected_exit in (SIGTERM_EXIT, 0):
+    for expected_exit in (exit_status(signal.SIGTERM), 0):
         run = start(runs, "restarted", *command)
         _, stderr = run.communicate(timeout=600)
         assert run.returncode == expected_exit, stderr[-3000:]
@@ -208,6 +211,38 @@ def test_the_same_command_after_sigterm_resumes_in_its_folder_and_ends_as_the_un
     log = (runs / "restarted" / "train.log").read_text()
     assert f"Resuming from {runs}/restarted/checkpoints/last.ckpt" in log
     assert_same_end(runs / "uninterrupted", runs / "restarted")
+
+
+SIGNALLED_AT = 3  # the update during which two ranks are signalled apart
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
+def test_two_ranks_signalled_at_different_points_stop_after_the_same_update(tmp_path, signum):
+    """Rank 1 between steps, rank 0 inside the step's all_reduce: a handler that ran a
+    collective (Lightning's broadcast) would pair it with another rank's and hang. USR1 takes the
+    same path, on a real SLURM job (tests/test_slurm.py), which it also requeues."""
+    run = tmp_path / "run"
+    command = [
+        sys.executable, "train.py", *quick_toy_run(12), "logger=none", "trainer=ddp_cpu",
+        f"paths.log_dir={tmp_path}", f"paths.cache_dir={tmp_path}/cache", f"hydra.run.dir={run}",
+        *signal_ranks_apart(SIGNALLED_AT, signum, tmp_path),
+    ]  # fmt: skip
+    # A hang fails the test here, instead of holding CI.
+    done = subprocess.run(
+        command, cwd=ROOT, env=ddp_env(), capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == exit_status(signum), done.stderr[-3000:]  # rank 0's status
+    stopped = [Path(p).read_text() for p in wait_for(tmp_path / "rank*.stopped_at", count=2)]
+    assert stopped == [str(SIGNALLED_AT + 1)] * 2  # the update rank 1's vote was counted in
+    checkpoints = run / "checkpoints"
+    assert [p.name for p in checkpoints.iterdir()] == ["last.ckpt"]
+    assert last_step(run) == SIGNALLED_AT + 1
+    name = signal.Signals(signum).name
+    log = (run / "train.log").read_text()
+    assert f"{name}: every rank stops after update {SIGNALLED_AT + 1}" in log
+    assert f"{name} at step {SIGNALLED_AT + 1}: saved {checkpoints / 'last.ckpt'}" in log
+    assert "Traceback" not in done.stderr and "Training failed" not in log
 
 
 def test_last_checkpoint_holds_the_final_step_when_the_last_validation_is_not_the_best(tmp_path):
@@ -280,6 +315,20 @@ EIGHT_STEPS = [
     "+trainer.num_sanity_val_steps=0",
     "callbacks.checkpoints.every_n_steps=2",
 ]
+
+
+def test_ctrl_c_twice_stops_at_once_with_130_keeping_the_checkpoints_written(tmp_path, caplog):
+    again = [  # a second SignalAtStep: Ctrl-C twice as step 5 starts
+        "+callbacks.again._target_=helpers.signal_at_step.SignalAtStep",
+        "+callbacks.again.step=5",
+        f"+callbacks.again.signum={int(signal.SIGINT)}",
+    ]
+    with pytest.raises(SystemExit) as stopped:
+        train(compose_train(tmp_path, [*EIGHT_STEPS, *signal_at(5, signal.SIGINT), *again]))
+    assert stopped.value.code == exit_status(signal.SIGINT)
+    assert "Ctrl-C twice: stopped at once" in caplog.text
+    assert "Training failed" not in caplog.text
+    assert last_step(tmp_path / "run") == 4  # the periodic save before; step 5 never ran
 
 
 @pytest.fixture

@@ -12,11 +12,12 @@ from pathlib import Path
 
 import optuna
 import pytest
+import torch
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 
-from helpers.ddp import ddp_env
+from helpers.ddp import assert_same_weights, ddp_env, weights_callback
 from helpers.hydra_compose import ROOT
 from helpers.pause_until_signal import pause_until_signal
 from helpers.quick_toy_run import quick_toy_run
@@ -94,7 +95,8 @@ def readme_sbatch_script() -> str:
 
 def on_a_cpu_box(script: str, tmp_path: Path) -> str:
     """The script with CPU_BOX's sizes, the toy task, every output under tmp_path, and two
-    pauses: at REQUEUED_AT until SIGTERM, at SIGNALLED_AT until USR1 (it also arrives as TERM)."""
+    pauses of rank 0 (rank 1 waits in the step's collectives): at REQUEUED_AT until SIGTERM, at
+    SIGNALLED_AT until USR1."""
     for readme, cpu in CPU_BOX.items():
         assert script.count(readme) == 1, f"README.md's sbatch script no longer holds {readme!r}"
         script = script.replace(readme, cpu)
@@ -174,7 +176,10 @@ def test_usr1_saves_last_ckpt_and_requeues_the_job_which_ends_completed(recipe_j
     job, run = recipe_job["id"], recipe_job["run"]
     log = (run / "train.log").read_text()
     last = run / "checkpoints" / "last.ckpt"
-    stopped = log.index(f"SIGTERM at step {SIGNALLED_AT + 1}: saved {last}")
+    # Rank 0 held between steps, rank 1 inside the step's collectives: one stop, one last.ckpt.
+    stopped = log.index(f"SIGUSR1 at step {SIGNALLED_AT + 1}: saved {last}")
+    assert f"SIGUSR1: every rank stops after update {SIGNALLED_AT + 1}" in log
+    assert [p.name for p in last.parent.glob("last*")] == ["last.ckpt"]
     requeued = log.index(f"SIGUSR1: saved last.ckpt and requeued SLURM job {job}", stopped)
     assert requeued < log.index(f"SLURM job {job}, restart 2", requeued)
     *_, third = logged_steps(run)
@@ -182,3 +187,25 @@ def test_usr1_saves_last_ckpt_and_requeues_the_job_which_ends_completed(recipe_j
     assert not list(run.rglob("hpc_ckpt_*"))  # Lightning's auto-requeue is off: one resume source
     record = recipe_job["record"]
     assert (record["JobState"], record["Restarts"], record["ExitCode"]) == ("COMPLETED", "2", "0:0")
+
+
+def test_srun_torchrun_inside_sbatch_trains_two_ranks_to_the_end(cluster, tmp_path):
+    """Lightning picks TorchElastic's environment over SLURM's: 2 torchrun ranks in 1 task."""
+    overrides = [
+        *TOY, "logger=none", "trainer=ddp_cpu", "trainer.devices=2",
+        f"paths.log_dir={tmp_path}", f"paths.cache_dir={tmp_path}/cache",
+        f"hydra.run.dir={tmp_path}/run", *weights_callback(tmp_path / "weights"),
+    ]  # fmt: skip
+    script = tmp_path / "torchrun.sbatch"
+    script.write_text(
+        "#!/bin/bash\n#SBATCH --ntasks=1\n#SBATCH --cpus-per-task=2\n"
+        f"srun {shlex.quote(sys.executable)} -m torch.distributed.run --standalone "
+        f"--nproc_per_node=2 train.py {' '.join(shlex.quote(o) for o in overrides)}\n"
+    )
+    output = tmp_path / "slurm.out"
+    job = cluster.sbatch(script, f"--output={output}", cwd=ROOT, env=ddp_env())
+    record = cluster.wait_until_ended(job, TIMEOUT)
+    assert record["JobState"] == "COMPLETED", output.read_text()[-3000:]
+    last = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    assert torch.load(last, weights_only=True)["global_step"] == MAX_STEPS
+    assert_same_weights(tmp_path / "weights")

@@ -11,7 +11,6 @@ import signal
 import lightning as L
 from hydra.utils import instantiate
 from lightning.pytorch.loggers import Logger
-from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
 from transformer_nmt.data.datamodule import TranslationDataModule
@@ -31,13 +30,17 @@ from transformer_nmt.training.resume import ResumePoint
 from transformer_nmt.training.run_config import write_run_config
 from transformer_nmt.training.run_lock import RunLock, is_global_rank_zero
 from transformer_nmt.training.run_plan import RunPlan, plan_run
-from transformer_nmt.training.slurm_requeue import requeue_on_signal, slurm_environment
+from transformer_nmt.training.slurm_requeue import log_slurm_job
+from transformer_nmt.training.stop import (
+    SIGNALS,
+    AgreedStop,
+    Stopped,
+    exit_status,
+    raise_if_stopped,
+)
 from transformer_nmt.training.sweeps import best_scores, raise_if_diverged
 
 log = logging.getLogger(__name__)
-
-# The shell's status for a process ended by SIGTERM: schedulers and scripts see an unfinished run.
-SIGTERM_EXIT = 128 + signal.SIGTERM
 
 
 def train(cfg: DictConfig) -> dict[str, float]:
@@ -45,24 +48,30 @@ def train(cfg: DictConfig) -> dict[str, float]:
 
     Returns the final metrics (e.g. `val/bleu`) as floats, and as `best/<name>` the best value
     of each metric a checkpoint callback monitors. Raises `FloatingPointError` if the training
-    loss became non-finite, so that a sweep records the trial as failed, and `SystemExit(143)`
-    after a SIGTERM, once the checkpoint policy has saved `last.ckpt`.
+    loss became non-finite, so that a sweep records the trial as failed, and `Stopped` (a
+    `SystemExit`) once SIGTERM, SIGUSR1 or Ctrl-C has stopped every rank after one update and
+    the checkpoint policy has saved `last.ckpt` (`training/stop.py`): 128 + the signal on global
+    rank 0 (143, 138, 130), 0 on the others, since a launcher that sees a rank fail first
+    (Lightning's, torchrun) kills the rest, rank 0 still closing its loggers. A signal that comes
+    before training stops it after its first update.
     """
-    # Decided once, on global rank 0, before anything is written; the other ranks take it.
-    timeout = 60 * cfg.ddp_timeout_minutes
-    parent = load_parent(cfg)  # fine-tuning's: read on every rank, refused before any write
-    plan = agreed_plan(lambda: plan_run(cfg), cfg.paths.output_dir, timeout)
-    resume = ResumePoint(plan.resume_from)
-    # Two runs writing one folder would overwrite each other's checkpoints: the second is refused.
-    # A SLURM job asked to requeue (USR1) does so once the lock is released.
-    rank_zero = is_global_rank_zero()
-    with requeue_on_signal(), RunLock(cfg.paths.output_dir, enabled=rank_zero):
-        if rank_zero:
-            write_run_config(cfg)
-        L.seed_everything(cfg.seed, workers=True)
-        datamodule, module = build_data_and_module(cfg, plan, resume, parent)
-        loggers = build_loggers(cfg)
-        return fit_and_report(cfg, datamodule, module, loggers, plan, resume)
+    with SIGNALS.recording():
+        # Decided once, on global rank 0, before anything is written; the other ranks take it.
+        timeout = 60 * cfg.ddp_timeout_minutes
+        parent = load_parent(cfg)  # fine-tuning's: read on every rank, refused before any write
+        plan = agreed_plan(lambda: plan_run(cfg), cfg.paths.output_dir, timeout)
+        resume = ResumePoint(plan.resume_from)
+        log_slurm_job()
+        # Two runs writing one folder would overwrite each other's checkpoints: the second is
+        # refused.
+        rank_zero = is_global_rank_zero()
+        with RunLock(cfg.paths.output_dir, enabled=rank_zero):
+            if rank_zero:
+                write_run_config(cfg)
+            L.seed_everything(cfg.seed, workers=True)
+            datamodule, module = build_data_and_module(cfg, plan, resume, parent)
+            loggers = build_loggers(cfg)
+            return fit_and_report(cfg, datamodule, module, loggers, plan, resume)
 
 
 def fit_and_report(
@@ -80,13 +89,14 @@ def fit_and_report(
         metrics = fit(trainer, module, datamodule, resume)
         exit_code = 0
         return metrics
-    except SIGTERMException:
-        # The checkpoint policy has saved and said where: no traceback to add.
-        for logger in loggers:
-            logger.save()  # Lightning does not flush loggers when fit ends by an exception
-        exit_code = SIGTERM_EXIT
-        raise SystemExit(SIGTERM_EXIT) from None
+    except Stopped as stopped:
+        exit_code = stopped.code  # last.ckpt is saved and the stop logged: no traceback to add
+        raise
     except BaseException as error:
+        if SIGNALS.aborted():
+            exit_code = exit_status(signal.SIGINT)
+            log.warning("Ctrl-C twice: stopped at once; the checkpoints written before are kept")
+            raise SystemExit(exit_code) from None
         log.error("Training failed: %r", error)  # into this run's log, also inside a sweep
         raise
     finally:
@@ -131,14 +141,15 @@ def build_loggers(cfg: DictConfig) -> list[Logger]:
 
 def build_trainer(cfg: DictConfig, loggers: list[Logger], plan: RunPlan) -> L.Trainer:
     """The Trainer with its callbacks, in the planned precision and accumulation."""
-    callbacks = [instantiate(c) for c in (cfg.callbacks or {}).values()] + [PlanRecord(plan)]
+    callbacks = [instantiate(c) for c in (cfg.callbacks or {}).values()]
+    callbacks += [PlanRecord(plan), AgreedStop()]
     return instantiate(
         cfg.trainer,
         logger=loggers or False,
         callbacks=callbacks,
         precision=plan.precision,
         accumulate_grad_batches=plan.accumulate_grad_batches,
-        plugins=[*(instantiate(cfg.trainer.get("plugins")) or []), *slurm_environment()],
+        plugins=[*(instantiate(cfg.trainer.get("plugins")) or [])],
         strategy=ddp_strategy(cfg.trainer.strategy, cfg.ddp_timeout_minutes),
         # BPE-dropout segments the training pairs anew in each epoch's loader.
         reload_dataloaders_every_n_epochs=1 if cfg.data.get("bpe_dropout") else 0,
@@ -151,8 +162,10 @@ def fit(
     datamodule: TranslationDataModule,
     resume: ResumePoint,
 ) -> dict[str, float]:
-    """Train (or resume), then return the final and best metrics; raise if the loss diverged."""
+    """Train (or resume), then return the final and best metrics; raise if the loss diverged,
+    and `Stopped` if a signal stopped it."""
     trainer.fit(module, datamodule=datamodule, ckpt_path=resume.path, weights_only=True)
+    raise_if_stopped(trainer)
     metrics = {name: float(value) for name, value in trainer.callback_metrics.items()}
     metrics.update(best_scores(trainer, resume))
     raise_if_diverged(metrics)

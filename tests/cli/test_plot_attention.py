@@ -11,7 +11,7 @@ import torch
 from helpers.checkpoint_files import write_checkpoint
 from helpers.hydra_compose import ROOT
 from transformer_nmt.attention_plots import figure_pixels
-from transformer_nmt.cli.plot_attention import plot_attention
+from transformer_nmt.cli.plot_attention import main, plot_attention
 from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer
 from transformer_nmt.data.toy import ToyCorpus
 from transformer_nmt.model import Transformer
@@ -107,3 +107,20 @@ def test_an_rnn_draws_its_alignment_alone_as_one_head(checkpoint, tmp_path):
     assert list(paths) == ["decoder_src/layer1"]
     height, width, _ = matplotlib.image.imread(paths["decoder_src/layer1"]).shape
     assert (width, height) == figure_pixels(1)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["one", "two", "--reference", "eins", "--html", "x.html"], "2 sources but 1 --reference"),
+        (["one", "two"], "give one source, or --html without --out"),
+    ],
+)
+def test_sentences_and_references_that_do_not_fit_are_refused_naming_the_option(
+    checkpoint, tmp_path, capsys, args, message
+):
+    args = [str(tmp_path / a) if a == "x.html" else a for a in args]
+    with pytest.raises(SystemExit):
+        main([str(checkpoint), *args])
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "x.html").exists()

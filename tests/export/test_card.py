@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 from huggingface_hub import ModelCard
 
 from helpers.checkpoint_files import SENTENCES, write_checkpoint
@@ -78,6 +79,20 @@ def test_the_card_holds_data_command_time_hardware_and_scores(run, monkeypatch):
     ]
     for text in expected:
         assert text in card, text
+
+
+def test_the_card_takes_precision_and_update_from_the_checkpoints_run_plan(run):
+    (run.parent.parent / ".hydra" / "config.yaml").write_text(CONFIG.replace("32-true", "auto"))
+    checkpoint = torch.load(run, weights_only=True)
+    checkpoint["run_plan"] = {
+        "precision": "bf16-mixed", "world_size": 2, "accumulate_grad_batches": 3,
+        "max_tokens": 4167, "tokens_per_update": 25_002,
+    }  # fmt: skip
+    torch.save(checkpoint, run)
+    model, _ = load_checkpoint(run)
+    card = str(model_card(model, run_record([run]), "a test format", "", "lib"))
+    assert "hardware: accelerator=cpu, devices=1, precision=bf16-mixed" in card
+    assert "update: 2 process(es) x 3 batch(es) of 4167 tokens a side (25002 at most)" in card
 
 
 def test_a_lone_checkpoint_gets_a_card_saying_what_is_unknown(tmp_path):

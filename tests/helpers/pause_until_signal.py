@@ -7,22 +7,25 @@ from pathlib import Path
 import lightning as L
 
 from transformer_nmt.atomic import write_atomically
+from transformer_nmt.training.stop import SIGNALS
 
 
 class PauseUntilSignal(L.Callback):
-    """As training step `step` starts, writes `<dirpath>/paused_at_<step>` (global rank 0), then
-    waits until this rank has received SIGTERM; the step then runs and the run stops after it."""
+    """As training step `step` starts, global rank 0 writes `<dirpath>/paused_at_<step>` and waits
+    until it has received a stop signal; the other ranks go on into the step's collectives and
+    wait there for rank 0, which is where the signal finds them. Every rank then stops after the
+    step that rank 0 runs with the signal seen (`training/stop.py`)."""
 
     def __init__(self, step: int, dirpath: str) -> None:
         self.step = step
         self.marker = Path(dirpath) / f"paused_at_{step}"
 
     def on_train_batch_start(self, trainer: L.Trainer, *args: object) -> None:
-        if trainer.global_step != self.step:
+        if trainer.global_step != self.step or not trainer.is_global_zero:
             return
-        if trainer.is_global_zero:
-            write_atomically(self.marker, str(self.step))
-        while not trainer.received_sigterm:
+        seen = len(SIGNALS.received)
+        write_atomically(self.marker, str(self.step))
+        while len(SIGNALS.received) == seen:
             time.sleep(0.05)  # the signal handler runs between these sleeps
 
 

@@ -46,9 +46,17 @@ def postgres_server() -> Iterator[Path]:
             yield folder
         finally:
             stop = [_bin("pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"]
-            subprocess.run(_as_server_user(stop), **run)
+            subprocess.run(_as_server_user(stop), capture_output=True)  # a test may have stopped it
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def pg_ctl(socket_folder: Path, action: str) -> None:
+    """`pg_ctl restart` or `stop` (fast: sessions cut, as a failover cuts them) on the server."""
+    # -l: a restarted server writes to its log, not to this call's pipes, which then close.
+    data, log = str(socket_folder / "data"), str(socket_folder / "log")
+    command = [_bin("pg_ctl"), "-D", data, "-l", log, "-m", "fast", "-w", action]
+    subprocess.run(_as_server_user(command), check=True, capture_output=True)
 
 
 def create_database(socket_folder: Path, name: str) -> str:

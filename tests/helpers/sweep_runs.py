@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from helpers.polling import poll
+from transformer_nmt.processes import this_process
 
 # The toy task, a few steps a trial: a sweep's mechanics, not its results.
 FAST_TOY = [
@@ -66,12 +67,12 @@ def wait_for(pattern: str | Path, count: int = 1, timeout: float = 600) -> list[
     return poll(enough, timeout, missing)
 
 
-def dead_worker() -> str:
-    """The `worker` attribute of a trial whose worker ran on this host and has ended."""
+def dead_worker() -> dict[str, object]:
+    """The `worker` attribute of a trial whose worker ran in this namespace and has ended."""
     ended = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"],
         capture_output=True,
         text=True,
         check=True,
     )
-    return f"{socket.gethostname()}:{int(ended.stdout)}:0"
+    return {"host": socket.gethostname(), **this_process(), "pid": int(ended.stdout), "start": "0"}

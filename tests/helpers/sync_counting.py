@@ -121,7 +121,8 @@ class CudaSyncCounter:
 
 
 class SyncsPerBatch(L.Callback):
-    """Writes [steps done before the batch, its syncs] of each training batch to `path` as JSON.
+    """Writes [steps done before the batch, its syncs] of each training batch to `path` as JSON
+    (rank r > 0 of DDP to `<stem>.rank<r>.json` beside it).
 
     A batch's syncs are those from its start to the next batch's start in the same epoch.
 
@@ -156,4 +157,6 @@ class SyncsPerBatch(L.Callback):
         self.counter.__exit__(None, None, None)
         del trainer.strategy.broadcast
         where = dict(self.counter.where.most_common())
-        self.path.write_text(json.dumps({"per_batch": self.per_batch, "where": where}))
+        rank = trainer.global_rank
+        path = self.path.with_name(f"{self.path.stem}.rank{rank}.json") if rank else self.path
+        path.write_text(json.dumps({"per_batch": self.per_batch, "where": where}))

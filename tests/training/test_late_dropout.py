@@ -8,6 +8,8 @@ from omegaconf import open_dict
 from helpers.csv_metrics import logged
 from helpers.hydra_compose import compose_train
 from helpers.step_clock import StepClock, tick
+from transformer_nmt.model import Transformer
+from transformer_nmt.model.interface import SettableDropout
 from transformer_nmt.train import train
 from transformer_nmt.training import module
 
@@ -132,3 +134,13 @@ def test_late_dropout_refuses_unclear_settings(tmp_path, overrides, message):
     cfg = late_config(tmp_path, overrides)
     with pytest.raises(InstantiationException, match=message):  # Hydra's, around the ValueError
         train(cfg)
+
+
+def test_a_new_rate_needs_a_model_that_offers_it_and_the_rnn_does_not(tmp_path):
+    transformer = Transformer(vocab_size=48, pad_id=0, N=1, d_model=16, d_ff=32, h=2, dropout=0.1)
+    assert isinstance(transformer, SettableDropout) and transformer.dropout_rate == 0.1
+    transformer.dropout_rate = 0.3
+    assert {m.p for m in transformer.modules() if hasattr(m, "p")} == {0.3}
+    rnn = ["model=rnn_attention", "model.embed_dim=16", "model.hidden_size=16"]
+    with pytest.raises(ValueError, match="which the rnn_attention model does not offer"):
+        train(late_config(tmp_path, rnn))

@@ -1,55 +1,63 @@
-"""USR1 in a SLURM job takes the SIGTERM path, and Lightning's own auto-requeue is off; outside
-SLURM nothing changes. tests/test_slurm.py runs the whole path on a real cluster."""
+"""Which job USR1 requeues and from which rank; Lightning's own choice of cluster environment,
+so that `srun torchrun` works. tests/test_slurm.py runs the whole path on a real cluster."""
 
-import signal
+import logging
 
 import pytest
-from lightning.fabric.plugins.environments import SLURMEnvironment
+from lightning.fabric.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
 
-from transformer_nmt.training.slurm_requeue import requeue_on_signal, slurm_environment
+from helpers.hydra_compose import compose_train
+from transformer_nmt.train import build_trainer
+from transformer_nmt.training.run_plan import plan_run
+from transformer_nmt.training.slurm_requeue import requeue_this_job, slurm_job
 
 A_JOB = {
     "SLURM_JOB_ID": "7",
-    "SLURM_NTASKS": "2",
-    "SLURM_NTASKS_PER_NODE": "2",
+    "SLURM_NTASKS": "1",
+    "SLURM_NTASKS_PER_NODE": "1",
     "SLURM_JOB_NAME": "train.sbatch",
+    "SLURM_PROCID": "0",
+    "SLURM_LOCALID": "0",
+    "SLURM_NODEID": "0",
+}
+TORCHRUN = {
+    "TORCHELASTIC_RUN_ID": "none",
+    "RANK": "0",
+    "LOCAL_RANK": "0",
+    "WORLD_SIZE": "1",
+    "LOCAL_WORLD_SIZE": "1",
+    "GROUP_RANK": "0",
+    "MASTER_ADDR": "127.0.0.1",
+    "MASTER_PORT": "29500",
 }
 
 
-@pytest.fixture
-def in_a_slurm_job(monkeypatch):
-    for name, value in A_JOB.items():
+def test_a_job_array_task_is_requeued_as_its_task():
+    assert slurm_job(A_JOB) == "7"
+    array = {**A_JOB, "SLURM_ARRAY_JOB_ID": "5", "SLURM_ARRAY_TASK_ID": "2"}
+    assert slurm_job(array) == "5_2"
+    assert slurm_job({}) is None
+
+
+def test_only_global_rank_0_of_a_job_requeues_and_outside_slurm_nothing_does(caplog):
+    # Neither reaches `scontrol`, which this machine need not have: rank 1 leaves it to rank 0.
+    with caplog.at_level(logging.WARNING):
+        requeue_this_job({**A_JOB, "SLURM_PROCID": "1"})
+        assert caplog.messages == []
+        requeue_this_job({})
+    assert caplog.messages == ["SIGUSR1 outside a SLURM job: stopped, nothing to requeue"]
+
+
+@pytest.mark.parametrize(
+    "launched_by, environment",
+    [({}, SLURMEnvironment), (TORCHRUN, TorchElasticEnvironment)],
+    ids=["srun", "srun torchrun"],
+)
+def test_torchrun_inside_a_slurm_job_uses_torchelastic_s_environment(
+    tmp_path, monkeypatch, launched_by, environment
+):
+    for name, value in {**A_JOB, **launched_by}.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setenv("SLURM_PROCID", "1")  # not rank 0: no `scontrol requeue` from here
-
-
-@pytest.fixture
-def sigterms():
-    """The SIGTERMs this process receives while the test runs, as Lightning's handler would."""
-    received = []
-    previous = signal.signal(signal.SIGTERM, lambda signum, frame: received.append(signum))
-    yield received
-    signal.signal(signal.SIGTERM, previous)
-
-
-def test_lightning_s_auto_requeue_is_off_where_slurm_runs_the_ranks(in_a_slurm_job):
-    (environment,) = slurm_environment()
-    assert isinstance(environment, SLURMEnvironment) and not environment.auto_requeue
-
-
-def test_usr1_arrives_as_sigterm_in_a_slurm_job_and_is_restored_after(in_a_slurm_job, sigterms):
-    before = signal.getsignal(signal.SIGUSR1)
-    with pytest.raises(SystemExit), requeue_on_signal():
-        signal.raise_signal(signal.SIGUSR1)
-        assert sigterms == [signal.SIGTERM]
-        raise SystemExit(143)  # as `train` ends after saving
-    assert signal.getsignal(signal.SIGUSR1) == before
-
-
-def test_outside_slurm_nothing_changes(monkeypatch, sigterms):
-    for name in A_JOB:
-        monkeypatch.delenv(name, raising=False)
-    assert slurm_environment() == []
-    before = signal.getsignal(signal.SIGUSR1)
-    with requeue_on_signal():
-        assert signal.getsignal(signal.SIGUSR1) == before
+    cfg = compose_train(tmp_path, ["experiment=toy", "logger=none", "trainer.precision=32-true"])
+    trainer = build_trainer(cfg, [], plan_run(cfg))
+    assert type(trainer._accelerator_connector.cluster_environment) is environment

@@ -2,7 +2,6 @@
 launcher, and the errors that a bad storage, search space or n_trials gets before any trial."""
 
 import functools
-import re
 import subprocess
 from pathlib import Path
 
@@ -19,7 +18,16 @@ from helpers.ddp import ddp_env
 from helpers.hold_until import hold_until
 from helpers.hydra_compose import ROOT
 from helpers.postgres_server import create_database, postgres_server
-from helpers.sweep_runs import TOY_SPACE, train_command, wait_for
+from helpers.study_workers import (
+    SEARCH,
+    STUDY,
+    TIMEOUT,
+    database_name,
+    finish,
+    on,
+    start_worker,
+)
+from helpers.sweep_runs import train_command, wait_for
 from hydra_plugins.transformer_nmt_sweeper._impl import StudyWorker
 from hydra_plugins.transformer_nmt_sweeper._space import (
     SearchSpaceChanged,
@@ -29,17 +37,7 @@ from hydra_plugins.transformer_nmt_sweeper._space import (
 from hydra_plugins.transformer_nmt_sweeper._storage import StorageUnreachable, open_storage
 from hydra_plugins.transformer_nmt_sweeper._trials import INTERRUPTED, SURPLUS
 
-STUDY = "multi30k_de_en"
-# The toy search over the learning rate alone, each trial valued by its last val/loss: a
-# number that differs from trial to trial, unlike a few steps' BLEU of 0.
-SEARCH = [
-    f"hparams_search={STUDY}",
-    *TOY_SPACE,
-    "optimized_metric=val/loss",
-    "optimized_direction=minimize",
-]
 COMPLETE, FAIL, RUNNING = TrialState.COMPLETE, TrialState.FAIL, TrialState.RUNNING
-TIMEOUT = 900
 
 
 @pytest.fixture(scope="module")
@@ -51,27 +49,7 @@ def postgres():
 @pytest.fixture
 def database(postgres, request) -> str:
     """A new database on the server: its URL."""
-    return create_database(postgres, re.sub(r"\W", "_", request.node.name).lower()[:60])
-
-
-def start_worker(tmp_path: Path, name: str, overrides: list[str]) -> subprocess.Popen:
-    """A `python train.py -m` worker on the toy search, its output in tmp_path/<name>.out."""
-    with (tmp_path / f"{name}.out").open("w") as out:
-        return subprocess.Popen(
-            train_command(tmp_path, [*SEARCH, *overrides]),
-            cwd=ROOT,
-            env=ddp_env(),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-
-
-def finish(tmp_path: Path, name: str, worker: subprocess.Popen) -> None:
-    assert worker.wait(timeout=TIMEOUT) == 0, (tmp_path / f"{name}.out").read_text()[-3000:]
-
-
-def on(storage: str, n_trials: int) -> list[str]:
-    return [f"hydra.sweeper.storage='{storage}'", f"hydra.sweeper.n_trials={n_trials}"]
+    return create_database(postgres, database_name(request))
 
 
 def trial_folders(sweep: Path) -> list[int]:

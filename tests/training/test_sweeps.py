@@ -172,8 +172,9 @@ def test_only_trials_whose_worker_is_provably_dead_are_failed(tmp_path):
     gone, alive, elsewhere, silent, unowned = (study.ask() for _ in range(5))
     gone.set_user_attr(WORKER, dead_worker())
     alive.set_user_attr(WORKER, this_worker())
-    elsewhere.set_user_attr(WORKER, "elsewhere:1:1")  # another host: its pid proves nothing
-    silent.set_user_attr(WORKER, "elsewhere:2:2")
+    # Another boot or PID namespace, under this hostname too: its pid proves nothing.
+    elsewhere.set_user_attr(WORKER, {**dead_worker(), "namespace": "another-boot/1"})
+    silent.set_user_attr(WORKER, {**dead_worker(), "namespace": "another-boot/1"})
     for trial in (elsewhere, silent):
         storage.record_heartbeat(trial._trial_id)
     with storage.engine.begin() as db:  # silent's last heartbeat was long ago

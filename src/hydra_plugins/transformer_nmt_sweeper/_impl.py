@@ -3,13 +3,20 @@
 Each worker asks the study for trials while its `n_trials` leave any free, runs them through
 Hydra's launcher (one after another, or `n_jobs` at once with a parallel launcher such as
 `hydra/launcher=submitit_local`), and tells the study their values. A trial runs in the sweep
-folder named by its number in the study, so workers never share a folder.
+folder named by its number in the study, so workers never share a folder. While other workers'
+trials run and none is free, it waits, failing those whose worker is provably dead (see
+`_trials.py`), so that the study ends with its `n_trials` and its results files.
+
+Storage faults are ridden out: every call is tried again with backoff, and a worker that cannot
+reach the storage for `storage_timeout` seconds stops, naming it (`StorageLost`), its running
+trials left to the others.
 """
 
 import functools
 import logging
+import time
 from collections.abc import Callable, Sequence
-from contextlib import ExitStack
+from typing import TypeVar
 
 import optuna
 from hydra.core.plugins import Plugins
@@ -19,16 +26,27 @@ from omegaconf import DictConfig, OmegaConf
 from optuna.distributions import BaseDistribution
 from optuna.exceptions import UpdateFinishedTrialError
 from optuna.samplers import BaseSampler
-from optuna.storages._heartbeat import get_heartbeat_thread
 from optuna.trial import FrozenTrial, TrialState
 
 from transformer_nmt.atomic import write_atomically
 
+from ._heartbeat import Beating
 from ._space import keep_search_space, search_space
-from ._storage import open_storage, shown
-from ._trials import claim_trials, counted_trials, fail_dead_trials, finished_trials
+from ._storage import StorageLost, open_storage, retrying, shown
+from ._trials import (
+    INTERRUPTED,
+    claim_trials,
+    counted_trials,
+    fail_dead_trials,
+    finished_trials,
+    waiting_on,
+)
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+SAY_EVERY = 60.0  # seconds between a waiting worker's lines naming whom it waits for
+# Seconds between a waiting worker's looks: it sees a trial end soon, at a few reads a minute.
+WAIT_POLL = 2.0
 
 
 class StudyWorker:
@@ -45,6 +63,8 @@ class StudyWorker:
         max_failure_rate: float,
         params: DictConfig | None,
         heartbeat_interval: int | None = None,
+        heartbeat_timeout: int = 120,
+        storage_timeout: float = 600,
     ) -> None:
         self.make_sampler = sampler
         self.direction = direction
@@ -55,6 +75,8 @@ class StudyWorker:
         self.max_failure_rate = max_failure_rate
         self.params = params or {}
         self.heartbeat_interval = heartbeat_interval
+        self.heartbeat_timeout = heartbeat_timeout
+        self.storage_timeout = storage_timeout
 
     def setup(
         self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
@@ -66,7 +88,28 @@ class StudyWorker:
 
     def sweep(self, arguments: list[str]) -> None:
         space, fixed = search_space([*(f"{k}={v}" for k, v in self.params.items()), *arguments])
-        self.storage = open_storage(self.storage_spec, self.heartbeat_interval)
+        self.storage = open_storage(
+            self.storage_spec, self.heartbeat_interval, self.heartbeat_timeout
+        )
+        study = self._retrying(lambda: self._join(space))
+        fixed_overrides = [f"{name}={value}" for name, value in fixed.items()]
+        said: tuple[float, list[int]] | None = None
+        while True:
+            self._retrying(lambda: fail_dead_trials(study, self.storage, self.heartbeat_timeout))
+            trials = self._retrying(lambda: claim_trials(study, self.n_trials, self.n_jobs, space))
+            if trials:
+                self._run(study, trials, fixed_overrides)
+                continue
+            if self.heartbeat_interval is None:  # no heartbeats: nothing can prove a trial dead
+                break
+            running = self._retrying(lambda: waiting_on(study, self.storage))
+            if not running:
+                break
+            said = _say_waiting(study, running, said)
+            time.sleep(min(self.heartbeat_interval, WAIT_POLL))
+        self._report(study)
+
+    def _join(self, space: dict) -> optuna.Study:
         study = optuna.create_study(
             study_name=self.study_name,
             storage=self.storage,
@@ -76,14 +119,10 @@ class StudyWorker:
         )
         keep_search_space(study, space)
         self._check_n_trials(study)
-        fixed_overrides = [f"{name}={value}" for name, value in fixed.items()]
-        while True:
-            fail_dead_trials(study, self.storage)
-            trials = claim_trials(study, self.n_trials, self.n_jobs, space)
-            if not trials:
-                break
-            self._run(study, trials, fixed_overrides)
-        self._report(study)
+        return study
+
+    def _retrying(self, call: Callable[[], T]) -> T:
+        return retrying(call, self.storage_spec, self.storage_timeout)
 
     def _check_n_trials(self, study: optuna.Study) -> None:
         done = len(finished_trials(study))
@@ -112,12 +151,22 @@ class StudyWorker:
             )
             for trial in trials
         ]
-        # Heartbeats while the trials run, where the storage keeps them.
-        with ExitStack() as beating:
-            for trial in trials:
-                beating.enter_context(get_heartbeat_thread(trial._trial_id, self.storage))
-            returns = self.launcher.launch(overrides, initial_job_idx=trials[0].number)
-        errors = [_tell(study, trial, ret) for trial, ret in zip(trials, returns, strict=True)]
+        beating = Beating(
+            self.storage, trials, self.heartbeat_interval, self.storage_spec, self.storage_timeout
+        )
+        with beating:
+            try:
+                returns = self.launcher.launch(overrides, initial_job_idx=trials[0].number)
+            except SystemExit:  # the stop the lost heartbeat sent, or another
+                if beating.lost:
+                    raise StorageLost(beating.lost) from None
+                raise
+        if beating.lost:
+            raise StorageLost(beating.lost)
+        errors = [
+            self._retrying(lambda t=trial, r=ret: _tell(study, t, r))
+            for trial, ret in zip(trials, returns, strict=True)
+        ]
         failed = [e for e in errors if e is not None]
         if len(failed) / len(trials) > self.max_failure_rate:
             raise RuntimeError(
@@ -162,9 +211,25 @@ def _tell(study: optuna.Study, trial: optuna.Trial, ret: JobReturn) -> Exception
         # A value that is not finite fails the trial too (Optuna's rule).
         study.tell(trial, value, state=TrialState.FAIL if error else None)
     except (ValueError, UpdateFinishedTrialError):
-        # Another worker marked it dead when its heartbeat stopped: the value comes too late.
-        log.warning("Trial %d had been marked failed; its value %s is lost", trial.number, value)
+        # Either an earlier try stored it before its connection dropped, or another worker took
+        # it for dead when its heartbeat stopped and the value comes too late.
+        if study._storage.get_trial(trial._trial_id).user_attrs.get(INTERRUPTED):
+            log.warning(
+                "Trial %d had been marked failed; its value %s is lost", trial.number, value
+            )
     return error
+
+
+def _say_waiting(
+    study: optuna.Study, running: dict[int, str], said: tuple[float, list[int]] | None
+) -> tuple[float, list[int]]:
+    """Logs the trials this worker waits for, when they change and every `SAY_EVERY` seconds."""
+    numbers, now = sorted(running), time.monotonic()
+    if said is not None and said[1] == numbers and now - said[0] < SAY_EVERY:
+        return said
+    whom = "; ".join(f"trial {number} on {running[number]}" for number in numbers)
+    log.info("Study %s: no trial free; waiting for %s", study.study_name, whom)
+    return now, numbers
 
 
 def _sampler(make: Callable[..., BaseSampler]) -> BaseSampler:

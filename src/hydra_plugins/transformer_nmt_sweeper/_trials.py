@@ -4,45 +4,44 @@ Every worker asks its trials of the one study and tells their results; nothing e
 A study's `n_trials` counts every trial but those a dead worker left (`interrupted`) and those a
 worker withdrew when another took the last free one first (`surplus`), so the workers together
 run exactly `n_trials`, however many there are.
+
+A running trial's worker is dead when it provably is: its heartbeat silent for longer than
+`heartbeat_timeout` by the storage's clock, or its process gone as seen from the worker's own
+boot and PID namespace (a hostname proves nothing: containers share one). Any other running
+trial is waited for, and the log says on whom.
 """
 
 import logging
-import os
 import socket
 import warnings
-from pathlib import Path
 
 import optuna
 from optuna.distributions import BaseDistribution
 from optuna.exceptions import UpdateFinishedTrialError
 from optuna.storages import BaseStorage
-from optuna.storages._heartbeat import BaseHeartbeat, is_heartbeat_enabled
 from optuna.trial import FrozenTrial, TrialState
+
+from transformer_nmt.processes import is_gone, this_process
+
+from ._heartbeat import beat, heartbeat_ages, silent_trials
 
 log = logging.getLogger(__name__)
 
 # User attributes of a trial.
-WORKER = "worker"  # who runs it: "<host>:<pid>:<process start time>"
+WORKER = "worker"  # who runs it: {"host", "namespace", "pid", "start"}
 INTERRUPTED = "interrupted"  # its worker died while it ran: it does not count
 SURPLUS = "surplus"  # asked when another worker had taken the last free trial: it does not count
 
 
-def this_worker() -> str:
-    pid = os.getpid()
-    return f"{socket.gethostname()}:{pid}:{_process_start(pid)}"
+def this_worker() -> dict[str, object]:
+    return {"host": socket.gethostname(), **this_process()}
 
 
-def _process_start(pid: int) -> str | None:
-    """When process `pid` started (clock ticks since boot), None if there is no such process.
-
-    With the pid alone, a new process that happens to get a dead worker's pid would keep the dead
-    worker's trial alive.
-    """
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]  # field 22; the name before ")" may hold spaces
+def describe(worker: object) -> str:
+    """A trial's worker for people: "process 42 on node-3"."""
+    if not isinstance(worker, dict):
+        return f"worker {worker}" if worker else "no named worker"
+    return f"process {worker.get('pid')} on {worker.get('host')}"
 
 
 def counted_trials(study: optuna.Study) -> list[FrozenTrial]:
@@ -61,46 +60,53 @@ def finished_trials(study: optuna.Study) -> list[FrozenTrial]:
     return [t for t in counted_trials(study) if t.state.is_finished()]
 
 
-def _owner_is_gone(trial: FrozenTrial) -> bool:
-    """Whether the trial's worker ran on this host and that process has ended."""
+def _why_dead(trial: FrozenTrial, silent: dict[int, str]) -> str | None:
+    """Why the trial's worker is provably dead; None if it is not."""
+    if trial._trial_id in silent:
+        return silent[trial._trial_id]
     worker = trial.user_attrs.get(WORKER)
-    if worker is None:
-        return False  # asked by something else: nothing proves it dead
-    host, pid, start = worker.rsplit(":", 2)
-    if host != socket.gethostname() or not Path("/proc/self/stat").exists():
-        return False  # another host's process, or no /proc (not Linux): nothing to look at
-    return _process_start(int(pid)) != start
+    if isinstance(worker, dict) and is_gone(worker):
+        return "its process gone from this boot and PID namespace"
+    return None
 
 
-def _stale(study: optuna.Study, storage: BaseStorage) -> set[int]:
-    """The trial ids whose heartbeat stopped, where the storage keeps heartbeats."""
-    if not (isinstance(storage, BaseHeartbeat) and is_heartbeat_enabled(storage)):
-        return set()
-    return set(storage._get_stale_trial_ids(study._study_id))
-
-
-def fail_dead_trials(study: optuna.Study, storage: BaseStorage) -> list[int]:
+def fail_dead_trials(
+    study: optuna.Study, storage: BaseStorage, heartbeat_timeout: float = 120
+) -> list[int]:
     """Marks failed and interrupted the running trials whose worker is provably dead.
 
-    Dead is: its heartbeat stopped (database storages with `heartbeat_interval`), or its worker
-    ran on this host and that process is gone. A live worker's trial, on this host or another,
-    is never touched. Returns the numbers of the trials failed.
+    Dead is: its heartbeat silent for longer than `heartbeat_timeout` seconds, or its process
+    gone as seen from this boot and PID namespace. A live worker's trial, in this namespace or
+    another, is never touched. Returns the numbers of the trials failed.
     """
-    stale = _stale(study, storage)
+    silent = silent_trials(study, storage, heartbeat_timeout)
     failed = []
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        if trial._trial_id not in stale and not _owner_is_gone(trial):
+        why = _why_dead(trial, silent)
+        if why is None:
             continue
         try:
             storage.set_trial_user_attr(trial._trial_id, INTERRUPTED, True)
             storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL)
         except UpdateFinishedTrialError:
             continue  # another worker failed it first, or its worker told it just now
+        worker = describe(trial.user_attrs.get(WORKER))
         log.warning(
-            "Trial %d: its worker %s is gone; marked failed", trial.number, trial.user_attrs[WORKER]
+            "Trial %d: its worker %s is dead (%s); marked failed", trial.number, worker, why
         )
         failed.append(trial.number)
     return failed
+
+
+def waiting_on(study: optuna.Study, storage: BaseStorage) -> dict[int, str]:
+    """The running trials by number: their worker, and how long ago it beat where that is known."""
+    ages = heartbeat_ages(study, storage)
+    running = {}
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        age = ages.get(trial._trial_id)
+        beat_ago = "" if age is None else f", last heartbeat {age:.1f} s ago"
+        running[trial.number] = f"{describe(trial.user_attrs.get(WORKER))}{beat_ago}"
+    return running
 
 
 def claim_trials(
@@ -114,6 +120,7 @@ def claim_trials(
             warnings.filterwarnings("ignore", "Heartbeat of storage", UserWarning)
             trial = study.ask(space)
         trial.set_user_attr(WORKER, this_worker())
+        beat(study._storage, trial._trial_id)  # from its start: a silent trial is a dead one
         if not keep_if_counted(study, trial, n_trials):
             break
         claimed.append(trial)

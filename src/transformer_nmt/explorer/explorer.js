@@ -281,5 +281,6 @@
 
   render();
   // For tests and the curious: the data as the page reads it.
-  window.explorer = { data, state, set, matrix, finished, MEAN, ready: true };
+  // readyAt: milliseconds from the start of navigation to the first drawing done.
+  window.explorer = { data, state, set, matrix, finished, MEAN, ready: true, readyAt: performance.now() };
 })();

@@ -38,6 +38,7 @@ class RunRecord:
     epoch: int | None = None
     data: dict[str, Any] = field(default_factory=dict)
     trainer: dict[str, Any] = field(default_factory=dict)
+    plan: dict[str, Any] | None = None  # the checkpoint's run plan: what training derived
     command: str | None = None
     wall_time: str | None = None
     report: dict[str, Any] | None = None
@@ -59,6 +60,9 @@ def run_record(paths: list[Path]) -> RunRecord:
         record.trainer = _plain(config.get("trainer", {}))
         record.src_lang = record.src_lang or record.data.get("src_lang")
         record.tgt_lang = record.tgt_lang or record.data.get("tgt_lang")
+    record.plan = last.get("run_plan")
+    if record.plan:  # the precision trained in, where the config may say auto
+        record.trainer = {**record.trainer, "precision": record.plan["precision"]}
     if (hydra / "overrides.yaml").is_file():
         overrides = OmegaConf.to_container(OmegaConf.load(hydra / "overrides.yaml"))
         record.command = shlex.join(["python", "train.py", *overrides])
@@ -135,6 +139,7 @@ def model_card(
         f"- data: {_data(record.data)}",
         f"- training time: {record.wall_time or 'unknown'} (wall clock of the run's train.log)",
         f"- hardware: {_hardware(record.trainer)}",
+        *([f"- update: {_update(record.plan)}"] if record.plan else []),
     ]
     if record.command:
         lines += ["- command, from the run's `.hydra/overrides.yaml`:", "", "```bash"]
@@ -226,6 +231,14 @@ def _hardware(trainer: dict[str, Any]) -> str:
         return "unknown"
     keys = ("accelerator", "devices", "num_nodes", "precision", "strategy")
     return ", ".join(f"{k}={trainer[k]}" for k in keys if k in trainer)
+
+
+def _update(plan: dict[str, Any]) -> str:
+    return (
+        f"{plan['world_size']} process(es) x {plan['accumulate_grad_batches']} batch(es) of "
+        f"{plan['max_tokens']} tokens a side ({plan['tokens_per_update']} at most), from the "
+        "checkpoint's run plan"
+    )
 
 
 def _scores(record: RunRecord) -> list[str]:

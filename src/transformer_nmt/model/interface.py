@@ -5,7 +5,7 @@ these methods, without an `if` in the code that uses them; `families` maps each 
 to its config and model classes.
 """
 
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from torch import Tensor
 
@@ -72,3 +72,13 @@ class EncoderDecoder(Protocol):
         the source alone (encoder-decoder keys and values) may then be kept as it is, uncopied.
         """
         ...
+
+
+@runtime_checkable
+class SettableDropout(Protocol):
+    """A model whose dropout rate may change during training (`callbacks=late_dropout`).
+
+    A capability, not part of `EncoderDecoder`: a family offers it by having the attribute.
+    """
+
+    dropout_rate: float  # every dropout of the model; set, it applies from the next forward

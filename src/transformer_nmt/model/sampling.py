@@ -122,22 +122,33 @@ def sample(
 
 def draw(log_probs: Tensor, sampling: Sampling, uniforms: Tensor) -> Tensor:
     """(R, V) log-probabilities, (R,) uniforms in [0, 1) -> (R,) ids, by the inverse of the CDF
-    of the reshaped distribution over ids sorted most likely first."""
+    of the reshaped distribution: over the top-k ids, over the ids sorted most likely first for
+    top-p, else over every id in id order (no sort: a step's costliest part otherwise)."""
     scaled = log_probs / sampling.temperature
-    if sampling.top_k is None:
+    ids = None  # the ids of the columns of `values`; None: every id, in id order
+    if sampling.top_k is not None:
+        values, ids = scaled.topk(min(sampling.top_k, scaled.size(-1)), dim=-1)
+    elif sampling.top_p < 1:
         values, ids = scaled.sort(dim=-1, descending=True)
     else:
-        values, ids = scaled.topk(min(sampling.top_k, scaled.size(-1)), dim=-1)
-    probs = values.softmax(dim=-1)  # (R, C), descending
-    if sampling.top_p < 1:
+        values = scaled
+    probs = values.softmax(dim=-1)  # (R, C)
+    if sampling.top_p < 1:  # `values` are sorted, most likely first
         before = probs.cumsum(dim=-1) - probs  # the mass of the more likely ids
         probs = probs.masked_fill(before >= sampling.top_p, 0.0)  # the most likely always stays
     cdf = probs.cumsum(dim=-1)
     target = uniforms.to(cdf.dtype)[:, None] * cdf[:, -1:]
     picks = torch.searchsorted(cdf, target, right=True)  # (R, 1)
     # u * total may round up to the total: stay on the last id of nonzero probability.
-    last = (probs > 0).sum(dim=-1, keepdim=True) - 1
-    return ids.gather(1, torch.minimum(picks, last))[:, 0]
+    last = _last_nonzero(probs)
+    picks = torch.minimum(picks, last)
+    return (picks if ids is None else ids.gather(1, picks))[:, 0]
+
+
+def _last_nonzero(probs: Tensor) -> Tensor:
+    """(R, C) -> (R, 1) the column of each row's last nonzero probability."""
+    columns = torch.arange(probs.size(-1), device=probs.device)
+    return torch.where(probs > 0, columns, -1).amax(dim=-1, keepdim=True)
 
 
 def _uniforms(seed: int, indices: Sequence[int], n: int, steps: int) -> Tensor:

@@ -17,6 +17,7 @@ from transformer_nmt.training.hot_path import all_reduce_, is_logging_step
 from transformer_nmt.training.loss import label_smoothed_nll, perplexity
 from transformer_nmt.training.lr_schedule import LearningRate, cooldown_problem
 from transformer_nmt.training.rdrop import doubled, symmetric_kl
+from transformer_nmt.training.stop import StopVotes
 
 
 def real_target_logits(
@@ -111,6 +112,8 @@ class TranslationModule(L.LightningModule):
         self.schedule: LearningRate | None = None  # the learning rate, built with the optimizer
         # Settable during training (callbacks/late_dropout.py); hparams keep the starting value.
         self.rdrop_alpha = rdrop_alpha
+        # The stop signals each rank saw, summed with the step's token count (training/stop.py).
+        self.stop_votes = StopVotes()
 
     def _loss(self, batch: dict[str, Any], rdrop_alpha: float = 0) -> tuple[Tensor, Tensor, int]:
         label_smoothing = self.hparams.label_smoothing
@@ -146,7 +149,7 @@ class TranslationModule(L.LightningModule):
         token count and multiplies by the world size: a rank's tokens then weigh as much as any
         other's, whatever its batch holds (fairseq does the same). The token count is summed by
         one small collective on the device, together with the detached loss and NLL sums for
-        logging; the host waits for none of it.
+        logging and the ranks' stop votes (`training/stop.py`); the host waits for none of it.
 
         Under gradient accumulation the update's token count is known only after its last
         micro-batch, and Lightning divides each micro-batch's loss by the number accumulated.
@@ -160,7 +163,10 @@ class TranslationModule(L.LightningModule):
         """
         # full_like fills on the device; torch.tensor(num_tokens) would copy from the host.
         tokens = torch.full_like(loss_sum, num_tokens)
-        sums = all_reduce_(torch.stack([loss_sum.detach(), nll_sum.detach(), tokens]))  # (3,)
+        votes = self.stop_votes.ballot(loss_sum)
+        summed = all_reduce_(torch.stack([loss_sum.detach(), nll_sum.detach(), tokens, *votes]))
+        self.stop_votes.count(summed[3:])
+        sums = summed[:3]
         seen = self._update_tokens
         if seen is None:  # the update's first micro-batch: the only one without accumulation
             self._update_tokens, denominator = sums[2], sums[2]

@@ -18,9 +18,9 @@ FOLDER = ".hydra"
 def write_run_config(cfg: DictConfig) -> None:
     """`config.yaml` (the task config), `hydra.yaml` and `overrides.yaml`, as Hydra names them.
 
-    Called by global rank 0 once the config is checked and the run lock is held, and again as
-    fit starts, when the derived batch settings are known. Without Hydra (`train(cfg)` from a
-    notebook) there is no run folder to write to.
+    Called once, by global rank 0, once the config is checked and the run lock is held: the
+    config as given; what the run derives from it is the run plan's (`run_plan.RunPlan`).
+    Without Hydra (`train(cfg)` from a notebook) there is no run folder to write to.
     """
     if not HydraConfig.initialized():
         return

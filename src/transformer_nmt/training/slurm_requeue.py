@@ -1,21 +1,17 @@
-"""Under SLURM, `--signal=USR1@N` saves `last.ckpt` and requeues the job: one resume source.
+"""Under SLURM, `--signal=USR1@N` stops the run (`stop.py`) and requeues the job: one resume source.
 
-Lightning's own auto-requeue (SLURMEnvironment's default) saves `hpc_ckpt_<n>.ckpt` from inside
-the signal handler, mid-step, and a restart prefers that file only when `ckpt_path` is None,
-while `auto_resume` passes `last.ckpt`: two resume sources that can disagree. It is off here;
-USR1 takes the SIGTERM path instead (every rank finishes its batch, the checkpoint
-policy saves), and global rank 0 runs `scontrol requeue` once the run has closed
-(experiments/scale_out/README.md).
+Lightning's own auto-requeue saves `hpc_ckpt_<n>.ckpt` from inside the signal handler, mid-step,
+and a restart prefers that file only when `ckpt_path` is None, while `auto_resume` passes
+`last.ckpt`: two resume sources that can disagree. Lightning's signal handling is replaced
+(`stop.replace_lightning_sigterm_handling`), so it never runs; its cluster environment is its own
+choice, TorchElastic's before SLURM's, so that `srun torchrun` inside sbatch works.
 """
 
 import logging
 import os
 import signal
 import subprocess
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-
-from lightning.fabric.plugins.environments import ClusterEnvironment, SLURMEnvironment
+from collections.abc import Mapping
 
 from transformer_nmt.training.run_lock import is_global_rank_zero
 
@@ -24,41 +20,28 @@ log = logging.getLogger(__name__)
 REQUEUE_SIGNAL = signal.SIGUSR1
 
 
-def slurm_environment() -> list[ClusterEnvironment]:
-    """Trainer plugins: where SLURM started the ranks, its environment without auto-requeue."""
-    return [SLURMEnvironment(auto_requeue=False)] if SLURMEnvironment.detect() else []
+def log_slurm_job(environ: Mapping[str, str] = os.environ) -> None:
+    """Which SLURM job this is and how often it has been requeued; nothing outside SLURM."""
+    if (job := slurm_job(environ)) is not None:
+        log.info("SLURM job %s, restart %s", job, environ.get("SLURM_RESTART_COUNT", 0))
 
 
-@contextmanager
-def requeue_on_signal(environ: Mapping[str, str] = os.environ) -> Iterator[None]:
-    """In a SLURM job, USR1 stops training as SIGTERM does, and the job is requeued on the way
-    out of this block (after the run lock and the loggers have closed). Elsewhere, nothing."""
-    job = environ.get("SLURM_JOB_ID")
-    if job is None or not SLURMEnvironment.detect():
-        yield
+def slurm_job(environ: Mapping[str, str] = os.environ) -> str | None:
+    """The id `scontrol requeue` takes: `<array job>_<task>` in a job array, else the job's."""
+    if (array := environ.get("SLURM_ARRAY_JOB_ID")) is not None:
+        return f"{array}_{environ['SLURM_ARRAY_TASK_ID']}"
+    return environ.get("SLURM_JOB_ID")
+
+
+def requeue_this_job(environ: Mapping[str, str] = os.environ) -> None:
+    """On global rank 0 of a SLURM job, `scontrol requeue` it: it comes back with the same id,
+    so in the same run folder. Elsewhere, says that nothing will requeue the run."""
+    job = slurm_job(environ)
+    if job is None:
+        log.warning("%s outside a SLURM job: stopped, nothing to requeue", REQUEUE_SIGNAL.name)
         return
-    log.info("SLURM job %s, restart %s", job, environ.get("SLURM_RESTART_COUNT", 0))
-    received = []
-
-    def stop_as_sigterm(signum: int, frame: object) -> None:
-        received.append(signum)
-        os.kill(os.getpid(), signal.SIGTERM)  # Lightning's handler: stop after this batch
-
-    previous = signal.signal(REQUEUE_SIGNAL, stop_as_sigterm)
-    try:
-        yield
-    except SystemExit:  # how `train` ends once the SIGTERM path has saved
-        if received and is_global_rank_zero(environ):
-            requeue(job)
-        raise
-    finally:
-        signal.signal(REQUEUE_SIGNAL, previous)
-
-
-def requeue(job: str) -> None:
-    """`scontrol requeue` this job: it comes back with the same id, so the same run folder."""
-    # The requeue ends this job's tasks with SIGTERM: this one has saved and is ending anyway.
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if not is_global_rank_zero(environ):
+        return
     done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True)
     if done.returncode == 0:
         log.warning("%s: saved last.ckpt and requeued SLURM job %s", REQUEUE_SIGNAL.name, job)

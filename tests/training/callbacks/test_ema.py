@@ -6,7 +6,6 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
-from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from helpers.ddp import (
     BatchesPerRank,
@@ -23,6 +22,8 @@ from transformer_nmt.training.callbacks.checkpoint_policy import CheckpointPolic
 from transformer_nmt.training.callbacks.ema import WeightEMA
 from transformer_nmt.training.config_checks import ConfigError, check_config
 from transformer_nmt.training.resume import ResumePoint
+from transformer_nmt.training.run_plan import plan_run
+from transformer_nmt.training.stop import Stopped
 
 DECAY, START = 0.8, 4
 # 15 toy batches an epoch: 20 updates validate once, at update 15, between start and end.
@@ -45,9 +46,10 @@ class TrainedWeights(L.Callback):
 def run(tmp_path: Path, *overrides: str) -> tuple[TrainedWeights, L.LightningModule]:
     cfg = compose_train(tmp_path, list(overrides))
     L.seed_everything(cfg.seed, workers=True)
-    resume = ResumePoint(cfg.get("ckpt_path"))
-    datamodule, module = build_data_and_module(cfg, resume)
-    trainer = build_trainer(cfg, [], resume)
+    plan = plan_run(cfg)
+    resume = ResumePoint(plan.resume_from)
+    datamodule, module = build_data_and_module(cfg, plan, resume)
+    trainer = build_trainer(cfg, [], plan)
     recorder = TrainedWeights()
     trainer.callbacks.append(recorder)
     fit(trainer, module, datamodule, resume)
@@ -108,7 +110,7 @@ def test_the_average_does_not_change_training(twenty_updates, tmp_path):
 def test_a_resumed_run_ends_with_the_uninterrupted_runs_average(twenty_updates, tmp_path):
     # Stopped mid-epoch by a SIGTERM as update 10 starts, as a cluster pre-empts a run.
     checkpoints, _, _ = twenty_updates
-    with pytest.raises(SIGTERMException):
+    with pytest.raises(Stopped):
         run(tmp_path / "first", *EMA, *signal_at(10, signal.SIGTERM))
     halfway = tmp_path / "first" / "run" / "checkpoints" / "last.ckpt"
     run(tmp_path / "second", *EMA, f"ckpt_path={halfway}")

@@ -20,7 +20,7 @@ LANES = 2**16  # the values of a 16-bit lane of a 64-bit draw
 class Dropout(nn.Module):
     def __init__(self, p: float):
         super().__init__()
-        self.p = p  # settable during training (training/callbacks/late_dropout.py)
+        self.p = p  # settable during training: Transformer.dropout_rate
 
     def forward(self, x: Tensor) -> Tensor:
         return dropout(x, self.p, self.training)

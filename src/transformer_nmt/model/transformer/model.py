@@ -207,6 +207,17 @@ class Transformer(nn.Module):
             tgt_mask = causal_mask(offset + tgt_in.size(1), tgt_in.device)[:, :, offset:]
         return self.decoder(x, memory, src_mask, tgt_mask, cache, need_weights)
 
+    @property
+    def dropout_rate(self) -> float:
+        """The rate every dropout of the model drops with (`SettableDropout`)."""
+        return next(m.p for m in self.modules() if isinstance(m, Dropout))
+
+    @dropout_rate.setter
+    def dropout_rate(self, p: float) -> None:
+        for module in self.modules():
+            if isinstance(module, Dropout):
+                module.p = p
+
     def new_cache(self) -> Cache:
         """Empty incremental decoding state to pass to `decode`."""
         return [{"self_attn": {}, "src_attn": {}} for _ in self.decoder.layers]

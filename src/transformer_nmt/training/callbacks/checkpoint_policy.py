@@ -12,7 +12,6 @@ import torch
 from lightning.pytorch.callbacks import Checkpoint
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_only
-from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from transformer_nmt.checkpoint import KIND_KEY, PERIODIC
 
@@ -123,19 +122,6 @@ class CheckpointPolicy(Checkpoint):
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._save(trainer, self.last_model_path, "last")
         self._tell_loggers(trainer)
-
-    def on_exception(
-        self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException
-    ) -> None:
-        if isinstance(exception, SIGTERMException):
-            self._save(trainer, self.last_model_path, "last")  # all it takes to resume
-            log.warning(
-                "SIGTERM at step %d: saved %s; resume with ckpt_path=%s, or the same command "
-                "in the same run folder",
-                trainer.global_step,
-                self.last_model_path,
-                self.last_model_path,
-            )
 
     def on_save_checkpoint(
         self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]

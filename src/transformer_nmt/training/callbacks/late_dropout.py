@@ -9,7 +9,7 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import Timer
 
-from transformer_nmt.model.transformer.dropout import Dropout
+from transformer_nmt.model.interface import SettableDropout
 from transformer_nmt.training.hot_path import is_logging_step
 from transformer_nmt.training.time_budget import budget_timer
 
@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 
 
 class LateDropout(L.Callback):
-    """From a point late in training on, every Transformer dropout drops with probability `p`
+    """From a point late in training on, every dropout of the model drops with probability `p`
     instead of the model's own `dropout`, and, with `rdrop_alpha`, each batch trains with R-Drop
     (`module.rdrop_alpha`) at that weight.
 
@@ -36,7 +36,8 @@ class LateDropout(L.Callback):
     - `patience` validations in a row without a new lowest `val/loss` (synchronised across
       ranks, so every rank switches alike), whatever the machine's pace.
 
-    A resumed run that had switched switches again at once.
+    A resumed run that had switched switches again at once. A new rate needs a model that offers
+    it (`model.interface.SettableDropout`, the Transformer); R-Drop alone trains any.
     """
 
     def __init__(
@@ -71,13 +72,14 @@ class LateDropout(L.Callback):
         self.lowest_loss = math.inf
         self.stale_validations = 0
         self._timer: Timer | None = None
-        self._dropouts: list[Dropout] = []
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        self._dropouts = [m for m in pl_module.modules() if isinstance(m, Dropout)]
-        if not self._dropouts:
+        model = pl_module.model
+        if self.p is not None and not isinstance(model, SettableDropout):
             raise ValueError(
-                "callbacks.late_dropout changes the Transformer's dropout; this model has none"
+                f"callbacks.late_dropout.p={self.p} changes the dropout rate during training, "
+                f"which the {model.config.family} model does not offer: use it with the "
+                "Transformer, or set callbacks.late_dropout.p=null to turn on R-Drop alone"
             )
         if self.rdrop_alpha is not None and pl_module.rdrop_alpha:
             raise ValueError(
@@ -129,8 +131,7 @@ class LateDropout(L.Callback):
 
     def _apply(self, pl_module: L.LightningModule) -> None:
         if self.p is not None:
-            for module in self._dropouts:
-                module.p = self.p
+            pl_module.model.dropout_rate = self.p
         if self.rdrop_alpha is not None:
             pl_module.rdrop_alpha = self.rdrop_alpha
 
@@ -138,8 +139,9 @@ class LateDropout(L.Callback):
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx: int
     ) -> None:
         if is_logging_step(trainer):  # host tensors: no copy to the device, no sync
-            rate = torch.tensor(self._dropouts[0].p, device="cpu")
-            pl_module.log("train/dropout", rate, on_step=True, on_epoch=False)
+            if isinstance(pl_module.model, SettableDropout):
+                rate = torch.tensor(pl_module.model.dropout_rate, device="cpu")
+                pl_module.log("train/dropout", rate, on_step=True, on_epoch=False)
             if self.rdrop_alpha is not None:
                 alpha = torch.tensor(float(pl_module.rdrop_alpha), device="cpu")
                 pl_module.log("train/rdrop_alpha", alpha, on_step=True, on_epoch=False)

@@ -1,0 +1,1 @@
+"""Back-translation and sequence-level distillation as chains of cached, resumable stages."""

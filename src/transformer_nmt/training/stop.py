@@ -1,0 +1,198 @@
+"""A stop every rank agrees on: a signal only sets a flag; the step's all_reduce carries it.
+
+SIGTERM (pre-emption, `scontrol requeue`, a time limit), SIGUSR1 (SLURM's `--signal=USR1@N`) and
+SIGINT (Ctrl-C) only record that they came. A handler runs wherever the main thread is, between
+two collectives or inside one, so a collective in it (Lightning 2.6's broadcast) pairs with
+another rank's different collective and hangs, under NCCL until its timeout. Instead, each
+training step's sum over the ranks (`TranslationModule._per_token_mean`: loss, NLL, tokens)
+also sums which signals each rank has seen, and at every update's optimizer step all ranks read
+the same sums: the first update whose sums hold a signal is the last one on every rank. Fit then
+ends normally (`trainer.should_stop`, without the validation Lightning would add), the checkpoint
+callback writes `last.ckpt` in `on_train_end`, and for USR1 in a SLURM job global rank 0
+requeues it in `on_fit_end`, before the loggers finish.
+
+Reading the sums costs no host sync: they are copied to the host without blocking as they are
+reduced, and at the optimizer step the host waits only for that copy, which the device reaches
+before the backward pass the host has already queued behind it.
+"""
+
+import logging
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+
+import lightning as L
+import torch
+from lightning.pytorch.trainer.connectors.signal_connector import _SignalConnector
+from torch import Tensor
+
+from transformer_nmt.training.slurm_requeue import REQUEUE_SIGNAL, requeue_this_job
+
+log = logging.getLogger(__name__)
+
+# In order of precedence when ranks saw different ones: a requeue asked for wins.
+STOP_SIGNALS = (signal.SIGUSR1, signal.SIGTERM, signal.SIGINT)
+
+
+def exit_status(signum: int) -> int:
+    """The shell's status for a process ended by `signum`: 143 for SIGTERM, 130 for Ctrl-C."""
+    return 128 + signum
+
+
+class StopSignals:
+    """The stop signals this process received while recording, in order of arrival."""
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self._depth = 0
+
+    @contextmanager
+    def recording(self) -> Iterator[None]:
+        """While inside, TERM, USR1 and INT only append to `received` (a second Ctrl-C raises
+        KeyboardInterrupt: stop at once). Nested uses share one record, cleared at the outermost."""
+        if threading.current_thread() is not threading.main_thread():
+            yield  # Python runs handlers only in the main thread
+            return
+        if self._depth == 0:
+            self.received.clear()
+        previous = {signum: signal.signal(signum, self._record) for signum in STOP_SIGNALS}
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+    def _record(self, signum: int, frame: object) -> None:
+        self.received.append(signum)
+        if self.aborted():
+            raise KeyboardInterrupt
+
+    def aborted(self) -> bool:
+        """Whether Ctrl-C came twice: stop at once, not after an agreed update."""
+        return self.received.count(signal.SIGINT) > 1
+
+
+SIGNALS = StopSignals()
+
+
+class StopVotes:
+    """A rank's part of the agreement: its signals into the step's sum, the summed votes out."""
+
+    def __init__(self) -> None:
+        self._summed: Tensor | None = None  # on the host: ranks that saw each of STOP_SIGNALS
+        self._copied: torch.cuda.Event | None = None
+
+    def ballot(self, like: Tensor) -> list[Tensor]:
+        """One 0-dim tensor per stop signal on `like`'s device: 1 where this process saw it."""
+        # full_like fills on the device; torch.tensor(flags) would copy from the host.
+        return [torch.full_like(like, float(s in SIGNALS.received)) for s in STOP_SIGNALS]
+
+    def count(self, summed: Tensor) -> None:
+        """Starts the copy of the ballots summed over the ranks (len(STOP_SIGNALS),) to the host."""
+        if self._summed is None:
+            zeros = [0.0] * len(STOP_SIGNALS)
+            pinned = summed.is_cuda  # a copy from the device into pinned memory does not block
+            self._summed = torch.tensor(zeros, dtype=summed.dtype, device="cpu", pin_memory=pinned)
+        self._summed.copy_(summed, non_blocking=True)
+        if summed.is_cuda:
+            self._copied = torch.cuda.Event()
+            self._copied.record()
+
+    def agreed(self) -> int | None:
+        """The stop signal the last counted sums hold, or None: the same answer on every rank."""
+        if self._summed is None:
+            return None
+        if self._copied is not None:
+            self._copied.synchronize()
+        counts = self._summed.tolist()
+        return next((s for s, n in zip(STOP_SIGNALS, counts, strict=True) if n), None)
+
+
+class Stopped(SystemExit):
+    """Training stopped after an agreed update; `code` is the process's exit status."""
+
+
+def raise_if_stopped(trainer: L.Trainer) -> None:
+    """`Stopped` if the trainer's `AgreedStop` stopped training: with 128 + the signal on global
+    rank 0, 0 on the other ranks (see `train.train`)."""
+    stop = next((c for c in trainer.callbacks if isinstance(c, AgreedStop)), None)
+    if stop is not None and stop.signum is not None:
+        raise Stopped(exit_status(stop.signum) if trainer.is_global_zero else 0)
+
+
+class AgreedStop(L.Callback):
+    """Stops training on every rank after the update whose summed votes hold a stop signal.
+
+    `signum` and `step` say which signal and after which update, once stopped. The module's
+    `stop_votes` (a `StopVotes`) carries the votes through its step's all_reduce.
+    """
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.step: int | None = None
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        replace_lightning_sigterm_handling(trainer)
+
+    def on_before_optimizer_step(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, optimizer: torch.optim.Optimizer
+    ) -> None:
+        if self.signum is not None or (signum := pl_module.stop_votes.agreed()) is None:
+            return
+        self.signum, self.step = signum, trainer.global_step + 1
+        trainer.should_stop = True
+        # Lightning validates before a should_stop; a pre-emption leaves no time for it.
+        trainer.fit_loop.epoch_loop._skip_next_val = True
+        if trainer.is_global_zero:
+            log.warning(
+                "%s: every rank stops after update %d", signal.Signals(signum).name, self.step
+            )
+
+    def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # After on_train_end, where last.ckpt was written whole; before the loggers finish.
+        if self.signum is None or not trainer.is_global_zero:
+            return
+        name = signal.Signals(self.signum).name
+        if (policy := trainer.checkpoint_callback) is None:
+            log.warning("%s at step %d: no checkpoint callback, nothing saved", name, self.step)
+        else:
+            log.warning(
+                "%s at step %d: saved %s; resume with ckpt_path=%s, or the same command in the "
+                "same run folder",
+                name,
+                self.step,
+                policy.last_model_path,
+                policy.last_model_path,
+            )
+        if self.signum == REQUEUE_SIGNAL:
+            requeue_this_job()
+
+
+class _RecordingSignalConnector(_SignalConnector):
+    """Lightning's signal connector, registering `SIGNALS.recording()` in place of its handlers."""
+
+    def __init__(self, trainer: L.Trainer) -> None:
+        super().__init__(trainer)
+        self._recording = ExitStack()
+
+    def register_signal_handlers(self) -> None:
+        self._recording.enter_context(SIGNALS.recording())
+
+    def teardown(self) -> None:
+        self._recording.close()
+
+
+def replace_lightning_sigterm_handling(trainer: L.Trainer) -> None:
+    """Turns off Lightning 2.6's SIGTERM handling, which has no public switch.
+
+    Its handler broadcasts from inside itself (see the module's docstring), and its epoch loop
+    broadcasts a flag before every micro-batch, a host sync each (`_broadcast_sigterm_tensor`).
+    Both replaced here; `trainer.received_sigterm` stays False, so Lightning never raises
+    `SIGTERMException` mid-step.
+    """
+    if not isinstance(trainer._signal_connector, _RecordingSignalConnector):
+        trainer._signal_connector = _RecordingSignalConnector(trainer)
+    trainer.fit_loop.epoch_loop._broadcast_sigterm_tensor = lambda: None
