@@ -115,12 +115,12 @@ def test_an_error_while_encoding_leaves_no_store_and_the_next_start_builds_it(
     calls = 0
     encode = BPETokenizer.encode_batch
 
-    def fails_on_the_third_chunk(self, texts):
+    def fails_on_the_third_chunk(self, texts, side="source"):
         nonlocal calls
         calls += 1
         if calls == 5:  # two calls a chunk: the third chunk's sources
             raise KeyboardInterrupt
-        return encode(self, texts)
+        return encode(self, texts, side)
 
     monkeypatch.setattr(BPETokenizer, "encode_batch", fails_on_the_third_chunk)
     path = path_for(tmp_path, tok)
@@ -142,11 +142,11 @@ pairs = ToyCorpus(num_train=300, num_val=10, num_test=10).read("train", "en", "d
 tok = BPETokenizer.from_str(sys.argv[2])
 dataset.ENCODE_CHUNK = 64
 encode, calls = BPETokenizer.encode_batch, []
-def killed_on_the_third_chunk(self, texts):
+def killed_on_the_third_chunk(self, texts, side="source"):
     calls.append(1)
     if len(calls) == 5:
         os.kill(os.getpid(), signal.SIGKILL)
-    return encode(self, texts)
+    return encode(self, texts, side)
 BPETokenizer.encode_batch = killed_on_the_third_chunk
 store.open_or_build(store.Path(sys.argv[1]), lambda: pairs, tok, 8, True)
 """

@@ -34,6 +34,9 @@ TABLE = {
     "`model.activation`)": (
         "transformer", {"tie_embeddings": "none", "activation": "gelu"}, ALL
     ),
+    "swish, an output bias (`model.activation=swish`, `model.output_bias=true`)": (
+        "transformer", {"activation": "swish", "output_bias": True}, ALL
+    ),
     "pre-norm (`model.norm_first=true`)": (
         "transformer", {"norm_first": True}, {"ct2", "safetensors"}
     ),

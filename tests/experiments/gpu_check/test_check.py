@@ -12,13 +12,16 @@ import torch
 
 import transformer_nmt
 from experiments.gpu_check import check, ct2_cuda, wheels
+from transformer_nmt.training.precision import AUTO_CPU_PRECISION_ENV
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.slow
 def test_the_cpu_run_measures_every_section_and_writes_each_row(tmp_path):
-    env = {**os.environ, "PYTHONPATH": f"{Path(transformer_nmt.__file__).parents[1]}:{ROOT}"}
+    pythonpath = f"{Path(transformer_nmt.__file__).parents[1]}:{ROOT}"
+    # precision=auto fixed to fp32: a bf16 timing on a busy CI machine may choose either
+    env = {**os.environ, "PYTHONPATH": pythonpath, AUTO_CPU_PRECISION_ENV: "32-true"}
     command = [sys.executable, "-m", "experiments.gpu_check.check", "--cpu", "--steps", "3"]
     result = subprocess.run(
         [*command, "--out", str(tmp_path)], cwd=ROOT, env=env, capture_output=True, text=True
@@ -40,10 +43,7 @@ def test_the_cpu_run_measures_every_section_and_writes_each_row(tmp_path):
         assert 1024 <= update <= 1024 * 1.01 and row["met"], row
     assert all(r["cpu_seconds"] >= 0 and r["seconds"] >= 0 for r in rows)
     end_to_end = rows[1]
-    assert end_to_end["result"].startswith("completes in 32-true") and end_to_end["met"] in (
-        True,
-        False,
-    )
+    assert end_to_end["result"].startswith("completes in 32-true"), end_to_end
     assert "| what | result | target | met |" in result.stdout.splitlines()[-len(rows) - 2]
     assert (tmp_path / "table.md").read_text().count("\n") == len(rows) + 2
     assert (tmp_path / "probe.json").exists() and (tmp_path / "evaluate.log").exists()
