@@ -1,6 +1,7 @@
 """nmt-translate, nmt-evaluate and nmt-average run as a user runs them, on a toy checkpoint."""
 
 import gzip
+import io
 import json
 import os
 import re
@@ -261,7 +262,9 @@ def test_evaluate_an_ensemble_of_two_identical_checkpoints_as_the_one(checkpoint
     assert report["ensemble"] == [ckpt] and report["weights"] == [1, 3]
 
 
-def test_translate_samples_reproducibly_and_keeps_prefixes(checkpoints, tmp_path, capsys):
+def test_translate_samples_reproducibly_and_keeps_prefixes(
+    checkpoints, tmp_path, capsys, monkeypatch
+):
     (tmp_path / "src.en").write_text("\n".join(SOURCES) + "\n")
     (tmp_path / "prefix.de").write_text("drei eins\n\nneun\n\n")
     common = [str(checkpoints / "last.ckpt"), str(tmp_path / "src.en"), "--threads", "1"]
@@ -279,6 +282,20 @@ def test_translate_samples_reproducibly_and_keeps_prefixes(checkpoints, tmp_path
     translate_main([*common, "--prefix", str(tmp_path / "prefix.de")])
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("drei eins") and lines[2].startswith("neun")
+    # The same prefixes as a column of the input: the same translations.
+    prefixes = (tmp_path / "prefix.de").read_text().splitlines()
+    rows = [f"{s}\t{p}\n" for s, p in zip(SOURCES, prefixes, strict=True)]
+    (tmp_path / "src.tsv").write_text("".join(rows))
+    column = [str(tmp_path / "src.tsv"), "--prefix-column", "--threads", "1"]
+    translate_main([str(checkpoints / "last.ckpt"), *column])
+    assert capsys.readouterr().out.splitlines() == lines
+    # From stdin, read a line at a time, a line without the column stops there, its
+    # predecessors translated.
+    stdin = io.BytesIO(b"".join([rows[0].encode(), b"nine two\n"]))
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(stdin))
+    with pytest.raises(SystemExit, match="stdin, line 2: 1 tab-separated column"):
+        translate_main([str(checkpoints / "last.ckpt"), *column[1:], "--batch-size", "1"])
+    assert capsys.readouterr().out.splitlines() == lines[:1]
 
 
 def test_score_pairs_n_best_lists_and_the_reverse_direction(checkpoints, tmp_path, capsys):

@@ -131,6 +131,9 @@ def test_ensemble_options_that_cannot_work_are_refused_before_loading(main, args
         (["--sample", "2", "--n-best", "2"], "--n-best is beam search's"),
         (["--sample", "2", "--engine", "ct2"], "--sample decodes with --engine torch, not ct2"),
         (["--prefix", "p.txt", "--engine", "ct2"], "--prefix decodes with --engine torch"),
+        (["--prefix-column", "--engine", "ct2"], "--prefix-column decodes with --engine torch"),
+        (["--prefix", "p.txt", "--prefix-column"], "not allowed with argument --prefix"),
+        (["--prefix-column", "--constraints", "c.tsv"], "not with --sample or a prefix"),
         (["--shards", "2", "--engine", "ct2"], "--shards runs our search in each process"),
     ],
 )
@@ -146,6 +149,13 @@ def test_a_prefix_file_of_another_length_is_refused_before_loading(tmp_path):
     (tmp_path / "prefix.txt").write_text("eins\n\n")
     args = [str(tmp_path / "in.txt"), "--prefix", str(tmp_path / "prefix.txt")]
     with pytest.raises(SystemExit, match=r"prefix.txt has 2 lines but .*in.txt has 3"):
+        translate_main([str(tmp_path / "missing.ckpt"), *args])  # no checkpoint read yet
+
+
+def test_an_input_line_without_its_prefix_column_is_refused_before_loading(tmp_path):
+    (tmp_path / "in.tsv").write_text("one\teins\ntwo\t\nthree\n")
+    args = [str(tmp_path / "in.tsv"), "--prefix-column"]
+    with pytest.raises(SystemExit, match=r"in.tsv, line 3: 1 tab-separated column\(s\), not"):
         translate_main([str(tmp_path / "missing.ckpt"), *args])  # no checkpoint read yet
 
 

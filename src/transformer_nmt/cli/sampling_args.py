@@ -1,7 +1,9 @@
 """`nmt-translate`'s sampling, prefix and constraint options: --sample N, --temperature,
---top-k, --top-p, --seed, --prefix FILE, --constraints FILE."""
+--top-k, --top-p, --seed, --prefix FILE or --prefix-column, --constraints FILE."""
 
 import argparse
+from collections.abc import Iterable, Iterator
+from itertools import tee
 from pathlib import Path
 
 from transformer_nmt.cli.search_args import (
@@ -33,12 +35,19 @@ def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
         "--top-p", type=probability, help="draw among the fewest ids whose mass reaches P"
     )
     group.add_argument("--seed", type=non_negative_int, help="default: 0")
-    parser.add_argument(
+    prefix = parser.add_mutually_exclusive_group()
+    prefix.add_argument(
         "--prefix",
         type=Path,
         metavar="FILE",
         help="one prefix a line (.gz allowed; a blank line: none): each translation starts with "
         "its line's prefix, forced before the search goes on",
+    )
+    prefix.add_argument(
+        "--prefix-column",
+        action="store_true",
+        help="the input's lines are 'source<TAB>prefix' (nothing after the tab: no prefix), "
+        "each translation starting with its prefix; a line without exactly one tab is refused",
     )
     parser.add_argument(
         "--constraints",
@@ -58,15 +67,17 @@ def check_sampling_args(parser: argparse.ArgumentParser, args: argparse.Namespac
     if args.sample is not None and args.n_best > 1:
         parser.error("--n-best is beam search's: --sample N prints N samples a sentence")
     flags = (
-        ("--sample", args.sample),
-        ("--prefix", args.prefix),
-        ("--constraints", args.constraints),
+        ("--sample", args.sample is not None),
+        ("--prefix", args.prefix is not None),
+        ("--prefix-column", args.prefix_column),
+        ("--constraints", args.constraints is not None),
     )
-    for flag, value in flags:
-        if value is not None and args.engine != "torch":
+    for flag, given in flags:
+        if given and args.engine != "torch":
             parser.error(f"{flag} decodes with --engine torch, not {args.engine}")
-    if args.constraints is not None and (args.sample is not None or args.prefix is not None):
-        parser.error("--constraints steer beam search: not with --sample or --prefix")
+    prefixed = args.prefix is not None or args.prefix_column
+    if args.constraints is not None and (args.sample is not None or prefixed):
+        parser.error("--constraints steer beam search: not with --sample or a prefix")
 
 
 def sampling(args: argparse.Namespace) -> Sampling | None:
@@ -75,6 +86,24 @@ def sampling(args: argparse.Namespace) -> Sampling | None:
         return None
     shaping = {name: getattr(args, name) for name in SHAPING if getattr(args, name) is not None}
     return Sampling(n=args.sample, **shaping)
+
+
+def split_prefix_column(lines: Iterable[str], where: str) -> tuple[Iterator[str], Iterator[str]]:
+    """The sources and the prefixes of 'source<TAB>prefix' lines, lazily, in step; a line
+    without exactly one tab is refused, naming `where` and the line."""
+    rows = (_source_and_prefix(line, where, number) for number, line in enumerate(lines, 1))
+    sources, prefixes = tee(rows)
+    return (source for source, _ in sources), (prefix for _, prefix in prefixes)
+
+
+def _source_and_prefix(line: str, where: str, number: int) -> tuple[str, str]:
+    fields = line.rstrip("\n").split("\t")
+    if len(fields) != 2:
+        raise DataError(
+            f"{where}, line {number}: {len(fields)} tab-separated column(s), not "
+            "'source<TAB>prefix' as --prefix-column reads (nothing after the tab: no prefix)"
+        )
+    return fields[0], fields[1]
 
 
 def read_constraints(path: Path, lines: int | None) -> dict[int, list[str]]:

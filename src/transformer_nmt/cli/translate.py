@@ -63,6 +63,8 @@ def main(argv: list[str] | None = None) -> None:
         prefixes = None if args.prefix is None else read_lines(args.prefix, replace_invalid=True)
         if prefixes is not None and args.input is not None:
             check_prefix_count(args.prefix, prefixes, args.input)
+        if args.prefix_column and args.input is not None:
+            check_prefix_column(args.input)
         if args.constraints is not None and args.input is not None:
             sampling_args.read_constraints(args.constraints, line_count(args.input))
         first = resolve_checkpoints([args.checkpoint], args.average_last)
@@ -72,9 +74,16 @@ def main(argv: list[str] | None = None) -> None:
             lines = decode_lines(sys.stdin.buffer, "stdin", replace_invalid=True)
         else:
             lines = read_lines(args.input, replace_invalid=True)
+        total = None if args.input is None else len(lines)
+        if args.prefix_column:
+            where = "stdin" if args.input is None else str(args.input)
+            lines, prefixes = sampling_args.split_prefix_column(lines, where)
+            if devices is not None:  # shards take lists: every line read (or refused) here
+                lines, prefixes = list(lines), list(prefixes)
         constraints = None
         if args.constraints is not None:  # every line read: a constraint may name any of them
             lines = list(lines)
+            total = len(lines)
             by_line = sampling_args.read_constraints(args.constraints, len(lines))
             constraints = [by_line.get(n, []) for n in range(1, len(lines) + 1)]
     except (CheckpointError, DataError, ExportError, OSError) as e:  # ExportError: --engine ct2
@@ -83,7 +92,6 @@ def main(argv: list[str] | None = None) -> None:
     per_line = args.n_best if sampling is None else sampling.n
     options = dict(n_best=args.n_best, sampling=sampling, **search_options(args))
     alignment = alignment_args.alignment(args)
-    total = None if args.input is None and args.constraints is None else len(lines)
     if alignment is not None:  # each output's source, read as the translator reads it
         lines, sources = tee(lines)
     if devices is None:
@@ -113,7 +121,7 @@ def main(argv: list[str] | None = None) -> None:
                 progress.update()
         if progress is not None:
             progress.close()
-    except ValueError as e:  # a prefix too long for its line, or missing: named by its line
+    except (DataError, ValueError) as e:  # a prefix too long, or missing: named by its line
         sys.exit(f"error: {e}")
 
 
@@ -138,6 +146,13 @@ def with_alignments(
 
 def line_count(source: Path) -> int:
     return sum(1 for _ in iter_lines(source, replace_invalid=True))
+
+
+def check_prefix_column(source: Path) -> None:
+    """Refuse an input line without its prefix column before the model loads."""
+    lines = iter_lines(source, replace_invalid=True)
+    for _ in sampling_args.split_prefix_column(lines, str(source))[0]:
+        pass
 
 
 def check_prefix_count(prefix: Path, prefixes: list[str], source: Path) -> None:
