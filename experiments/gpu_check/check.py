@@ -308,7 +308,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--seconds",
         type=float,
-        help="start no row after this many seconds (default: 380 on a GPU, none with --cpu)",
+        help="start no row after this many seconds (default: 330 on a GPU, none with --cpu)",
     )
     parser.add_argument("--steps", type=int, default=50, help="end-to-end training steps")
     parser.add_argument(
@@ -325,7 +325,7 @@ def parse_args() -> argparse.Namespace:
     if not args.cpu and not torch.cuda.is_available():
         parser.error("no CUDA GPU here: --cpu runs the same code on a tiny model")
     if args.seconds is None:
-        args.seconds = 1e9 if args.cpu else 380
+        args.seconds = 1e9 if args.cpu else 330
     return args
 
 

@@ -67,9 +67,13 @@ def test_a_rerun_selects_sections_and_brings_the_batches_3_and_4_train_on(
 
 def test_the_device_command_installs_the_carried_wheels_then_runs_the_check():
     line = wheels.command()
-    assert 'carry: [".whl"]' in line and "timeout_s: 540" in line
+    assert 'carry: [".whl"]' in line and "timeout_s: 480" in line and "timeout 420 " in line
     assert (
         "--target /tmp/site .whl/*.whl" in line and "experiments.gpu_check.check --out $OUT" in line
     )
+    rerun = wheels.command([3, 4])  # on the warm machine, inside the session's 900 device seconds
+    assert "--rows 3 4 --seconds 150" in rerun and "timeout 200 " in rerun
+    assert "timeout_s: 240" in rerun
+    assert wheels.FULL_CALL_S[0] + wheels.RERUN_S[0] <= 900 - 180  # a start of up to 3 minutes
     assert "hydra-core==" in wheels.pinned(("hydra-core",))[0]
     assert ".whl" in (ROOT / ".gitignore").read_text()
