@@ -13,7 +13,7 @@ WORDS = "a dog runs over the green grass while two children play ball in the par
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
-    """References and two systems' outputs of different quality, as files."""
+    """References and three systems' outputs of different quality, as files."""
     rng = random.Random(0)
     references = [" ".join(rng.sample(WORDS, 6)) for _ in range(30)]
 
@@ -24,24 +24,31 @@ def files(tmp_path_factory):
         ]
 
     folder = tmp_path_factory.mktemp("systems")
-    for name, lines in (("ref", references), ("a", noisy(0.2)), ("b", noisy(0.6))):
+    for name, lines in (
+        ("ref", references),
+        ("a", noisy(0.2)),
+        ("b", noisy(0.6)),
+        ("c", noisy(0.3)),
+    ):
         (folder / f"{name}.txt").write_text("\n".join(lines) + "\n")
     return folder
 
 
 @pytest.mark.parametrize("test", ["bs", "ar"])
 def test_the_table_is_sacrebleus_command_lines(files, test):
-    read = {name: (files / f"{name}.txt").read_text().splitlines() for name in ("ref", "a", "b")}
-    systems = [(str(files / "a.txt"), read["a"]), (str(files / "b.txt"), read["b"])]
+    names = ("a", "b", "c")
+    read = {name: (files / f"{name}.txt").read_text().splitlines() for name in ("ref", *names)}
+    systems = [(str(files / f"{name}.txt"), read[name]) for name in names]
     signatures, results = paired_test(systems, read["ref"], test)
     command = [sys.executable, "-m", "sacrebleu", str(files / "ref.txt"), "-i"]
-    command += [str(files / "a.txt"), str(files / "b.txt"), "-m", "bleu", "chrf"]
+    command += [str(files / f"{name}.txt") for name in names] + ["-m", "bleu", "chrf"]
     command += [f"--paired-{test}", "--no-color", "-f", "text"]
     cli = subprocess.run(command, capture_output=True, text=True, check=True, timeout=120)
     assert table(signatures, results, test, 0) == cli.stdout
     records = as_records(results)
     assert records[0]["system"] == f"Baseline: {files / 'a.txt'}"
     assert records[0]["BLEU"]["p_value"] is None and 0 < records[1]["BLEU"]["p_value"] < 0.05
+    assert all(r["BLEU"]["p_value"] is not None for r in records[1:]) and len(records) == 3
     assert (records[1]["chrF2"]["ci"] is not None) == (test == "bs")
 
 

@@ -345,22 +345,61 @@ def test_score_pairs_n_best_lists_and_the_reverse_direction(checkpoints, tmp_pat
     ]
 
 
-def test_evaluate_compares_systems_with_sacrebleus_paired_test(checkpoints, tmp_path, capsys):
+@pytest.mark.parametrize("test", ["bs", "ar"])
+def test_evaluate_compares_files_and_checkpoints_as_sacrebleus_command_line(
+    checkpoints, tmp_path, capsys, test
+):
     (tmp_path / "src.en").write_text("\n".join(SOURCES) + "\n")
     (tmp_path / "ref.de").write_text("\n".join(REFERENCES) + "\n")
     (tmp_path / "other.de").write_text("drei eins\nnull\nneun zwei\neins\n")
     files = ["--src", str(tmp_path / "src.en"), "--ref", str(tmp_path / "ref.de")]
-    paired = ["--hypotheses", str(tmp_path / "other.de"), "--paired", "bs", "--paired-n", "100"]
+    periodic = min(checkpoints.glob("step*.ckpt"))  # another system: an earlier checkpoint
+    others = [str(tmp_path / "other.de"), str(periodic)]  # a file (the baseline), a checkpoint
+    paired = ["--systems", *others, "--paired", test, "--paired-n", "100"]
     out_dir = tmp_path / "eval"
     ckpt = str(checkpoints / "last.ckpt")
     evaluate_main([ckpt, *files, *paired, "--threads", "1", "--output-dir", str(out_dir)])
-    assert "Paired bootstrap resampling test with 100 resampling trials" in capsys.readouterr().out
+    assert (
+        f"with 100 {'resampling trials' if test == 'bs' else 'trials'}" in capsys.readouterr().out
+    )
     report = json.loads((out_dir / "significance.json").read_text())
-    hypotheses = (out_dir / "hypotheses.txt").read_text().splitlines()
-    systems = [(str(tmp_path / "other.de"), (tmp_path / "other.de").read_text().splitlines())]
-    _, expected = paired_test([*systems, ("beam4_alpha0.6", hypotheses)], REFERENCES, "bs", 100)
+    decoded = out_dir / "systems" / f"2_{periodic.stem}.txt"
+    outputs = [tmp_path / "other.de", decoded, out_dir / "hypotheses.txt"]
+    assert [r["system"] for r in report["systems"]] == [
+        f"Baseline: {others[0]}",
+        others[1],
+        "beam4_alpha0.6",
+    ]
+    # sacreBLEU on the three systems' outputs: the same numbers, from Python and as its command
+    # line prints them (its table's names are the files').
+    texts = [path.read_text().splitlines() for path in outputs]
+    names = [r["system"].removeprefix("Baseline: ") for r in report["systems"]]
+    _, expected = paired_test(list(zip(names, texts, strict=True)), REFERENCES, test, 100)
     assert report["systems"] == as_records(expected)
-    assert report["systems"][1]["BLEU"]["p_value"] is not None
+    command = [
+        sys.executable,
+        "-m",
+        "sacrebleu",
+        str(tmp_path / "ref.de"),
+        "-i",
+        *map(str, outputs),
+    ]
+    command += ["-m", "bleu", "chrf", f"--paired-{test}", f"--paired-{test}-n", "100"]
+    command += ["--no-color", "-f", "text"]
+    cli = subprocess.run(command, capture_output=True, text=True, check=True, timeout=120)
+    assert table_cells((out_dir / "significance.txt").read_text()) == table_cells(cli.stdout)
+    assert report["systems"][0]["BLEU"]["p_value"] is None
+    assert all(
+        r[m]["p_value"] is not None for r in report["systems"][1:] for m in ("BLEU", "chrF2")
+    )
+    assert all((r["BLEU"]["ci"] is not None) == (test == "bs") for r in report["systems"])
+
+
+def table_cells(text: str) -> list[list[str]]:
+    """sacreBLEU's text table and signatures without the system names: each row's metric cells."""
+    rows = [line.split("│")[2:-1] for line in text.splitlines() if "│" in line]
+    signatures = [line for line in text.splitlines() if line.startswith((" - BLEU", " - chrF2"))]
+    return [[cell.strip() for cell in row] for row in rows] + [signatures]
 
 
 def test_evaluate_refuses_a_comparison_it_cannot_make_before_decoding(tmp_path, capsys):
@@ -368,16 +407,23 @@ def test_evaluate_refuses_a_comparison_it_cannot_make_before_decoding(tmp_path, 
     (tmp_path / "short.de").write_text("eins\n")
     files = ["--src", str(tmp_path / "src.en"), "--ref", str(tmp_path / "src.en")]
     for args, expected in [
-        (["--paired", "bs"], "--paired compares systems: add --hypotheses FILE"),
-        (["--hypotheses", "x.de"], "--hypotheses and --paired-n are for --paired"),
+        (["--paired", "bs"], "--paired compares systems: add --systems FILE|CKPT"),
+        (["--systems", "x.de"], "--systems and --paired-n are for --paired"),
+        (
+            ["--systems", "x.ckpt", "--paired", "bs", "--beam-size", "1", "4"],
+            "a .ckpt of --systems decodes with this call's search: give one --beam-size",
+        ),
     ]:
         with pytest.raises(SystemExit):
             evaluate_main([str(tmp_path), *files, *args])
         assert expected in capsys.readouterr().err
-    short = ["--hypotheses", str(tmp_path / "short.de"), "--paired", "ar"]
+    short = ["--systems", str(tmp_path / "short.de"), "--paired", "ar"]
     torch.save({"state_dict": {}}, tmp_path / "some.ckpt")
     with pytest.raises(SystemExit, match="short.de has 1 lines for 2 references"):
         evaluate_main([str(tmp_path / "some.ckpt"), *files, *short])
+    missing = ["--systems", str(tmp_path / "missing.ckpt"), "--paired", "bs"]
+    with pytest.raises(SystemExit, match="missing.ckpt"):  # the unreadable some.ckpt not loaded
+        evaluate_main([str(tmp_path / "some.ckpt"), *files, *missing])
 
 
 def test_translate_with_terminology_constraints(checkpoints, tmp_path, capsys):

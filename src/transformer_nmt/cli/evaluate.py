@@ -169,19 +169,21 @@ def parse_arguments(argv: list[str] | None) -> tuple[argparse.Namespace, list[st
         "checkpoint's training run (<run dir>/wandb_run.json), online or offline as W&B is set",
     )
     parser.add_argument(
-        "--hypotheses",
+        "--systems",
         type=Path,
         nargs="+",
         default=[],
-        metavar="FILE",
-        help="other systems' outputs, one line a reference (e.g. an earlier evaluation's "
-        "hypotheses.txt), compared by --paired before this call's own",
+        metavar="FILE|CKPT",
+        help="other systems, compared by --paired before this call's own, the first the "
+        "baseline: a file of outputs, one line a reference (e.g. an earlier evaluation's "
+        "hypotheses.txt), or a .ckpt, decoded here with this call's search (alone, without "
+        "--ensemble), its outputs written to systems/ under --output-dir",
     )
     parser.add_argument(
         "--paired",
         choices=sorted(significance.TESTS),
-        help="sacreBLEU's paired significance test of every system (the --hypotheses files, "
-        "then each decoded setting) against the first: bs, bootstrap resampling (means, 95%% "
+        help="sacreBLEU's paired significance test of every system (the --systems, then each "
+        "decoded setting) against the first: bs, bootstrap resampling (means, 95%% "
         "intervals, p-values); ar, approximate randomization (p-values); its numbers are "
         "sacreBLEU's command line's, written to significance.json",
     )
@@ -202,13 +204,18 @@ def parse_arguments(argv: list[str] | None) -> tuple[argparse.Namespace, list[st
             "--wandb adds one evaluation to the training run: choose the setting on a grid "
             "first, then evaluate it alone with --wandb"
         )
-    systems = len(args.hypotheses) + len(settings(args.average_last, args.beam_size, args.alpha))
-    if args.paired is not None and systems < 2:
+    grid = settings(args.average_last, args.beam_size, args.alpha)
+    if args.paired is not None and len(args.systems) + len(grid) < 2:
         parser.error(
-            "--paired compares systems: add --hypotheses FILE (the baseline), or decode a grid"
+            "--paired compares systems: add --systems FILE|CKPT (the baseline), or decode a grid"
         )
-    if args.paired is None and (args.hypotheses or args.paired_n is not None):
-        parser.error("--hypotheses and --paired-n are for --paired: add --paired bs or ar")
+    if args.paired is None and (args.systems or args.paired_n is not None):
+        parser.error("--systems and --paired-n are for --paired: add --paired bs or ar")
+    if len({(s.beam_size, s.alpha) for s in grid}) > 1 and any(map(is_checkpoint, args.systems)):
+        parser.error(
+            "a .ckpt of --systems decodes with this call's search: give one --beam-size and "
+            "one --alpha"
+        )
     checkpoints, overrides = split_overrides(args.checkpoints)
     if overrides and args.data is None:
         parser.error(f"overrides {overrides} need --data")
@@ -229,12 +236,47 @@ def evaluate(
     return hypotheses, score(hypotheses, references, lang)
 
 
-def read_system(path: Path, lines: int) -> list[str]:
-    """Another system's hypotheses, one a reference."""
-    hypotheses = [line.strip() for line in read_lines(path)]
-    if len(hypotheses) != lines:
-        raise DataError(f"--hypotheses {path} has {len(hypotheses)} lines for {lines} references")
-    return hypotheses
+def is_checkpoint(path: Path) -> bool:
+    """A --systems entry to decode, not a file of outputs."""
+    return path.suffix == ".ckpt"
+
+
+def read_systems(paths: list[Path], lines: int) -> dict[int, list[str]]:
+    """The outputs of each file of --systems (by position), one a reference; each checkpoint
+    found, so that a missing one fails before any decoding."""
+    outputs = {}
+    for position, path in enumerate(paths):
+        if is_checkpoint(path):
+            resolve_checkpoints([str(path)])
+            continue
+        outputs[position] = [line.strip() for line in read_lines(path)]
+        if len(outputs[position]) != lines:
+            raise DataError(
+                f"--systems {path} has {len(outputs[position])} lines for {lines} references"
+            )
+    return outputs
+
+
+def decode_systems(
+    args: argparse.Namespace,
+    outputs: dict[int, list[str]],
+    sources: list[str],
+    search: dict[str, Any],
+    output_dir: Path,
+) -> list[tuple[str, list[str]]]:
+    """Every --systems entry, in order, named by its path: a file's outputs, or a checkpoint's
+    translations (written to output_dir/systems/<position>_<name>.txt)."""
+    systems = []
+    for position, path in enumerate(args.systems):
+        if position not in outputs:
+            translator = Translator.from_checkpoint([path], args.device, **engine_options(args))
+            found = translator.stream(sources, **search)
+            hypotheses = [h[0][0] for h in tqdm(found, total=len(sources), desc=path.name)]
+            written = output_dir / "systems" / f"{position + 1}_{path.stem}.txt"
+            write_atomically(written, "".join(f"{h}\n" for h in hypotheses))
+            outputs[position] = hypotheses
+        systems.append((str(path), outputs[position]))
+    return systems
 
 
 def compare(
@@ -277,7 +319,7 @@ def main(argv: list[str] | None = None) -> None:
         if args.wandb and saved_run(run_dir) is None:  # before hours of decoding
             raise WandbRunError(f"--wandb: {run_dir} logged to no W&B run (no {RUN_FILE})")
         sources, references, test_set = read_test_set(args, overrides)
-        systems = [(str(path), read_system(path, len(references))) for path in args.hypotheses]
+        outputs = read_systems(args.systems, len(references))
     except (CheckpointError, DataError, OSError, WandbRunError) as e:
         sys.exit(f"error: {e}")
     tok_lang = args.tgt_lang or test_set.get("langs", [None, "en"])[1]
@@ -291,6 +333,11 @@ def main(argv: list[str] | None = None) -> None:
         "vmap_from": _text(args.vmap_from),
     }
 
+    search = search_options(args) | {"beam_size": grid[0].beam_size, "alpha": grid[0].alpha}
+    try:  # before this call's own: a system that fails to load fails first
+        systems = decode_systems(args, outputs, sources, search, output_dir)
+    except (CheckpointError, ExportError, OSError) as e:
+        sys.exit(f"error: {e}")
     rows, translator = [], None
     for i, setting in enumerate(grid):
         try:
