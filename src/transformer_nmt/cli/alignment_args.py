@@ -14,10 +14,16 @@ def add_alignment_arguments(parser: argparse.ArgumentParser) -> None:
         "encoder-decoder attention, after a TAB",
     )
     parser.add_argument(
-        "--align-layer", type=positive_int, help="the decoder layer aligning (default: the last)"
+        "--align-layer",
+        type=positive_int,
+        metavar="L",
+        help="the decoder layer aligning, 1 to the decoder's layers (default: the last)",
     )
     parser.add_argument(
-        "--align-heads", choices=HEADS, default="mean", help="mean, or the most peaked head"
+        "--align-heads",
+        choices=HEADS,
+        default="mean",
+        help="mean: the heads averaged; best: the most peaked head (default: mean)",
     )
 
 

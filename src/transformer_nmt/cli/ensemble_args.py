@@ -15,14 +15,16 @@ def add_ensemble_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="CKPT",
         help="more checkpoints decoding with the first as one model, their log-probabilities "
-        "averaged; all share the first's vocabulary (an ensemble runs on --engine torch)",
+        "averaged; all share the first's vocabulary (an ensemble runs on --engine torch; "
+        "default: none)",
     )
     parser.add_argument(
         "--weights",
         nargs="+",
         type=positive_float,
         metavar="W",
-        help="one weight per ensemble member, the first checkpoint first (default: equal)",
+        help="one weight per ensemble member, each > 0, the first checkpoint first (default: "
+        "equal)",
     )
 
 

@@ -142,14 +142,22 @@ def parse_arguments(argv: list[str] | None) -> tuple[argparse.Namespace, list[st
         type=positive_int,
         nargs="+",
         metavar="N",
-        help="average the folder's last N periodic checkpoints; several: each is evaluated",
+        help="average the folder's last N periodic checkpoints, N >= 1; several: each is "
+        "evaluated (default: the checkpoints given, averaged if several)",
     )
     test_set = parser.add_mutually_exclusive_group(required=True)
-    test_set.add_argument("--src", type=Path, help="source text, .gz allowed (needs --ref)")
+    test_set.add_argument(
+        "--src", type=Path, metavar="FILE", help="source text, .gz allowed (needs --ref)"
+    )
     test_set.add_argument("--data", help="a conf/data config, e.g. wmt14_en_de (with --split)")
-    parser.add_argument("--ref", type=Path, help="reference text, line-aligned with --src")
     parser.add_argument(
-        "--split", default="test", choices=["train", "val", "test"], help="with --data (test)"
+        "--ref", type=Path, metavar="FILE", help="reference text, line-aligned with --src"
+    )
+    parser.add_argument(
+        "--split",
+        default="test",
+        choices=["train", "val", "test"],
+        help="with --data (default: test)",
     )
     parser.add_argument(
         "--tgt-lang",
@@ -185,13 +193,13 @@ def parse_arguments(argv: list[str] | None) -> tuple[argparse.Namespace, list[st
         help="sacreBLEU's paired significance test of every system (the --systems, then each "
         "decoded setting) against the first: bs, bootstrap resampling (means, 95%% "
         "intervals, p-values); ar, approximate randomization (p-values); its numbers are "
-        "sacreBLEU's command line's, written to significance.json",
+        "sacreBLEU's command line's, written to significance.json (default: no test)",
     )
     parser.add_argument(
         "--paired-n",
         type=positive_int,
         metavar="N",
-        help="resamples (bs, default 1000) or trials (ar, default 10000)",
+        help="resamples (bs) or trials (ar), N >= 1 (default: 1000 resamples, 10000 trials)",
     )
     ensemble_args.add_ensemble_arguments(parser)
     add_search_arguments(parser, grid=True)

@@ -31,8 +31,18 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     tuning.add_argument("n_best", type=Path, help="the validation split's n-best with features")
     tuning.add_argument("--ref", type=Path, required=True, help="its references")
     tuning.add_argument("--output", type=Path, required=True, help="the weights' JSON file")
-    tuning.add_argument("--trials", type=positive_int, default=100, help="Optuna trials (100)")
-    tuning.add_argument("--seed", type=non_negative_int, default=0, help="the sampler's (0)")
+    tuning.add_argument(
+        "--trials",
+        type=positive_int,
+        default=100,
+        help="Optuna trials, an integer >= 1 (default: 100)",
+    )
+    tuning.add_argument(
+        "--seed",
+        type=non_negative_int,
+        default=0,
+        help="the sampler's seed, an integer >= 0 (default: 0)",
+    )
     applying = commands.add_parser("apply", help="print each sentence's reranked best")
     applying.add_argument("n_best", type=Path, help="an n-best with the same features")
     applying.add_argument("--weights", type=Path, required=True, help="from nmt-rescore tune")

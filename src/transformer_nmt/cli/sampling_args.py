@@ -27,14 +27,27 @@ def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="draw N translations a sentence from the model (back-translation, diversity), "
         "printed as 'line<TAB>score<TAB>text' when N > 1; reproducible for a --seed whatever "
-        "the batches",
+        "the batches (N >= 1; default: beam search)",
     )
-    group.add_argument("--temperature", type=positive_float, help="> 1 flattens (default: 1)")
-    group.add_argument("--top-k", type=positive_int, help="draw among the K most likely ids")
     group.add_argument(
-        "--top-p", type=probability, help="draw among the fewest ids whose mass reaches P"
+        "--temperature",
+        type=positive_float,
+        metavar="T",
+        help="T > 0; > 1 flattens, < 1 sharpens (default: 1)",
     )
-    group.add_argument("--seed", type=non_negative_int, help="default: 0")
+    group.add_argument(
+        "--top-k",
+        type=positive_int,
+        metavar="K",
+        help="draw among the K most likely ids, K >= 1 (default: all)",
+    )
+    group.add_argument(
+        "--top-p",
+        type=probability,
+        metavar="P",
+        help="draw among the fewest ids whose mass reaches P, P in (0, 1] (default: 1, all)",
+    )
+    group.add_argument("--seed", type=non_negative_int, help="an integer >= 0 (default: 0)")
     prefix = parser.add_mutually_exclusive_group()
     prefix.add_argument(
         "--prefix",

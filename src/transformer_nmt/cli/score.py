@@ -34,12 +34,28 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("checkpoint", help="a .ckpt, or a folder with --average-last")
-    parser.add_argument("--average-last", type=positive_int, metavar="N")
+    parser.add_argument(
+        "--average-last",
+        type=positive_int,
+        metavar="N",
+        help="score with the average of the folder's last N periodic checkpoints, N >= 1 "
+        "(default: the checkpoint alone)",
+    )
     pairs = parser.add_mutually_exclusive_group(required=True)
-    pairs.add_argument("--tgt", type=Path, help="targets, line-aligned with --src")
-    pairs.add_argument("--n-best", type=Path, help="'line<TAB>score<TAB>text' lines of --src")
-    pairs.add_argument("--tsv", type=Path, help="'source<TAB>target' lines")
-    parser.add_argument("--src", type=Path, help="sources (.gz allowed)")
+    pairs.add_argument(
+        "--tgt", type=Path, metavar="FILE", help="targets, line-aligned with --src (.gz allowed)"
+    )
+    pairs.add_argument(
+        "--n-best",
+        type=Path,
+        metavar="FILE",
+        help="'line<TAB>score<TAB>text' lines of --src (lines from 0), as nmt-translate --n-best "
+        "prints them",
+    )
+    pairs.add_argument("--tsv", type=Path, metavar="FILE", help="'source<TAB>target' lines")
+    parser.add_argument(
+        "--src", type=Path, metavar="FILE", help="sources (.gz allowed), with --tgt or --n-best"
+    )
     parser.add_argument(
         "--reverse",
         action="store_true",
@@ -48,10 +64,25 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--per-token", action="store_true", help="each token's log-probability")
     alignment_args.add_alignment_arguments(parser)
     batching = parser.add_mutually_exclusive_group()
-    batching.add_argument("--batch-size", type=positive_int, default=64, help="pairs a batch")
-    batching.add_argument("--max-tokens", type=positive_int, metavar="N", help="source tokens")
+    batching.add_argument(
+        "--batch-size",
+        type=positive_int,
+        default=64,
+        help="pairs a batch, an integer >= 1 (default: 64)",
+    )
+    batching.add_argument(
+        "--max-tokens",
+        type=positive_int,
+        metavar="N",
+        help="batches of up to N source tokens (padding included) instead of --batch-size "
+        "pairs, N >= 1 (default: --batch-size pairs)",
+    )
     add_device_arguments(parser, mixed=True)
-    parser.add_argument("--threads", type=positive_int, help="torch CPU threads")
+    parser.add_argument(
+        "--threads",
+        type=positive_int,
+        help="torch CPU threads, an integer >= 1 (default: torch's, one per core)",
+    )
     shard_args.add_shard_argument(parser, "score")
     ensemble_args.add_ensemble_arguments(parser)
     args = parser.parse_args(argv)

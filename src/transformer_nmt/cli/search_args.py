@@ -70,7 +70,7 @@ def add_device_arguments(parser: argparse.ArgumentParser, mixed: bool = False) -
     parser.add_argument(
         "--device",
         default="cuda" if torch.cuda.is_available() else "cpu",
-        help="where the model decodes (default: cuda if available, else cpu)",
+        help="where the model runs: cpu, cuda or cuda:N (default: cuda if available, else cpu)",
     )
     parser.add_argument(
         "--dtype",
@@ -115,31 +115,37 @@ def add_search_arguments(parser: argparse.ArgumentParser, grid: bool = False) ->
         "--beam-size",
         type=positive_int,
         default=[4] if grid else 4,
-        help="1 is greedy (default: 4)" + ("; several: each is decoded" if grid else ""),
+        help="hypotheses kept, an integer >= 1; 1 is greedy (default: 4)"
+        + ("; several: each is decoded" if grid else ""),
         **several,
     )
     parser.add_argument(
         "--alpha",
         type=finite_float,
         default=[0.6] if grid else 0.6,
-        help="length penalty (default: 0.6)" + ("; several: each is decoded" if grid else ""),
+        help="length penalty exponent, a finite number; 0 ranks by log P alone (default: 0.6)"
+        + ("; several: each is decoded" if grid else ""),
         **several | ({"metavar": "A"} if grid else {}),
     )
     parser.add_argument(
         "--penalty",
         choices=["gnmt", "fairseq"],
         default="gnmt",
-        help="gnmt: log P / ((5 + |Y|) / 6)^alpha, the paper's; fairseq: log P / |Y|^alpha",
+        help="gnmt: log P / ((5 + |Y|) / 6)^alpha, the paper's; fairseq: log P / |Y|^alpha "
+        "(default: gnmt)",
     )
     parser.add_argument(
         "--max-len-b",
         type=non_negative_int,
         default=50,
-        help="outputs stop at source length + this (50)",
+        help="outputs stop at source length + this many tokens, an integer >= 0 (default: 50)",
     )
     batching = parser.add_mutually_exclusive_group()
     batching.add_argument(
-        "--batch-size", type=positive_int, default=64, help="sentences per batch (64)"
+        "--batch-size",
+        type=positive_int,
+        default=64,
+        help="sentences per batch, an integer >= 1 (default: 64)",
     )
     batching.add_argument(
         "--max-tokens",
@@ -147,10 +153,15 @@ def add_search_arguments(parser: argparse.ArgumentParser, grid: bool = False) ->
         metavar="N",
         help="batches of up to N source tokens (padding included) instead of --batch-size "
         "sentences, sorted by length, output in input order: large batches for GPUs; a longer "
-        "sentence goes alone in its batch",
+        "sentence goes alone in its batch (N >= 1; default: --batch-size sentences)",
     )
     add_device_arguments(parser, mixed=True)
-    parser.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads")
+    parser.add_argument(
+        "--threads",
+        type=positive_int,
+        default=None,
+        help="torch CPU threads, an integer >= 1 (default: torch's, one per core)",
+    )
     parser.add_argument(
         "--engine",
         choices=["torch", "ct2"],

@@ -21,7 +21,8 @@ def add_shard_argument(parser: argparse.ArgumentParser, verb: str) -> None:
         metavar="N",
         help=f"{verb} in N processes, each a share of the input (one a GPU with --device "
         "cuda, else N CPU processes of --threads each): output in input order, byte for byte "
-        "one process's with the same --threads; progress logged off a terminal",
+        "one process's with the same --threads; progress logged off a terminal (N >= 1; default: "
+        "one process)",
     )
 
 

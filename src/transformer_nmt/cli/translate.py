@@ -35,13 +35,15 @@ def main(argv: list[str] | None = None) -> None:
         "--average-last",
         type=positive_int,
         metavar="N",
-        help="translate with the average of the folder's last N periodic checkpoints",
+        help="translate with the average of the folder's last N periodic checkpoints, N >= 1 "
+        "(default: the checkpoint alone)",
     )
     parser.add_argument(
         "--n-best",
         type=positive_int,
         default=1,
-        help="if above 1, print 'line<TAB>score<TAB>text' lines (at most --beam-size)",
+        metavar="N",
+        help="1 to --beam-size; above 1, print 'line<TAB>score<TAB>text' lines (default: 1)",
     )
     shard_args.add_shard_argument(parser, "translate")
     ensemble_args.add_ensemble_arguments(parser)
