@@ -99,7 +99,8 @@ def _score_chunk(
                 f"{limit}: it cannot be scored whole"
             )
     tokens = dict(enumerate(sources))
-    by_length = sorted(tokens, key=lambda i: len(tokens[i]))
+    # Both sides alike in a batch: a long target beside short ones would pad them all.
+    by_length = sorted(tokens, key=lambda i: len(tokens[i]) + len(targets[i]))
     results: list[TargetScore | None] = [None] * len(chunk)
     for batch in translator._batches(by_length, tokens, *sizes):
         src_ids, tgt_ids = [sources[i] for i in batch], [targets[i] for i in batch]

@@ -18,9 +18,13 @@ def token_log_probs(model: EncoderDecoder, src: Tensor, tgt_in: Tensor, tgt_out:
         src: (B, S) source ids; tgt_in: (B, T) BOS then the target; tgt_out: (B, T) the target
             then EOS; all right-padded with model.config.pad_id.
     """
-    log_probs = model(src, tgt_in).float().log_softmax(dim=-1)  # (B, T, V)
-    picked = log_probs.gather(-1, tgt_out[..., None])[..., 0]
-    return picked.masked_fill(tgt_out == model.config.pad_id, 0.0)
+    # Only the real positions are projected (as training projects them): padding costs nothing.
+    real = (tgt_out != model.config.pad_id).flatten().nonzero()[:, 0]  # (N,)
+    logits = model(src, tgt_in, real).float()  # (N, V)
+    ids = tgt_out.flatten().index_select(0, real)
+    picked = logits.gather(-1, ids[:, None])[:, 0] - logits.logsumexp(dim=-1)
+    out = torch.zeros(tgt_out.numel(), dtype=picked.dtype, device=picked.device)
+    return out.index_copy_(0, real, picked).view_as(tgt_out)
 
 
 @torch.no_grad()
