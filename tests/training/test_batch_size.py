@@ -18,9 +18,9 @@ from transformer_nmt.training.batch_size import (
     plan_update,
     updates_per_step,
 )
-from transformer_nmt.training.config_checks import ConfigError, check_config
+from transformer_nmt.training.config_checks import ConfigError
 from transformer_nmt.training.resume import ResumePoint
-from transformer_nmt.training.run_plan import plan_run, planned_update
+from transformer_nmt.training.run_plan import check_config, plan_run, planned_update
 
 
 def planned(cfg) -> tuple[int, int | None, int | None]:

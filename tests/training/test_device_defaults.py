@@ -8,8 +8,8 @@ from helpers.hydra_compose import compose_train
 from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer
 from transformer_nmt.model import Transformer
 from transformer_nmt.training import device_defaults
-from transformer_nmt.training.config_checks import check_config
 from transformer_nmt.training.module import TranslationModule
+from transformer_nmt.training.run_plan import check_config
 
 
 def test_an_unknown_device_takes_the_cpu_value():

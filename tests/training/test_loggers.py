@@ -11,8 +11,9 @@ from helpers.checkpoint_files import SENTENCES, write_checkpoint
 from helpers.hydra_compose import compose_train
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.train import train
-from transformer_nmt.training.config_checks import ConfigError, check_config
+from transformer_nmt.training.config_checks import ConfigError
 from transformer_nmt.training.loggers import wandb_logger, wandb_problems
+from transformer_nmt.training.run_plan import check_config
 from transformer_nmt.wandb_run import RUN_FILE, save_run, saved_run
 
 TOY = ["experiment=toy", "logger=wandb", "data.corpus.num_train=200", "data.corpus.num_val=8"]

@@ -99,3 +99,24 @@ def device_count(trainer: DictConfig) -> int:
         on_gpu = str(trainer.get("accelerator", "auto")) in ("gpu", "cuda", "auto")
         return max(num_cuda_devices(), 1) if on_gpu else 1
     return int(devices)
+
+
+def batch_problems(cfg: DictConfig) -> list[str]:
+    """`data.tokens_per_update` that is no positive count, or set with a conflicting accumulation.
+
+    Either setting decides the accumulation; when both are given, neither silently wins.
+    """
+    tokens_per_update = cfg.data.get("tokens_per_update")
+    if tokens_per_update is None:
+        return []
+    if not isinstance(tokens_per_update, int) or tokens_per_update < 1:
+        return [f"data.tokens_per_update={tokens_per_update} must be a positive count or null"]
+    accumulate = cfg.trainer.get("accumulate_grad_batches", 1)
+    if accumulate == 1:
+        return []
+    return [
+        f"trainer.accumulate_grad_batches={accumulate} and data.tokens_per_update="
+        f"{tokens_per_update} both set the batches per optimizer step: drop "
+        "trainer.accumulate_grad_batches to derive it from the tokens, or set "
+        "data.tokens_per_update=null to accumulate that many batches"
+    ]

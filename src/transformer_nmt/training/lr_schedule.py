@@ -75,6 +75,12 @@ def warmup_problem(warmup_steps: int) -> str | None:
     )
 
 
+def schedule_problems(warmup_steps: int, cooldown_steps: int, max_steps: int) -> list[str]:
+    """The `module` schedule settings (`warmup_steps`, `cooldown_steps`) that cannot run."""
+    found = [warmup_problem(warmup_steps), cooldown_problem(cooldown_steps, max_steps)]
+    return [problem for problem in found if problem]
+
+
 def cooldown_problem(cooldown_steps: int, max_steps: int) -> str | None:
     """Why `module.cooldown_steps` cannot run with `trainer.max_steps`, or None if it can."""
     if cooldown_steps == 0:

@@ -18,10 +18,20 @@ from omegaconf import DictConfig
 
 from transformer_nmt.data.framing import ADDED_TOKENS
 from transformer_nmt.training.auto_resume import found_in_run_folder_hint, run_folder_checkpoint
-from transformer_nmt.training.batch_size import device_count, plan_update
-from transformer_nmt.training.config_checks import ConfigError, check_config
+from transformer_nmt.training.batch_size import batch_problems, device_count, plan_update
+from transformer_nmt.training.callbacks import timed_cooldown
+from transformer_nmt.training.callbacks.checkpoint_policy import retention_problems
+from transformer_nmt.training.config_checks import (
+    ConfigError,
+    model_problems,
+    resume_problems,
+    warn_about_positions,
+)
+from transformer_nmt.training.loggers import wandb_problems
+from transformer_nmt.training.lr_schedule import schedule_problems
 from transformer_nmt.training.precision import resolve_precision
 from transformer_nmt.training.resume import ResumePoint
+from transformer_nmt.training.trainer_settings import trainer_problems
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +112,30 @@ class RunPlan:
             f"cool-down: {cooldown or 'none'}; periodic checkpoints kept: "
             f"{'all' if self.keep_last is None else self.keep_last}"
         )
+
+
+def check_config(cfg: DictConfig, resume: ResumePoint | None = None) -> None:
+    """Raise one `ConfigError` listing every component's refused settings and every rule across
+    config groups; `resume` is the run's resume point, `cfg.ckpt_path`'s if not given."""
+    resume = resume or ResumePoint(cfg.get("ckpt_path"))
+    module, trainer = cfg.module, cfg.trainer
+    problems = [
+        *trainer_problems(cfg),
+        *model_problems(cfg),
+        *schedule_problems(
+            module.get("warmup_steps", 0),
+            module.get("cooldown_steps", 0),
+            trainer.get("max_steps", -1),
+        ),
+        *timed_cooldown.settings_problems(cfg),
+        *batch_problems(cfg),
+        *retention_problems(cfg),
+        *resume_problems(cfg, resume),
+        *wandb_problems(cfg),
+    ]
+    warn_about_positions(cfg)
+    if problems:
+        raise ConfigError("inconsistent settings:\n  " + "\n  ".join(problems))
 
 
 def plan_run(cfg: DictConfig) -> RunPlan:

@@ -20,9 +20,9 @@ from helpers.signal_at_step import signal_at
 from transformer_nmt.train import build_data_and_module, build_trainer, fit, train
 from transformer_nmt.training.callbacks.checkpoint_policy import CheckpointPolicy
 from transformer_nmt.training.callbacks.ema import WeightEMA
-from transformer_nmt.training.config_checks import ConfigError, check_config
+from transformer_nmt.training.config_checks import ConfigError
 from transformer_nmt.training.resume import ResumePoint
-from transformer_nmt.training.run_plan import plan_run
+from transformer_nmt.training.run_plan import check_config, plan_run
 from transformer_nmt.training.stop import Stopped
 
 DECAY, START = 0.8, 4

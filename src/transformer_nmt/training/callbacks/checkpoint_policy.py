@@ -12,6 +12,7 @@ import torch
 from lightning.pytorch.callbacks import Checkpoint
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_only
+from omegaconf import DictConfig
 
 from transformer_nmt.checkpoint import KIND_KEY, PERIODIC
 
@@ -227,3 +228,16 @@ def _ended_mid_epoch(trainer: L.Trainer) -> bool:
     batches = trainer.num_training_batches
     trained = trainer.fit_loop.epoch_loop.batch_progress.current.processed
     return epoch.processed == epoch.started and math.isfinite(batches) and trained < batches
+
+
+def retention_problems(cfg: DictConfig) -> list[str]:
+    """Periodic checkpoints kept fewer than the recipe averages: the average would be refused."""
+    policy = (cfg.get("callbacks") or {}).get("checkpoints")
+    keep, average = (policy or {}).get("keep_last"), cfg.get("average_last")
+    if keep is None or average is None or keep >= average:
+        return []
+    return [
+        f"callbacks.checkpoints.keep_last={keep} keeps fewer checkpoints than "
+        f"average_last={average} averages (nmt-evaluate --average-last {average}): keep at "
+        f"least {average}, or lower average_last"
+    ]

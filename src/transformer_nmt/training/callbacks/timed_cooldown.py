@@ -6,8 +6,10 @@ from typing import Any
 
 import lightning as L
 from lightning.pytorch.callbacks import Timer
+from omegaconf import DictConfig
 
-from transformer_nmt.training.lr_schedule import cooldown_window
+from transformer_nmt.training.callbacks import configured
+from transformer_nmt.training.lr_schedule import cooldown_window, timed_cooldown_problems
 from transformer_nmt.training.time_budget import budget_timer
 
 log = logging.getLogger(__name__)
@@ -96,3 +98,13 @@ class TimedCooldown(L.Callback):
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.window = state_dict["window"]
+
+
+def settings_problems(cfg: DictConfig) -> list[str]:
+    """A timed cool-down (under whatever callback key) without a time budget to cool down in."""
+    problems = []
+    steps, max_time = cfg.module.get("cooldown_steps", 0), cfg.trainer.get("max_time")
+    for key, callback in configured(cfg, TimedCooldown):
+        minutes = callback.get("minutes", 0)
+        problems += timed_cooldown_problems(f"callbacks.{key}.minutes", minutes, steps, max_time)
+    return problems
