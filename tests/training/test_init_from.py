@@ -92,3 +92,27 @@ def test_a_bad_parent_or_part_is_refused_by_name(checkpoints, tmp_path, override
         cfg.init_from = str(checkpoints)
     with pytest.raises(ConfigError, match=named):
         load_parent(cfg)
+
+
+@pytest.mark.slow
+def test_an_rnn_parent_keeps_frozen_embeddings_encoder_and_layers_by_index(tmp_path):
+    """The RNN family's embeddings, encoder and a layer by index stay bit-identical after steps."""
+    from transformer_nmt.train import train
+
+    tokenizer = BPETokenizer.train(SENTENCES, vocab_size=280, min_frequency=1)
+    path = write_checkpoint(tmp_path / "rnn.ckpt", tokenizer, family="rnn_attention")
+    cfg = compose_train(
+        tmp_path,
+        [
+            *quick_toy_run(max_steps=2),
+            "model=rnn_attention",
+            f"init_from={path}",
+            "init_freeze=[embeddings,encoder.forward_rnns.0,cells.0]",
+        ],
+    )
+    train(cfg)
+    trained = model_weights(read_checkpoint(f"{cfg.paths.output_dir}/checkpoints/last.ckpt"))
+    # generator.weight: the output projection tied to the embeddings
+    frozen = ("src_embed.", "tgt_embed.", "generator.weight", "encoder.forward_rnns.0.", "cells.0.")
+    for name, weight in model_weights(read_checkpoint(path)).items():
+        assert torch.equal(trained[name], weight) == name.startswith(frozen), name
