@@ -18,7 +18,7 @@ from transformer_nmt.data.tokenizer import PAD_ID
 from transformer_nmt.training.callbacks.plan_record import PlanRecord
 from transformer_nmt.training.config_checks import check_resume
 from transformer_nmt.training.ddp import ddp_strategy
-from transformer_nmt.training.init_from import Parent, load_parent
+from transformer_nmt.training.init_from import KeepParentState, Parent, load_parent
 from transformer_nmt.training.loggers import (
     finish_wandb_runs,
     group_wandb_runs_by_sweep,
@@ -71,7 +71,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
             L.seed_everything(cfg.seed, workers=True)
             datamodule, module = build_data_and_module(cfg, plan, resume, parent)
             loggers = build_loggers(cfg)
-            return fit_and_report(cfg, datamodule, module, loggers, plan, resume)
+            return fit_and_report(cfg, datamodule, module, loggers, plan, resume, parent)
 
 
 def fit_and_report(
@@ -81,11 +81,12 @@ def fit_and_report(
     loggers: list[Logger],
     plan: RunPlan,
     resume: ResumePoint,
+    parent: Parent | None = None,
 ) -> dict[str, float]:
     """Build the trainer and fit; the logger runs end here, with the run's exit status."""
     trainer, exit_code = None, 1
     try:
-        trainer = build_trainer(cfg, loggers, plan)
+        trainer = build_trainer(cfg, loggers, plan, parent)
         metrics = fit(trainer, module, datamodule, resume)
         exit_code = 0
         return metrics
@@ -139,10 +140,15 @@ def build_loggers(cfg: DictConfig) -> list[Logger]:
     return loggers
 
 
-def build_trainer(cfg: DictConfig, loggers: list[Logger], plan: RunPlan) -> L.Trainer:
-    """The Trainer with its callbacks, in the planned precision and accumulation."""
+def build_trainer(
+    cfg: DictConfig, loggers: list[Logger], plan: RunPlan, parent: Parent | None = None
+) -> L.Trainer:
+    """The Trainer with its callbacks, in the planned precision and accumulation; with the
+    parent's optimizer and schedule state where `init_keep` names them."""
     callbacks = [instantiate(c) for c in (cfg.callbacks or {}).values()]
     callbacks += [PlanRecord(plan), AgreedStop()]
+    if parent and parent.kept:
+        callbacks.append(KeepParentState(parent.kept))
     return instantiate(
         cfg.trainer,
         logger=loggers or False,

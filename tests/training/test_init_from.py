@@ -92,3 +92,75 @@ def test_a_bad_parent_or_part_is_refused_by_name(checkpoints, tmp_path, override
         cfg.init_from = str(checkpoints)
     with pytest.raises(ConfigError, match=named):
         load_parent(cfg)
+
+
+@pytest.mark.slow
+def test_an_rnn_parent_keeps_frozen_embeddings_encoder_and_layers_by_index(tmp_path):
+    """The RNN family's embeddings, encoder and a layer by index stay bit-identical after steps."""
+    from transformer_nmt.train import train
+
+    tokenizer = BPETokenizer.train(SENTENCES, vocab_size=280, min_frequency=1)
+    path = write_checkpoint(tmp_path / "rnn.ckpt", tokenizer, family="rnn_attention")
+    cfg = compose_train(
+        tmp_path,
+        [
+            *quick_toy_run(max_steps=2),
+            "model=rnn_attention",
+            f"init_from={path}",
+            "init_freeze=[embeddings,encoder.forward_rnns.0,cells.0]",
+        ],
+    )
+    train(cfg)
+    trained = model_weights(read_checkpoint(f"{cfg.paths.output_dir}/checkpoints/last.ckpt"))
+    # generator.weight: the output projection tied to the embeddings
+    frozen = ("src_embed.", "tgt_embed.", "generator.weight", "encoder.forward_rnns.0.", "cells.0.")
+    for name, weight in model_weights(read_checkpoint(path)).items():
+        assert torch.equal(trained[name], weight) == name.startswith(frozen), name
+
+
+@pytest.mark.slow
+def test_init_keep_takes_the_parents_optimizer_and_schedule_and_by_default_neither(tmp_path):
+    """Adam's step counts and the schedule's step continue the parent's; new runs count from 0."""
+    from transformer_nmt.train import train
+
+    parent_cfg = compose_train(tmp_path / "parent", quick_toy_run(max_steps=2))
+    train(parent_cfg)
+    path = f"{parent_cfg.paths.output_dir}/checkpoints/last.ckpt"
+    parent = read_checkpoint(path)
+
+    def fine_tune(name: str, keep: str) -> dict:
+        cfg = compose_train(
+            tmp_path / name, [*quick_toy_run(max_steps=1), f"init_from={path}", keep]
+        )
+        train(cfg)
+        return read_checkpoint(f"{cfg.paths.output_dir}/checkpoints/last.ckpt")
+
+    for name, keep, start in [
+        ("kept", "init_keep=[optimizer,schedule]", 2),
+        ("new", "init_keep=[]", 0),
+    ]:
+        child = fine_tune(name, keep)
+        assert child["global_step"] == 1
+        assert child["lr_schedulers"][0]["last_epoch"] == start + 1, name
+        steps = {float(s["step"]) for s in child["optimizer_states"][0]["state"].values()}
+        assert steps == {start + 1.0}, name
+    assert parent["lr_schedulers"][0]["last_epoch"] == 2
+
+
+@pytest.mark.parametrize(
+    "keep, named",
+    [
+        ("[optimizer,step]", "init_keep: step is no keepable part; name some of optimizer, sched"),
+        ("[schedule]", "init_keep=\\['schedule'\\] takes one training checkpoint's state, but"),
+    ],
+    ids=["unknown", "average"],
+)
+def test_init_keep_refuses_unknown_parts_and_parents_without_state(
+    checkpoints, tmp_path, keep, named
+):
+    averaged = keep == "[schedule]"
+    parent = checkpoints if averaged else checkpoints / "step1.ckpt"
+    overrides = ["model=tiny", f"init_from={parent}", f"init_keep={keep}"]
+    cfg = compose_train(tmp_path, [*overrides, *(["init_average_last=2"] if averaged else [])])
+    with pytest.raises(ConfigError, match=named):
+        load_parent(cfg)

@@ -3,19 +3,28 @@
 `init_from` names a checkpoint, a folder of them (with `init_average_last=N`: their average), or a
 MarianMT folder (`nmt-import hf`'s input). The run takes the parent's architecture, weights and
 vocabulary (the data config trains no tokenizer), and everything else new: optimizer, schedule,
-step and data position start as in a run from scratch. `init_freeze` names parts whose weights
-training leaves as they are: `embeddings` (source, target, and the output projection tied to
-them), `encoder`, `decoder`, or any module path such as `decoder.layers.0`.
+step and data position start as in a run from scratch, unless `init_keep` names them:
+`optimizer` (Adam's moments and step counts; this run's betas and eps) and `schedule` (the
+learning rate continues at the parent's step) come from a parent checkpoint. `init_freeze`
+names parts whose weights training leaves as they are: `embeddings` (source, target, and the
+output projection tied to them), `encoder`, `decoder`, or any module path such as
+`decoder.layers.0`.
 """
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
+import lightning as L
 from hydra.utils import get_class
 from omegaconf import DictConfig
 
-from transformer_nmt.checkpoint import CheckpointError, load_translator, resolve_checkpoints
+from transformer_nmt.checkpoint import (
+    CheckpointError,
+    load_translator,
+    read_checkpoint,
+    resolve_checkpoints,
+)
 from transformer_nmt.data.framing import ADDED_TOKENS
 from transformer_nmt.data.tokenizer import SubwordTokenizer
 from transformer_nmt.model import EncoderDecoder
@@ -23,13 +32,39 @@ from transformer_nmt.training.config_checks import ConfigError
 
 # `init_freeze` names beyond module paths.
 ALIASES = {"embeddings": ("src_embed", "tgt_embed")}
+# `init_keep` names: the parent checkpoint's entry each takes.
+KEEPABLE = {"optimizer": "optimizer_states", "schedule": "lr_schedulers"}
 
 
 class Parent(NamedTuple):
-    """The model a run starts from, and its vocabulary."""
+    """The model a run starts from, its vocabulary, and the training state `init_keep` takes."""
 
     model: EncoderDecoder
     tokenizer: SubwordTokenizer
+    kept: dict[str, Any] = {}
+
+
+class KeepParentState(L.Callback):
+    """Puts the parent's optimizer and schedule state into this run's before its first step.
+
+    At fit start, before Lightning restores a resumed run's own state, which then wins.
+    """
+
+    def __init__(self, kept: dict[str, Any]) -> None:
+        self.kept = kept
+
+    def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        optimizer = trainer.optimizers[0]
+        if "optimizer" in self.kept:
+            groups = optimizer.state_dict()["param_groups"]  # this run's settings
+            optimizer.load_state_dict(
+                {"state": self.kept["optimizer"]["state"], "param_groups": groups}
+            )
+        if "schedule" in self.kept:
+            scheduler = trainer.lr_scheduler_configs[0].scheduler
+            scheduler.load_state_dict(self.kept["schedule"])
+            for group, lr in zip(optimizer.param_groups, scheduler.get_last_lr(), strict=True):
+                group["lr"] = lr  # the first step's rate is the parent's next one
 
 
 def load_parent(cfg: DictConfig) -> Parent | None:
@@ -43,8 +78,10 @@ def load_parent(cfg: DictConfig) -> Parent | None:
     if init_from is None:
         return None
     average_last = cfg.get("init_average_last")
+    keep = list(cfg.get("init_keep") or [])
     try:
         model, tokenizer = read_parent(Path(init_from), average_last)
+        kept = read_kept(Path(init_from), average_last, keep)
     except (CheckpointError, ValueError, OSError) as e:
         raise ConfigError(f"init_from={init_from}: {e}") from e
     family = get_class(cfg.model._target_)
@@ -57,7 +94,33 @@ def load_parent(cfg: DictConfig) -> Parent | None:
     if problems:
         raise ConfigError(f"init_from={init_from}: " + "; ".join(problems))
     freeze(model, cfg.get("init_freeze") or [])
-    return Parent(model.train(), tokenizer)
+    return Parent(model.train(), tokenizer, kept)
+
+
+def read_kept(path: Path, average_last: int | None, keep: Sequence[str]) -> dict[str, Any]:
+    """The parent checkpoint's state of each `init_keep` part, checked before any write."""
+    if not keep:
+        return {}
+    unknown = [name for name in keep if name not in KEEPABLE]
+    if unknown:
+        raise ConfigError(
+            f"init_keep: {', '.join(unknown)} is no keepable part; name some of "
+            f"{', '.join(KEEPABLE)}, or leave init_keep=[] to start them new"
+        )
+    if path.is_dir() or average_last is not None:
+        raise ConfigError(
+            f"init_keep={list(keep)} takes one training checkpoint's state, but init_from is "
+            f"{'an average of several' if average_last else 'a folder'}: name one .ckpt file, "
+            "or set init_keep=[]"
+        )
+    checkpoint = read_checkpoint(path)
+    missing = [name for name in keep if not checkpoint.get(KEEPABLE[name])]
+    if missing:
+        raise ConfigError(
+            f"init_keep: the checkpoint holds no {', '.join(KEEPABLE[n] for n in missing)} "
+            "(written without training state, e.g. by nmt-average); set init_keep=[]"
+        )
+    return {name: checkpoint[KEEPABLE[name]][0] for name in keep}
 
 
 def fit_problems(cfg: DictConfig, model: EncoderDecoder, tokenizer: SubwordTokenizer) -> list[str]:
