@@ -119,48 +119,43 @@ def test_an_rnn_parent_keeps_frozen_embeddings_encoder_and_layers_by_index(tmp_p
 
 
 @pytest.mark.slow
-def test_init_keep_takes_the_parents_optimizer_and_schedule_and_by_default_neither(tmp_path):
-    """Adam's step counts and the schedule's step continue the parent's; new runs count from 0."""
+def test_init_keep_takes_the_parents_optimizer_schedule_and_step_and_by_default_none(tmp_path):
+    """Adam's step counts, the schedule's and the global step continue the parent's 2 steps
+    (max_steps=3 trains one more); a new run counts from 0."""
     from transformer_nmt.train import train
 
     parent_cfg = compose_train(tmp_path / "parent", quick_toy_run(max_steps=2))
     train(parent_cfg)
     path = f"{parent_cfg.paths.output_dir}/checkpoints/last.ckpt"
-    parent = read_checkpoint(path)
-
-    def fine_tune(name: str, keep: str) -> dict:
+    assert read_checkpoint(path)["lr_schedulers"][0]["last_epoch"] == 2
+    runs = [("kept", "init_keep=[optimizer,schedule,step]", 3), ("new", "init_keep=[]", 1)]
+    for name, keep, step in runs:
         cfg = compose_train(
-            tmp_path / name, [*quick_toy_run(max_steps=1), f"init_from={path}", keep]
+            tmp_path / name, [*quick_toy_run(max_steps=step), f"init_from={path}", keep]
         )
         train(cfg)
-        return read_checkpoint(f"{cfg.paths.output_dir}/checkpoints/last.ckpt")
-
-    for name, keep, start in [
-        ("kept", "init_keep=[optimizer,schedule]", 2),
-        ("new", "init_keep=[]", 0),
-    ]:
-        child = fine_tune(name, keep)
-        assert child["global_step"] == 1
-        assert child["lr_schedulers"][0]["last_epoch"] == start + 1, name
+        child = read_checkpoint(f"{cfg.paths.output_dir}/checkpoints/last.ckpt")
+        assert child["global_step"] == step, name
+        assert child["lr_schedulers"][0]["last_epoch"] == step, name
         steps = {float(s["step"]) for s in child["optimizer_states"][0]["state"].values()}
-        assert steps == {start + 1.0}, name
-    assert parent["lr_schedulers"][0]["last_epoch"] == 2
+        assert steps == {float(step)}, name
 
 
 @pytest.mark.parametrize(
     "keep, named",
     [
-        ("[optimizer,step]", "init_keep: step is no keepable part; name some of optimizer, sched"),
+        ("[optimizer,epoch]", "init_keep: epoch is no keepable part; name some of optimizer, s"),
         ("[schedule]", "init_keep=\\['schedule'\\] takes one training checkpoint's state, but"),
+        ("[step]", "the parent is at step 1, so trainer.max_steps=1 trains nothing: set tra"),
     ],
-    ids=["unknown", "average"],
+    ids=["unknown", "average", "step"],
 )
-def test_init_keep_refuses_unknown_parts_and_parents_without_state(
+def test_init_keep_refuses_unknown_parts_stateless_parents_and_no_steps_left(
     checkpoints, tmp_path, keep, named
 ):
     averaged = keep == "[schedule]"
     parent = checkpoints if averaged else checkpoints / "step1.ckpt"
-    overrides = ["model=tiny", f"init_from={parent}", f"init_keep={keep}"]
+    overrides = ["model=tiny", f"init_from={parent}", f"init_keep={keep}", "trainer.max_steps=1"]
     cfg = compose_train(tmp_path, [*overrides, *(["init_average_last=2"] if averaged else [])])
     with pytest.raises(ConfigError, match=named):
         load_parent(cfg)

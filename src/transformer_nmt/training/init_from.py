@@ -4,8 +4,9 @@
 MarianMT folder (`nmt-import hf`'s input). The run takes the parent's architecture, weights and
 vocabulary (the data config trains no tokenizer), and everything else new: optimizer, schedule,
 step and data position start as in a run from scratch, unless `init_keep` names them:
-`optimizer` (Adam's moments and step counts; this run's betas and eps) and `schedule` (the
-learning rate continues at the parent's step) come from a parent checkpoint. `init_freeze`
+`optimizer` (Adam's moments and step counts; this run's betas and eps), `schedule` (the
+learning rate continues at the parent's step) and `step` (the global step, which
+`trainer.max_steps` counts on from) come from a parent checkpoint. `init_freeze`
 names parts whose weights training leaves as they are: `embeddings` (source, target, and the
 output projection tied to them), `encoder`, `decoder`, or any module path such as
 `decoder.layers.0`.
@@ -33,7 +34,7 @@ from transformer_nmt.training.config_checks import ConfigError
 # `init_freeze` names beyond module paths.
 ALIASES = {"embeddings": ("src_embed", "tgt_embed")}
 # `init_keep` names: the parent checkpoint's entry each takes.
-KEEPABLE = {"optimizer": "optimizer_states", "schedule": "lr_schedulers"}
+KEEPABLE = {"optimizer": "optimizer_states", "schedule": "lr_schedulers", "step": "global_step"}
 
 
 class Parent(NamedTuple):
@@ -45,7 +46,7 @@ class Parent(NamedTuple):
 
 
 class KeepParentState(L.Callback):
-    """Puts the parent's optimizer and schedule state into this run's before its first step.
+    """Puts the parent's optimizer, schedule and step into this run before its first step.
 
     At fit start, before Lightning restores a resumed run's own state, which then wins.
     """
@@ -58,13 +59,19 @@ class KeepParentState(L.Callback):
         if "optimizer" in self.kept:
             groups = optimizer.state_dict()["param_groups"]  # this run's settings
             optimizer.load_state_dict(
-                {"state": self.kept["optimizer"]["state"], "param_groups": groups}
+                {"state": self.kept["optimizer"][0]["state"], "param_groups": groups}
             )
         if "schedule" in self.kept:
             scheduler = trainer.lr_scheduler_configs[0].scheduler
-            scheduler.load_state_dict(self.kept["schedule"])
+            scheduler.load_state_dict(self.kept["schedule"][0])
             for group, lr in zip(optimizer.param_groups, scheduler.get_last_lr(), strict=True):
                 group["lr"] = lr  # the first step's rate is the parent's next one
+        if "step" in self.kept:
+            # Lightning's global step is the optimizer steps completed; max_steps counts on.
+            loop = trainer.fit_loop.epoch_loop
+            progress = loop.automatic_optimization.optim_progress.optimizer.step.total
+            progress.ready = progress.completed = self.kept["step"]
+            loop._batches_that_stepped = self.kept["step"]
 
 
 def load_parent(cfg: DictConfig) -> Parent | None:
@@ -82,6 +89,8 @@ def load_parent(cfg: DictConfig) -> Parent | None:
     try:
         model, tokenizer = read_parent(Path(init_from), average_last)
         kept = read_kept(Path(init_from), average_last, keep)
+        if problem := step_problem(kept.get("step"), cfg.trainer.get("max_steps", -1)):
+            raise ConfigError(problem)
     except (CheckpointError, ValueError, OSError) as e:
         raise ConfigError(f"init_from={init_from}: {e}") from e
     family = get_class(cfg.model._target_)
@@ -95,6 +104,16 @@ def load_parent(cfg: DictConfig) -> Parent | None:
         raise ConfigError(f"init_from={init_from}: " + "; ".join(problems))
     freeze(model, cfg.get("init_freeze") or [])
     return Parent(model.train(), tokenizer, kept)
+
+
+def step_problem(step: int | None, max_steps: int) -> str | None:
+    """A kept step that leaves `trainer.max_steps` nothing to train."""
+    if step is None or max_steps < 0 or max_steps > step:
+        return None
+    return (
+        f"init_keep names step, and the parent is at step {step}, so trainer.max_steps="
+        f"{max_steps} trains nothing: set trainer.max_steps above {step}"
+    )
 
 
 def read_kept(path: Path, average_last: int | None, keep: Sequence[str]) -> dict[str, Any]:
@@ -114,13 +133,13 @@ def read_kept(path: Path, average_last: int | None, keep: Sequence[str]) -> dict
             "or set init_keep=[]"
         )
     checkpoint = read_checkpoint(path)
-    missing = [name for name in keep if not checkpoint.get(KEEPABLE[name])]
+    missing = [name for name in keep if checkpoint.get(KEEPABLE[name]) in (None, [])]
     if missing:
         raise ConfigError(
             f"init_keep: the checkpoint holds no {', '.join(KEEPABLE[n] for n in missing)} "
             "(written without training state, e.g. by nmt-average); set init_keep=[]"
         )
-    return {name: checkpoint[KEEPABLE[name]][0] for name in keep}
+    return {name: checkpoint[KEEPABLE[name]] for name in keep}
 
 
 def fit_problems(cfg: DictConfig, model: EncoderDecoder, tokenizer: SubwordTokenizer) -> list[str]:
