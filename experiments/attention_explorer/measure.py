@@ -6,8 +6,11 @@ random model never predicts EOS: max_len_b=0 makes each translation as long as i
 a real translation's length. Chromium (headless) opens the page 5 times; the time is from the
 start of navigation to the first drawing done (`explorer.readyAt`), the median.
 
-Overhead: a real validation of the Multi30k recipe (`experiment=multi30k_de_en`, 1014
-sentences) after `--steps` updates; the attention callback's explorer pages are timed inside it.
+Overhead: three validations of the Multi30k recipe (`experiment=multi30k_de_en`, 1014 sentences
+decoded greedily) on the weights of `--steps` updates, the explorer on, off, on. Each is timed
+from its start hook to its end hook, the last callback's; inside it the attention callback's
+explorer (`_explore`) and its parts (the beam search with its trace, the teacher-forced passes,
+the data and page written) and the heatmaps beside it.
 
     python -m experiments.attention_explorer.measure --steps 20 --out /tmp/explorer_measure
 """
@@ -15,7 +18,7 @@ sentences) after `--steps` updates; the attention callback's explorer pages are 
 import argparse
 import shutil
 import statistics
-import time
+from contextlib import ExitStack
 from pathlib import Path
 
 import lightning as L
@@ -28,17 +31,21 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.support.ui import WebDriverWait
 
+from experiments.attention_explorer.validation_clock import Stopwatch, ValidationClock
 from experiments.common.batches import MULTI30K, ROOT, multi30k_tokenizer
 from experiments.common.machine import cpu_description, load_average
 from transformer_nmt.cli.compose import compose_group
 from transformer_nmt.data.bitext import read_lines
 from transformer_nmt.data.framing import source_ids
 from transformer_nmt.data.tokenizer import PAD_ID
-from transformer_nmt.explorer import explore_sentence, write_page
+from transformer_nmt.explorer import explore_sentence, sentence, write_page
 from transformer_nmt.model import Transformer
 from transformer_nmt.run_names import register_resolvers
-from transformer_nmt.train import train
+from transformer_nmt.train import build_data_and_module, build_trainer
+from transformer_nmt.training.callbacks import attention_maps
 from transformer_nmt.training.callbacks.attention_maps import AttentionMaps
+from transformer_nmt.training.resume import ResumePoint
+from transformer_nmt.training.run_plan import plan_run
 
 
 def base_page(out: Path, sentences: int = 4) -> Path:
@@ -84,44 +91,26 @@ def opening_ms(page: Path, loads: int = 5) -> list[float]:
         driver.quit()
 
 
-class ValidationClock(L.Callback):
-    """Seconds of each validation, the callbacks' work at its end included (it runs last)."""
-
-    seconds: list[float] = []
-
-    def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._start = time.perf_counter()
-
-    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if not trainer.sanity_checking:
-            ValidationClock.seconds.append(time.perf_counter() - self._start)
+# explorer on, off, on: the validation without it is compared with the mean of one before and one
+# after, so that the load drifting over the three hits both sides alike.
+EXPLORER_ORDER = (True, False, True)
 
 
-def validation_overhead(steps: int, out: Path) -> tuple[float, float]:
-    """(validation seconds without the explorer, the explorer's seconds) of one validation."""
-    explored = []
-    explore = AttentionMaps._explore
-
-    def timed(*args, **kwargs) -> None:
-        start = time.perf_counter()
-        explore(*args, **kwargs)
-        explored.append(time.perf_counter() - start)
-
-    AttentionMaps._explore = timed
+def recipe_trainer(
+    steps: int, out: Path, overrides: list[str]
+) -> tuple[L.Trainer, L.LightningModule, L.LightningDataModule]:
+    """The recipe's trainer, module and data after `steps` updates, no validation run yet."""
     register_resolvers()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose(
             "train",
             overrides=[
-                "experiment=multi30k_de_en",
-                f"data.corpus.path={MULTI30K}",
-                "logger=none",
                 f"paths.log_dir={out}/outputs",
+                "logger=none",
                 f"trainer.max_steps={steps}",
-                f"trainer.val_check_interval={steps}",
                 "+trainer.num_sanity_val_steps=0",
                 "callbacks.attention_maps.every_n_validations=1",
-                "+callbacks.clock._target_=experiments.attention_explorer.measure.ValidationClock",
+                *overrides,
             ],
             return_hydra_config=True,
         )
@@ -130,23 +119,80 @@ def validation_overhead(steps: int, out: Path) -> tuple[float, float]:
     HydraConfig.instance().set_config(cfg)
     with open_dict(cfg):
         del cfg.hydra
-    train(cfg)
-    (total,), (explorer,) = ValidationClock.seconds, explored
-    return total - explorer, explorer
+    plan = plan_run(cfg)
+    L.seed_everything(cfg.seed, workers=True)
+    datamodule, module = build_data_and_module(cfg, plan, ResumePoint(plan.resume_from))
+    trainer = build_trainer(cfg, [], plan)
+    trainer.fit(module, datamodule=datamodule)  # ends before the epoch's validation
+    return trainer, module, datamodule
+
+
+def validation_overhead(steps: int, out: Path, overrides: list[str]) -> list[dict[str, float]]:
+    """One record per validation of EXPLORER_ORDER on the same weights: its seconds, and where
+    the explorer ran, the seconds of the explorer's parts and of the heatmaps inside it."""
+    trainer, module, datamodule = recipe_trainer(steps, out, overrides)
+    (maps,) = [c for c in trainer.callbacks if isinstance(c, AttentionMaps)]
+    stopwatch = Stopwatch()
+    clock = ValidationClock(stopwatch)
+    trainer.callbacks.append(clock)
+    parts = [
+        ("explorer", maps, "_explore"),
+        ("beam search with trace", sentence, "beam_search"),
+        ("teacher-forced passes", sentence, "attention_weights"),
+        ("data and page written", attention_maps, "write_atomically"),
+        ("data and page written", attention_maps, "write_page"),
+        ("heatmaps", attention_maps, "draw_sentence_attention"),
+    ]
+    with ExitStack() as watched:
+        for name, owner, attribute in parts:
+            watched.enter_context(stopwatch.watching(name, owner, attribute))
+        for explorer in EXPLORER_ORDER:
+            maps.explorer = explorer
+            trainer.validate(module, datamodule=datamodule, verbose=False)
+    return clock.validations
+
+
+def overhead_report(validations: list[dict[str, float]]) -> list[str]:
+    """Each validation's seconds with its parts; what the explorer adds to the validation it ran
+    in (its seconds over the rest's), and the validations with it against the one without."""
+    runs = list(zip(EXPLORER_ORDER, validations, strict=True))
+    lines = []
+    for explorer, record in runs:
+        parts = ", ".join(f"{k} {v:.2f} s" for k, v in record.items() if k != "validation")
+        state = "on" if explorer else "off"
+        lines.append(f"explorer {state}: validation {record['validation']:.1f} s ({parts})")
+    for record in (record for explorer, record in runs if explorer):
+        added, rest = record["explorer"], record["validation"] - record["explorer"]
+        lines.append(
+            f"inside: explorer {added:.2f} s over the rest {rest:.1f} s: +{added / rest:.2%}"
+        )
+    on = statistics.mean(record["validation"] for explorer, record in runs if explorer)
+    (off,) = [record["validation"] for explorer, record in runs if not explorer]
+    added = on - off
+    lines.append(
+        f"between: on (mean) {on:.1f} s - off {off:.1f} s = {added:+.1f} s, {added / off:+.2%}"
+    )
+    return lines
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--steps", type=int, default=20, help="updates before the validation")
     parser.add_argument("--out", type=Path, default=Path("/tmp/explorer_measure"))
+    parser.add_argument("--threads", type=int, help="torch's threads; its default if not given")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    print(f"torch threads: {torch.get_num_threads()}")
     print(f"CPU: {cpu_description()}; {load_average()}")
     page = base_page(args.out)
     print(f"base, 4 sentences: {page.stat().st_size / 1e6:.2f} MB")
     times = opening_ms(page)
     print(f"opens in {statistics.median(times):.0f} ms (median of {len(times)}: {times})")
-    validation, explorer = validation_overhead(args.steps, args.out)
-    print(f"validation {validation:.1f} s, explorer {explorer:.2f} s: +{explorer / validation:.1%}")
+    recipe = ["experiment=multi30k_de_en", f"paths.data_dir={MULTI30K.parent}"]
+    validations = validation_overhead(args.steps, args.out, recipe)
+    print("\n".join(overhead_report(validations)))
+    print(load_average())
 
 
 if __name__ == "__main__":
