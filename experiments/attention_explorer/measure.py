@@ -106,6 +106,7 @@ def recipe_trainer(
             "train",
             overrides=[
                 f"paths.log_dir={out}/outputs",
+                f"paths.cache_dir={out}/cache",
                 "logger=none",
                 f"trainer.max_steps={steps}",
                 "+trainer.num_sanity_val_steps=0",
