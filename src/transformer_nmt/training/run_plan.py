@@ -60,6 +60,8 @@ class RunPlan:
         cooldown_steps: updates of the linear cool-down that ends at `max_steps` (0: none).
         cooldown_minutes: minutes of the cool-down that ends with `max_time` (0: none).
         keep_last: periodic checkpoints kept (None: every one).
+        auto_budget: whether `max_tokens` is `data.max_tokens=auto`'s, measured on the device
+            (a resume confirms it still fits there).
     """
 
     resume_from: str | None
@@ -74,6 +76,7 @@ class RunPlan:
     cooldown_steps: int
     cooldown_minutes: float
     keep_last: int | None
+    auto_budget: bool = False  # absent from the plans of older checkpoints
 
     def to_dict(self) -> dict[str, Any]:
         """Plain types only: a checkpoint holding it loads with `weights_only=True`."""
@@ -169,6 +172,7 @@ def plan_run(cfg: DictConfig) -> RunPlan:
         cooldown_steps=cfg.module.get("cooldown_steps", 0),
         cooldown_minutes=timed.get("minutes", 0),
         keep_last=policy.get("keep_last"),
+        auto_budget=cfg.data.max_tokens == "auto",
     )
 
 

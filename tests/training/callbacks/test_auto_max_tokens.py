@@ -10,7 +10,7 @@ import pytest
 
 from helpers.hydra_compose import compose_train
 from helpers.trainer_record import record_trainer
-from transformer_nmt.data.token_budget import CPU_MAX_TOKENS
+from transformer_nmt.data.token_budget import CPU_MAX_TOKENS, BudgetError
 from transformer_nmt.train import train
 from transformer_nmt.training.callbacks.auto_max_tokens import may_train_with_rdrop
 from transformer_nmt.training.callbacks.late_dropout import LateDropout
@@ -56,16 +56,33 @@ def test_auto_with_a_memory_limit_searches_on_the_training_step(tmp_path, caplog
 
 
 @pytest.mark.slow
-def test_an_auto_run_resumed_under_another_limit_keeps_the_budget_it_started_with(tmp_path):
-    """The budget is measured once: batches after a resume are those the checkpoint counted."""
+def test_an_auto_run_resumed_keeps_its_budget_where_it_fits_and_is_refused_where_not(
+    tmp_path, caplog
+):
+    """The budget is measured once: batches after a resume are those the checkpoint counted,
+    confirmed to fit the memory the resumed run finds, else refused before any write."""
     # A small cap the first search reaches in one step, in fp32: a quick start.
     quick = [*AUTO, "data.tokens_per_update=500", "trainer.precision=32-true"]
     first = [*TOY, *quick, f"{LIMIT}=2000000000", *record_trainer(tmp_path / "a")]
     train(compose_train(tmp_path, first))
     started = json.loads((tmp_path / "a").read_text())["max_tokens"]
-    # 1 kB holds not even one pair: measured again, the budget search would refuse to start.
     last = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    saved = last.read_bytes()
     toy = ["experiment=toy", "logger=none", "trainer.max_steps=2", "trainer.max_epochs=-1"]
-    resumed = [*toy, *quick, f"{LIMIT}=1000", f"ckpt_path={last}", *record_trainer(tmp_path / "b")]
-    train(compose_train(tmp_path, resumed))
+    resume = [*toy, *quick, f"ckpt_path={last}"]
+    # 6 MB, 5.4 allowed: the toy's longest pair alone peaks near 3.3 MB, a batch of 500 near 11.
+    with pytest.raises(BudgetError) as refused:
+        train(compose_train(tmp_path, [*resume, f"{LIMIT}=6000000"]))
+    assert f"{last} trains batches of {started} tokens a side" in str(refused.value)
+    assert f"init_from={last} init_keep=[optimizer,schedule,step]" in str(refused.value)
+    assert last.read_bytes() == saved
+    with caplog.at_level(logging.INFO):
+        train(
+            compose_train(
+                tmp_path, [*resume, f"{LIMIT}=3000000000", *record_trainer(tmp_path / "b")]
+            )
+        )
     assert json.loads((tmp_path / "b").read_text())["max_tokens"] == started
+    assert f"data.max_tokens=auto: {started}, as measured when the run started, still fits" in (
+        caplog.text
+    )

@@ -5,10 +5,11 @@ import logging
 import lightning as L
 import torch
 
-from transformer_nmt.data.token_budget import MEMORY_MARGIN
+from transformer_nmt.data.token_budget import MEMORY_MARGIN, BudgetError
 from transformer_nmt.training.batch_size import per_rank_cap, plan_update
 from transformer_nmt.training.budget_probe import Measurement, measure_max_tokens
 from transformer_nmt.training.callbacks.late_dropout import LateDropout
+from transformer_nmt.training.callbacks.plan_record import fit_plan
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +25,8 @@ class AutoMaxTokens(L.Callback):
     is then derived from `data.tokens_per_update` by `plan_update`, which may shrink the budget
     to land near it. On CPUs the budget is `CPU_MAX_TOKENS` unless `memory_limit` (bytes) is
     given, which caps free memory on any device and on CPUs measures the steps with torch's
-    profiler. `measured` holds this device's `Measurement`.
+    profiler. A resumed run keeps the budget its plan saved, once the same search capped at it
+    confirms that it still fits. `measured` holds this device's `Measurement`.
     """
 
     def __init__(self, margin: float = MEMORY_MARGIN, memory_limit: int | None = None):
@@ -33,26 +35,25 @@ class AutoMaxTokens(L.Callback):
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         datamodule = trainer.datamodule
-        if stage != "fit" or datamodule is None or datamodule.max_tokens is not None:
-            return  # a number given, or resolved already
-        device = trainer.strategy.root_device
+        if stage != "fit" or datamodule is None:
+            return
+        if datamodule.max_tokens is None:
+            self.resolve(trainer, pl_module)
+            return
+        plan = fit_plan(trainer)
+        if plan is not None and plan.auto_budget and plan.resume_from:
+            self.confirm(trainer, pl_module, datamodule.max_tokens, plan.resume_from)
+
+    def resolve(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        """Measure the budget, take the least over the ranks, and derive the accumulation."""
+        datamodule = trainer.datamodule
         tokens_per_update = datamodule.hparams.tokens_per_update
-        lengths = datamodule.train_pair_lengths()
-        longest = max(lengths)
-        self.measured = measure_max_tokens(
-            pl_module.model,
-            device,
-            trainer.precision,
-            trainer.precision_plugin.forward_context,
-            lengths,
-            per_rank_cap(tokens_per_update, trainer.world_size, longest),
-            datamodule.hparams.pad_to_multiple_of,
-            rdrop=may_train_with_rdrop(trainer, pl_module),
-            margin=self.margin,
-            memory_limit=self.memory_limit,
+        longest = max(datamodule.train_pair_lengths())
+        self.measured = self.measure(
+            trainer, pl_module, per_rank_cap(tokens_per_update, trainer.world_size, longest)
         )
         mine = self.measured.max_tokens
-        budget = int(trainer.strategy.reduce(torch.tensor(mine, device=device), reduce_op="min"))
+        budget = least_over_ranks(trainer, mine)
         datamodule.max_tokens = budget
         if tokens_per_update:  # may shrink the batches, and says so
             plan = plan_update(tokens_per_update, budget, trainer.world_size, longest)
@@ -68,6 +69,48 @@ class AutoMaxTokens(L.Callback):
             describe(self.measured),
             trainer.accumulate_grad_batches,
         )
+
+    def confirm(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, saved: int, checkpoint: str
+    ) -> None:
+        """A resumed run keeps the budget it started with, so that its interrupted epoch goes on
+        with the batches the checkpoint counted: refused where that budget no longer fits (a
+        node with less free memory), on every rank, before the first batch."""
+        self.measured = self.measure(trainer, pl_module, cap=saved)
+        if self.measured.free_bytes is None:
+            return  # a CPU without a limit: batches are not sized to memory
+        fits = least_over_ranks(trainer, self.measured.max_tokens)
+        if fits < saved:
+            raise BudgetError(
+                f"data.max_tokens=auto: {checkpoint} trains batches of {saved} tokens a side, "
+                f"measured when the run started; on this node's memory {fits} fit at most "
+                f"({describe(self.measured)}). Resume where more memory is free, or go on as a "
+                f"new run from its state: init_from={checkpoint} "
+                "init_keep=[optimizer,schedule,step], which measures the budget anew"
+            )
+        log.info("data.max_tokens=auto: %d, as measured when the run started, still fits", saved)
+
+    def measure(self, trainer: L.Trainer, pl_module: L.LightningModule, cap: int) -> Measurement:
+        """This device's budget, at most `cap` (`budget_probe.measure_max_tokens`)."""
+        datamodule = trainer.datamodule
+        return measure_max_tokens(
+            pl_module.model,
+            trainer.strategy.root_device,
+            trainer.precision,
+            trainer.precision_plugin.forward_context,
+            datamodule.train_pair_lengths(),
+            cap,
+            datamodule.hparams.pad_to_multiple_of,
+            rdrop=may_train_with_rdrop(trainer, pl_module),
+            margin=self.margin,
+            memory_limit=self.memory_limit,
+        )
+
+
+def least_over_ranks(trainer: L.Trainer, budget: int) -> int:
+    """The smallest of every rank's `budget`: what all of them can train."""
+    device = trainer.strategy.root_device
+    return int(trainer.strategy.reduce(torch.tensor(budget, device=device), reduce_op="min"))
 
 
 def may_train_with_rdrop(trainer: L.Trainer, pl_module: L.LightningModule) -> bool:

@@ -35,3 +35,8 @@ class PlanRecord(L.Callback):
         self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]
     ) -> None:
         checkpoint[CHECKPOINT_KEY] = self.plan.to_dict()
+
+
+def fit_plan(trainer: L.Trainer) -> RunPlan | None:
+    """The plan of the fit `trainer` runs; None for a Trainer built without one."""
+    return next((c.plan for c in trainer.callbacks if isinstance(c, PlanRecord)), None)
