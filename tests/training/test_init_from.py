@@ -15,6 +15,7 @@ from transformer_nmt.data.tokenizer import BPETokenizer, tokenizer_from_str
 from transformer_nmt.model.vocab_growth import PER_TOKEN
 from transformer_nmt.training.config_checks import ConfigError
 from transformer_nmt.training.init_from import load_parent
+from transformer_nmt.training.parent_position import position_problems
 
 pytest.importorskip("transformers")
 pytest.importorskip("sentencepiece")
@@ -153,8 +154,9 @@ def test_init_keep_takes_the_parents_optimizer_schedule_and_step_and_by_default_
         ("[optimizer,epoch]", "init_keep: epoch is no keepable part; name some of optimizer, s"),
         ("[schedule]", "init_keep=\\['schedule'\\] takes one training checkpoint's state, but"),
         ("[step]", "the parent is at step 1, so trainer.max_steps=1 trains nothing: set tra"),
+        ("[data]", "init_keep: the checkpoint holds no loops \\(written without training"),
     ],
-    ids=["unknown", "average", "step"],
+    ids=["unknown", "average", "step", "no_loops"],
 )
 def test_init_keep_refuses_unknown_parts_stateless_parents_and_no_steps_left(
     checkpoints, tmp_path, keep, named
@@ -257,3 +259,50 @@ def test_init_extend_vocab_adds_the_new_corpus_tokens_keeping_old_ids_and_rows(t
     assert trained["global_step"] == 2
     (translation,) = Translator.from_checkpoint(last).translate([sentence], beam_size=1)
     assert isinstance(translation, str)
+
+
+def test_init_keep_data_refuses_a_parent_that_does_not_record_its_batching(tmp_path):
+    cfg = compose_train(tmp_path, quick_toy_run(max_steps=1))
+    (problem,) = position_problems(cfg, {"loops": {}, "epoch": 0, "run_plan": {}})
+    assert "does not record which batches it trained" in problem
+
+
+@pytest.mark.slow
+def test_init_keep_data_goes_on_with_the_parents_epoch_where_it_stopped(tmp_path):
+    """Two steps, then two more in a child keeping optimizer, schedule, step and data, give the
+    weights of four steps in one run (the tiny model has no dropout); without data the child
+    trains the epoch's first batches again; data alone counts steps anew. Another batching, or
+    an epoch limit already reached, is refused by name."""
+    from transformer_nmt.train import train
+
+    def run(name: str, steps: int, *overrides: str) -> dict:
+        cfg = compose_train(tmp_path / name, [*quick_toy_run(max_steps=steps), *overrides])
+        train(cfg)
+        return read_checkpoint(f"{cfg.paths.output_dir}/checkpoints/last.ckpt")
+
+    def trained_of_epoch(checkpoint: dict) -> int:
+        return checkpoint["loops"]["fit_loop"]["epoch_loop.batch_progress"]["current"]["processed"]
+
+    straight = model_weights(run("straight", 4))
+    run("parent", 2)
+    parent = f"init_from={tmp_path / 'parent' / 'run' / 'checkpoints' / 'last.ckpt'}"
+    kept = run("kept", 4, parent, "init_keep=[optimizer,schedule,step,data]")
+    assert trained_of_epoch(kept) == 4
+    for name, weight in model_weights(kept).items():
+        assert torch.equal(weight, straight[name]), name
+    again = model_weights(run("again", 4, parent, "init_keep=[optimizer,schedule,step]"))
+    assert not all(torch.equal(weight, straight[name]) for name, weight in again.items())
+    alone = run("alone", 2, parent, "init_keep=[data]")
+    assert (alone["global_step"], trained_of_epoch(alone)) == (2, 4)
+
+    other = [*quick_toy_run(max_steps=4), parent, "init_keep=[data]"]
+    with pytest.raises(
+        ConfigError,
+        match=r"data.max_tokens=256 \(the parent's: 192\); match the parent's, or leave data out "
+        r"of init_keep; init_keep names data, and the parent is in epoch 0, so trainer.max_epoch",
+    ):
+        load_parent(
+            compose_train(
+                tmp_path / "other", [*other, "data.max_tokens=256", "trainer.max_epochs=0"]
+            )
+        )

@@ -134,6 +134,12 @@ class TranslationDataModule(L.LightningDataModule):
             if split not in self.datasets:
                 self.datasets[split] = self._open(split, tokenizer)
 
+    def state_dict(self) -> dict[str, str]:
+        """What checkpoints record of the data: the training split's fingerprint, by which
+        fine-tuning's `init_keep=[data]` knows the parent trained the same pairs."""
+        hp = self.hparams
+        return {"train_fingerprint": self.corpus.fingerprint("train", hp.src_lang, hp.tgt_lang)}
+
     def train_dataloader(self) -> DataLoader:
         dataset = self.datasets["train"]
         if self.hparams.bpe_dropout:

@@ -4,13 +4,13 @@
 MarianMT folder (`nmt-import hf`'s input). The run takes the parent's architecture, weights and
 vocabulary (a data config asking for another is refused, unless `init_extend_vocab` adds its
 tokens: parent_vocab.py), and everything else new: optimizer, schedule, step and data position
-start as in a run from scratch, unless `init_keep` names them:
-`optimizer` (Adam's moments and step counts; this run's betas and eps), `schedule` (the
-learning rate continues at the parent's step) and `step` (the global step, which
-`trainer.max_steps` counts on from) come from a parent checkpoint. `init_freeze`
-names parts whose weights training leaves as they are: `embeddings` (source, target, and the
-output projection tied to them), `encoder`, `decoder`, or any module path such as
-`decoder.layers.0`.
+start as in a run from scratch, unless `init_keep` names them: `optimizer` (Adam's moments and
+step counts; this run's betas and eps), `schedule` (the learning rate continues at the parent's
+step), `step` (the global step, which `trainer.max_steps` counts on from) and `data` (the
+parent's epoch, from where it stopped, which `trainer.max_epochs` counts on from; only with the
+parent's batching: parent_position.py) come from a parent checkpoint. `init_freeze` names
+parts whose weights training leaves as they are: `embeddings` (source, target, and the output
+projection tied to them), `encoder`, `decoder`, or any module path such as `decoder.layers.0`.
 """
 
 from collections.abc import Sequence
@@ -31,6 +31,7 @@ from transformer_nmt.data.framing import ADDED_TOKENS
 from transformer_nmt.data.tokenizer import SubwordTokenizer
 from transformer_nmt.model import EncoderDecoder
 from transformer_nmt.training.config_checks import ConfigError
+from transformer_nmt.training.parent_position import epoch_problem, position_problems
 from transformer_nmt.training.parent_vocab import (
     extend_vocab,
     frozen_rows_problem,
@@ -41,7 +42,12 @@ from transformer_nmt.training.parent_vocab import (
 # `init_freeze` names beyond module paths.
 ALIASES = {"embeddings": ("src_embed", "tgt_embed")}
 # `init_keep` names: the parent checkpoint's entry each takes.
-KEEPABLE = {"optimizer": "optimizer_states", "schedule": "lr_schedulers", "step": "global_step"}
+KEEPABLE = {
+    "optimizer": "optimizer_states",
+    "schedule": "lr_schedulers",
+    "step": "global_step",
+    "data": "loops",
+}
 
 
 class Parent(NamedTuple):
@@ -53,7 +59,8 @@ class Parent(NamedTuple):
 
 
 class KeepParentState(L.Callback):
-    """Puts the parent's optimizer, schedule and step into this run before its first step.
+    """Puts the parent's optimizer, schedule, step and data position into this run before its
+    first step.
 
     At fit start, before Lightning restores a resumed run's own state, which then wins.
     """
@@ -73,12 +80,18 @@ class KeepParentState(L.Callback):
             scheduler.load_state_dict(self.kept["schedule"][0])
             for group, lr in zip(optimizer.param_groups, scheduler.get_last_lr(), strict=True):
                 group["lr"] = lr  # the first step's rate is the parent's next one
-        if "step" in self.kept:
+        if "data" in self.kept:
+            # The parent's epoch and batch progress, as a resume restores them: the loader then
+            # skips the epoch's trained batches (datamodule._skip_trained_batches). The step
+            # count comes along and is set below.
+            trainer.fit_loop.load_state_dict(self.kept["data"]["fit_loop"])
+        if "step" in self.kept or "data" in self.kept:
             # Lightning's global step is the optimizer steps completed; max_steps counts on.
+            step = self.kept.get("step", 0)
             loop = trainer.fit_loop.epoch_loop
             progress = loop.automatic_optimization.optim_progress.optimizer.step.total
-            progress.ready = progress.completed = self.kept["step"]
-            loop._batches_that_stepped = self.kept["step"]
+            progress.ready = progress.completed = step
+            loop._batches_that_stepped = step
 
 
 def load_parent(cfg: DictConfig) -> Parent | None:
@@ -112,6 +125,8 @@ def load_parent(cfg: DictConfig) -> Parent | None:
     problems = fit_problems(cfg, model, tokenizer)
     if not extend and (problem := vocab_problem(cfg.data, recorded, tokenizer)):
         problems.append(problem)
+    if "data" in kept:
+        problems += data_problems(cfg, Path(init_from))
     if problems:
         raise ConfigError(f"init_from={init_from}: " + "; ".join(problems))
     if extend:
@@ -120,6 +135,15 @@ def load_parent(cfg: DictConfig) -> Parent | None:
     if extend and (problem := frozen_rows_problem(model)):
         raise ConfigError(problem)
     return Parent(model.train(), tokenizer, kept)
+
+
+def data_problems(cfg: DictConfig, path: Path) -> list[str]:
+    """Why the parent's data position would not continue in this run (`parent_position`)."""
+    checkpoint = read_checkpoint(path, mmap=True)
+    problems = position_problems(cfg, checkpoint)
+    if problem := epoch_problem(checkpoint["epoch"], cfg.trainer.get("max_epochs")):
+        problems.append(problem)
+    return problems
 
 
 def step_problem(step: int | None, max_steps: int) -> str | None:
