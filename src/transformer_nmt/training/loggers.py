@@ -84,8 +84,8 @@ def wandb_logger(
 
 
 def _finish_settings(finish_timeout: float | None) -> "wandb.Settings":
-    """W&B's own bound on a run's end: its service gives the uploads up, so that nothing waits for
-    them at exit either (a thread with a deadline would leave wandb's exit hook waiting)."""
+    """W&B's own bound on a run's end: its service gives the uploads up and closes the run, where
+    a thread with a deadline would leave `finish` half done under wandb's exit hook."""
     import wandb  # imported by the runs that log to W&B only
 
     # Raising is how `finish_wandb_runs` learns that the bound was reached; 0 is W&B's "no bound".
