@@ -85,6 +85,13 @@ def test_log_model_with_w_and_b_disabled_is_refused_before_training(tmp_path, mo
     check_config(compose_train(tmp_path, TOY))  # W&B off and nothing to upload: fine
 
 
+@pytest.mark.parametrize("seconds", [0, -5])
+def test_a_finish_timeout_that_bounds_nothing_is_refused(tmp_path, seconds):
+    (problem,) = wandb_problems(compose_train(tmp_path, [f"logger.wandb.finish_timeout={seconds}"]))
+    assert f"logger.wandb.finish_timeout={seconds} must be a number of seconds > 0" in problem
+    assert wandb_problems(compose_train(tmp_path, ["logger.wandb.finish_timeout=null"])) == []
+
+
 def test_a_resume_of_a_run_in_another_w_and_b_project_is_refused_naming_both(tmp_path):
     run_dir = tmp_path / "old"
     (run_dir / "checkpoints").mkdir(parents=True)

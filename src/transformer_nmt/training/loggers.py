@@ -101,6 +101,12 @@ def wandb_problems(cfg: DictConfig) -> list[str]:
     log_model = config.get("log_model", False)
     if log_model not in (False, True, "all"):
         problems.append(f"logger.wandb.log_model={log_model} must be false, true or all")
+    finish_timeout = config.get("finish_timeout")
+    if finish_timeout is not None and not finish_timeout > 0:
+        problems.append(
+            f"logger.wandb.finish_timeout={finish_timeout} must be a number of seconds > 0, "
+            "or null to wait until every upload is done"
+        )
     disabled_by = "logger.wandb.mode=disabled" if config.get("mode") else "WANDB_MODE=disabled"
     if log_model and (config.get("mode") or os.environ.get("WANDB_MODE")) == "disabled":
         problems.append(
@@ -144,9 +150,9 @@ def finish_wandb_runs(
                         "best/checkpoint": checkpoint.best_model_path,
                     }
                 )
+            settings = logger.experiment.settings
             # Flushes an offline run to disk; a later run in the same process (a sweep) then
             # starts a fresh W&B run.
-            settings = logger.experiment.settings
             try:
                 logger.experiment.finish(exit_code=exit_code)
             except TimeoutError:
