@@ -1,5 +1,8 @@
 """Fine-tuning with `init_from`: the run starts from the parent's weights and vocabulary, with a
-new step count; frozen parts stay bit-identical; bad parents and parts are refused by name."""
+new step count; frozen parts stay bit-identical; bad parents and parts are refused by name; an
+extended vocabulary keeps every old token's id and rows."""
+
+from pathlib import Path
 
 import pytest
 import torch
@@ -8,7 +11,8 @@ from helpers.checkpoint_files import SENTENCES, write_checkpoint
 from helpers.hydra_compose import compose_train
 from helpers.quick_toy_run import quick_toy_run
 from transformer_nmt.checkpoint import model_weights, read_checkpoint
-from transformer_nmt.data.tokenizer import BPETokenizer
+from transformer_nmt.data.tokenizer import BPETokenizer, tokenizer_from_str
+from transformer_nmt.model.vocab_growth import PER_TOKEN
 from transformer_nmt.training.config_checks import ConfigError
 from transformer_nmt.training.init_from import load_parent
 
@@ -33,6 +37,8 @@ def test_an_imported_model_fine_tunes_with_frozen_parts_unchanged(tmp_path):
     ]
     with pytest.raises(ConfigError, match="data.bpe_dropout=0.1 drops BPE merges"):
         load_parent(compose_train(tmp_path, [*overrides, "data.bpe_dropout=0.1"]))
+    with pytest.raises(ConfigError, match="the parent's is SentencePieceTokenizer's: set init_ext"):
+        load_parent(compose_train(tmp_path, [*overrides, "init_extend_vocab=true"]))
     cfg = compose_train(tmp_path, overrides)
     train(cfg)
     checkpoint = read_checkpoint(f"{cfg.paths.output_dir}/checkpoints/last.ckpt")
@@ -159,3 +165,95 @@ def test_init_keep_refuses_unknown_parts_stateless_parents_and_no_steps_left(
     cfg = compose_train(tmp_path, [*overrides, *(["init_average_last=2"] if averaged else [])])
     with pytest.raises(ConfigError, match=named):
         load_parent(cfg)
+
+
+@pytest.mark.parametrize(
+    "recorded, overrides, named",
+    [
+        (
+            {"vocab_size": 512, "min_frequency": 1},
+            ["data.vocab_size=1000"],
+            r"data.vocab_size=1000 would train another tokenizer than the parent's \("
+            r"data.vocab_size=512, {n} tokens\): fine-tuning keeps the parent's vocabulary, so "
+            r"set data.vocab_size=512, or init_extend_vocab=true",
+        ),
+        (
+            {"vocab_size": 512, "min_frequency": 2},
+            [],
+            r"data.min_frequency=1 would train another tokenizer than the parent's \("
+            r"data.min_frequency=2, {n} tokens\)",
+        ),
+        (
+            None,
+            ["data.vocab_size=270"],
+            r"data.vocab_size=270 would train another tokenizer than the parent's, whose "
+            r"vocabulary holds {n} tokens: .* set data.vocab_size >= {n}, or init_extend_vocab",
+        ),
+    ],
+    ids=["vocab_size", "min_frequency", "unrecorded"],
+)
+def test_a_data_config_asking_for_another_vocabulary_is_refused_before_any_write(
+    tmp_path, recorded, overrides, named
+):
+    from transformer_nmt.train import train
+
+    tokenizer = BPETokenizer.train(SENTENCES, vocab_size=280, min_frequency=1)
+    path = write_checkpoint(tmp_path / "parent.ckpt", tokenizer, data=recorded)
+    cfg = compose_train(tmp_path, [*quick_toy_run(max_steps=1), f"init_from={path}", *overrides])
+    with pytest.raises(ConfigError, match=named.format(n=tokenizer.vocab_size)):
+        train(cfg)
+    assert not Path(cfg.paths.output_dir).exists()
+
+
+def test_a_new_corpus_with_the_parents_tokenizer_settings_keeps_its_vocabulary(tmp_path):
+    tokenizer = BPETokenizer.train(SENTENCES, vocab_size=280, min_frequency=1)
+    toy = {"vocab_size": 512, "min_frequency": 1}  # conf/data/toy.yaml's, on other sentences
+    path = write_checkpoint(tmp_path / "parent.ckpt", tokenizer, data=toy)
+    cfg = compose_train(tmp_path, [*quick_toy_run(max_steps=1), f"init_from={path}"])
+    assert load_parent(cfg).tokenizer.to_str() == tokenizer.to_str()
+
+
+@pytest.mark.slow
+def test_init_extend_vocab_adds_the_new_corpus_tokens_keeping_old_ids_and_rows(tmp_path):
+    """A parent of a 300-token BPE asked for the toy's 512: refused as it is; extended, every old
+    token keeps its id and rows, new tokens get new ones, and the run trains and translates."""
+    from transformer_nmt.train import train
+    from transformer_nmt.translator import Translator
+
+    parent_cfg = compose_train(
+        tmp_path / "parent", [*quick_toy_run(max_steps=1), "data.vocab_size=300"]
+    )
+    train(parent_cfg)
+    path = f"{parent_cfg.paths.output_dir}/checkpoints/last.ckpt"
+    checkpoint = read_checkpoint(path)
+    old = tokenizer_from_str(checkpoint["tokenizer"])
+    child = [*quick_toy_run(max_steps=2), f"init_from={path}"]
+    refused = compose_train(tmp_path / "refused", child)
+    with pytest.raises(ConfigError, match=r"data.vocab_size=512 would .* \(data.vocab_size=300"):
+        train(refused)
+    assert not Path(refused.paths.output_dir).exists()
+    frozen = compose_train(
+        tmp_path / "frozen", [*child, "init_extend_vocab=true", "init_freeze=[embeddings]"]
+    )
+    with pytest.raises(ConfigError, match="rows in src_embed.lut.weight, .* init_freeze would"):
+        load_parent(frozen)
+
+    cfg = compose_train(tmp_path / "child", [*child, "init_extend_vocab=true"])
+    parent = load_parent(cfg)
+    tokens, known = parent.tokenizer.tokens(), old.vocab_size
+    assert tokens[:known] == old.tokens() and len(tokens) > known
+    for name, weight in parent.model.state_dict().items():
+        rows = known if name.startswith(PER_TOKEN) else None
+        assert torch.equal(weight[:rows], model_weights(checkpoint)[name]), name
+    assert parent.model.src_embed.weight[known:].abs().min(dim=1).values.gt(0).all()
+    sentence = "three one twenty"
+    assert max(parent.tokenizer.encode_batch([sentence])[0]) >= known  # new tokens in use
+
+    train(cfg)
+    last = f"{cfg.paths.output_dir}/checkpoints/last.ckpt"
+    trained = read_checkpoint(last)
+    assert trained["tokenizer"] == parent.tokenizer.to_str()
+    assert trained["model_config"]["vocab_size"] == len(tokens)
+    assert trained["global_step"] == 2
+    (translation,) = Translator.from_checkpoint(last).translate([sentence], beam_size=1)
+    assert isinstance(translation, str)

@@ -73,7 +73,7 @@ class TranslationDataModule(L.LightningDataModule):
             cache_dir: folder of cached tokenizers and token stores.
             seed: seeds batch composition and order.
             tokenizer: the vocabulary to encode with instead of training a BPE (fine-tuning's
-                `init_from`: the parent's); `vocab_size` and `min_frequency` then go unused.
+                `init_from`: the parent's, perhaps extended by this config's BPE).
         """
         super().__init__()
         if not 0 <= bpe_dropout < 1:

@@ -2,8 +2,9 @@
 
 `init_from` names a checkpoint, a folder of them (with `init_average_last=N`: their average), or a
 MarianMT folder (`nmt-import hf`'s input). The run takes the parent's architecture, weights and
-vocabulary (the data config trains no tokenizer), and everything else new: optimizer, schedule,
-step and data position start as in a run from scratch, unless `init_keep` names them:
+vocabulary (a data config asking for another is refused, unless `init_extend_vocab` adds its
+tokens: parent_vocab.py), and everything else new: optimizer, schedule, step and data position
+start as in a run from scratch, unless `init_keep` names them:
 `optimizer` (Adam's moments and step counts; this run's betas and eps), `schedule` (the
 learning rate continues at the parent's step) and `step` (the global step, which
 `trainer.max_steps` counts on from) come from a parent checkpoint. `init_freeze`
@@ -30,6 +31,12 @@ from transformer_nmt.data.framing import ADDED_TOKENS
 from transformer_nmt.data.tokenizer import SubwordTokenizer
 from transformer_nmt.model import EncoderDecoder
 from transformer_nmt.training.config_checks import ConfigError
+from transformer_nmt.training.parent_vocab import (
+    extend_vocab,
+    frozen_rows_problem,
+    parent_data,
+    vocab_problem,
+)
 
 # `init_freeze` names beyond module paths.
 ALIASES = {"embeddings": ("src_embed", "tgt_embed")}
@@ -78,8 +85,9 @@ def load_parent(cfg: DictConfig) -> Parent | None:
     """The parent `cfg.init_from` names, checked against the config; None without one.
 
     Raises:
-        ConfigError: an unreadable parent, a family other than `cfg.model`'s, or an
-            `init_freeze` name that matches no weights, each named; before anything is written.
+        ConfigError: an unreadable parent, a family other than `cfg.model`'s, a data config
+            asking for another vocabulary, or an `init_freeze` name that matches no weights,
+            each named; before anything is written.
     """
     init_from = cfg.get("init_from")
     if init_from is None:
@@ -88,6 +96,7 @@ def load_parent(cfg: DictConfig) -> Parent | None:
     keep = list(cfg.get("init_keep") or [])
     try:
         model, tokenizer = read_parent(Path(init_from), average_last)
+        recorded = parent_data(Path(init_from), average_last)
         kept = read_kept(Path(init_from), average_last, keep)
         if problem := step_problem(kept.get("step"), cfg.trainer.get("max_steps", -1)):
             raise ConfigError(problem)
@@ -99,10 +108,17 @@ def load_parent(cfg: DictConfig) -> Parent | None:
             f"init_from={init_from} holds a {type(model).__name__} ({model.config.family}), but "
             f"model={cfg.model._target_} builds a {family.__name__}: choose the parent's family"
         )
+    extend = cfg.get("init_extend_vocab")
     problems = fit_problems(cfg, model, tokenizer)
+    if not extend and (problem := vocab_problem(cfg.data, recorded, tokenizer)):
+        problems.append(problem)
     if problems:
         raise ConfigError(f"init_from={init_from}: " + "; ".join(problems))
+    if extend:
+        model, tokenizer = extend_vocab(cfg, model, tokenizer)
     freeze(model, cfg.get("init_freeze") or [])
+    if extend and (problem := frozen_rows_problem(model)):
+        raise ConfigError(problem)
     return Parent(model.train(), tokenizer, kept)
 
 
