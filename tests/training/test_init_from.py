@@ -2,10 +2,12 @@
 new step count; frozen parts stay bit-identical; bad parents and parts are refused by name; an
 extended vocabulary keeps every old token's id and rows."""
 
+import re
 from pathlib import Path
 
 import pytest
 import torch
+from hydra.utils import instantiate
 
 from helpers.checkpoint_files import SENTENCES, write_checkpoint
 from helpers.hydra_compose import compose_train
@@ -15,7 +17,7 @@ from transformer_nmt.data.tokenizer import BPETokenizer, tokenizer_from_str
 from transformer_nmt.model.vocab_growth import PER_TOKEN
 from transformer_nmt.training.config_checks import ConfigError
 from transformer_nmt.training.init_from import load_parent
-from transformer_nmt.training.parent_position import position_problems
+from transformer_nmt.training.parent_position import BATCHING, position_problems
 
 pytest.importorskip("transformers")
 pytest.importorskip("sentencepiece")
@@ -265,6 +267,23 @@ def test_init_keep_data_refuses_a_parent_that_does_not_record_its_batching(tmp_p
     cfg = compose_train(tmp_path, quick_toy_run(max_steps=1))
     (problem,) = position_problems(cfg, {"loops": {}, "epoch": 0, "run_plan": {}})
     assert "does not record which batches it trained" in problem
+
+
+@pytest.mark.parametrize("parents_budget, problem", [(150, None), (192, "max_tokens=150 \\(the")])
+def test_init_keep_data_compares_the_budget_as_the_run_plans_it(tmp_path, parents_budget, problem):
+    """data.tokens_per_update=300 over batches of 192 tokens: 2 of 150 an update."""
+    cfg = compose_train(tmp_path, [*quick_toy_run(max_steps=1), "data.tokens_per_update=300"])
+    data = cfg.data
+    checkpoint = {
+        "datamodule_hyper_parameters": {name: data[name] for name in BATCHING},
+        "run_plan": {"max_tokens": parents_budget, "world_size": 1},
+        "TranslationDataModule": {
+            "train_fingerprint": instantiate(data.corpus).fingerprint("train", "en", "de")
+        },
+        "epoch": 0,
+    }
+    problems = position_problems(cfg, checkpoint)
+    assert problems == [] if problem is None else re.search(problem, problems[0])
 
 
 @pytest.mark.slow

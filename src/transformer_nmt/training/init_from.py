@@ -31,7 +31,7 @@ from transformer_nmt.data.framing import ADDED_TOKENS
 from transformer_nmt.data.tokenizer import SubwordTokenizer
 from transformer_nmt.model import EncoderDecoder
 from transformer_nmt.training.config_checks import ConfigError
-from transformer_nmt.training.parent_position import epoch_problem, position_problems
+from transformer_nmt.training.parent_position import position_problems
 from transformer_nmt.training.parent_vocab import (
     extend_vocab,
     frozen_rows_problem,
@@ -99,8 +99,8 @@ def load_parent(cfg: DictConfig) -> Parent | None:
 
     Raises:
         ConfigError: an unreadable parent, a family other than `cfg.model`'s, a data config
-            asking for another vocabulary, or an `init_freeze` name that matches no weights,
-            each named; before anything is written.
+            asking for another vocabulary, a kept data position under another batching, or an
+            `init_freeze` name that matches no weights, each named; before anything is written.
     """
     init_from = cfg.get("init_from")
     if init_from is None:
@@ -126,7 +126,7 @@ def load_parent(cfg: DictConfig) -> Parent | None:
     if not extend and (problem := vocab_problem(cfg.data, recorded, tokenizer)):
         problems.append(problem)
     if "data" in kept:
-        problems += data_problems(cfg, Path(init_from))
+        problems += position_problems(cfg, read_checkpoint(Path(init_from), mmap=True))
     if problems:
         raise ConfigError(f"init_from={init_from}: " + "; ".join(problems))
     if extend:
@@ -135,15 +135,6 @@ def load_parent(cfg: DictConfig) -> Parent | None:
     if extend and (problem := frozen_rows_problem(model)):
         raise ConfigError(problem)
     return Parent(model.train(), tokenizer, kept)
-
-
-def data_problems(cfg: DictConfig, path: Path) -> list[str]:
-    """Why the parent's data position would not continue in this run (`parent_position`)."""
-    checkpoint = read_checkpoint(path, mmap=True)
-    problems = position_problems(cfg, checkpoint)
-    if problem := epoch_problem(checkpoint["epoch"], cfg.trainer.get("max_epochs")):
-        problems.append(problem)
-    return problems
 
 
 def step_problem(step: int | None, max_steps: int) -> str | None:

@@ -12,13 +12,16 @@ from omegaconf import DictConfig
 
 from transformer_nmt.data.datamodule import TranslationDataModule
 from transformer_nmt.training.batch_size import device_count
+from transformer_nmt.training.resume import ResumePoint
+from transformer_nmt.training.run_plan import planned_update
 
 # Data settings that cut or order an epoch's batches, as the parent's datamodule recorded them.
 BATCHING = ("src_lang", "tgt_lang", "max_len", "bpe_dropout", "seed")
 
 
 def position_problems(cfg: DictConfig, checkpoint: dict[str, Any]) -> list[str]:
-    """Settings under which the parent's epoch would hold other batches than those it trained."""
+    """Settings under which the parent's epoch would hold other batches than those it trained,
+    or under which `trainer.max_epochs` leaves it nothing to train."""
     recorded = checkpoint.get("datamodule_hyper_parameters") or {}
     plan = checkpoint.get("run_plan") or {}
     data = checkpoint.get(TranslationDataModule.__qualname__) or {}
@@ -29,14 +32,14 @@ def position_problems(cfg: DictConfig, checkpoint: dict[str, Any]) -> list[str]:
             "init_keep"
         ]
     train = instantiate(cfg.data.corpus).fingerprint("train", cfg.data.src_lang, cfg.data.tgt_lang)
+    world_size = device_count(cfg.trainer) * cfg.trainer.get("num_nodes", 1)
+    # As the run plans it: data.tokens_per_update may shrink the budget; auto measures anew.
+    max_tokens = planned_update(cfg, world_size, ResumePoint(None))[1] or cfg.data.max_tokens
     ours = {
         "data.corpus's training split": (train, data["train_fingerprint"]),
         **{f"data.{name}": (cfg.data[name], recorded[name]) for name in BATCHING},
-        "data.max_tokens": (cfg.data.max_tokens, plan["max_tokens"]),
-        "trainer.devices x trainer.num_nodes": (
-            device_count(cfg.trainer) * cfg.trainer.get("num_nodes", 1),
-            plan["world_size"],
-        ),
+        "data.max_tokens": (max_tokens, plan["max_tokens"]),
+        "trainer.devices x trainer.num_nodes": (world_size, plan["world_size"]),
     }
     differ = [
         f"{name}={mine} (the parent's: {theirs})"
@@ -45,13 +48,16 @@ def position_problems(cfg: DictConfig, checkpoint: dict[str, Any]) -> list[str]:
     ]
     if cfg.get("init_extend_vocab"):
         differ.append("init_extend_vocab=true (segments the pairs anew)")
-    if not differ:
-        return []
-    return [
-        "init_keep names data, which goes on with the parent's epoch where it stopped, but these "
-        f"give that epoch other batches: {'; '.join(differ)}; match the parent's, or leave data "
-        "out of init_keep"
-    ]
+    problems = []
+    if differ:
+        problems.append(
+            "init_keep names data, which goes on with the parent's epoch where it stopped, but "
+            f"these give that epoch other batches: {'; '.join(differ)}; match the parent's, or "
+            "leave data out of init_keep"
+        )
+    if problem := epoch_problem(checkpoint["epoch"], cfg.trainer.get("max_epochs")):
+        problems.append(problem)
+    return problems
 
 
 def epoch_problem(epoch: int, max_epochs: int | None) -> str | None:
