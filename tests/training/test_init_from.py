@@ -83,6 +83,16 @@ def test_init_from_averages_a_folder_and_freezes_by_path(checkpoints, tmp_path):
 
 
 @pytest.mark.parametrize(
+    "setting",
+    ["init_keep=[step]", "init_freeze=[encoder]", "init_extend_vocab=true", "init_average_last=2"],
+)
+def test_a_parent_setting_without_init_from_is_refused_not_ignored(tmp_path, setting):
+    with pytest.raises(ConfigError, match=rf"{re.escape(setting)} only apply with init_from="):
+        load_parent(compose_train(tmp_path, ["experiment=toy", setting]))
+    assert load_parent(compose_train(tmp_path, ["experiment=toy"])) is None
+
+
+@pytest.mark.parametrize(
     "overrides, named",
     [
         (["model=rnn_attention"], "holds a Transformer .* builds a RNNAttention"),

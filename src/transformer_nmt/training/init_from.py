@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 import lightning as L
 from hydra.utils import get_class
-from omegaconf import DictConfig
+from omegaconf import DictConfig, ListConfig
 
 from transformer_nmt.checkpoint import (
     CheckpointError,
@@ -39,6 +39,8 @@ from transformer_nmt.training.parent_vocab import (
     vocab_problem,
 )
 
+# What only a run with `init_from` reads.
+PARENT_SETTINGS = ("init_average_last", "init_keep", "init_freeze", "init_extend_vocab")
 # `init_freeze` names beyond module paths.
 ALIASES = {"embeddings": ("src_embed", "tgt_embed")}
 # `init_keep` names: the parent checkpoint's entry each takes.
@@ -94,16 +96,29 @@ class KeepParentState(L.Callback):
             loop._batches_that_stepped = step
 
 
+def override(value: Any) -> str:
+    """A setting's value as a command line gives it: `[step]`, `true`."""
+    if isinstance(value, ListConfig | list):
+        return f"[{','.join(map(str, value))}]"
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
 def load_parent(cfg: DictConfig) -> Parent | None:
     """The parent `cfg.init_from` names, checked against the config; None without one.
 
     Raises:
-        ConfigError: an unreadable parent, a family other than `cfg.model`'s, a data config
-            asking for another vocabulary, a kept data position under another batching, or an
-            `init_freeze` name that matches no weights, each named; before anything is written.
+        ConfigError: an `init_*` setting without `init_from`, an unreadable parent, a family
+            other than `cfg.model`'s, a data config asking for another vocabulary, a kept data
+            position under another batching, or an `init_freeze` name that matches no weights,
+            each named; before anything is written.
     """
     init_from = cfg.get("init_from")
     if init_from is None:
+        if orphans := [f"{key}={override(cfg[key])}" for key in PARENT_SETTINGS if cfg.get(key)]:
+            raise ConfigError(
+                f"{', '.join(orphans)} only apply with init_from=<checkpoint or folder>: give "
+                "the parent to start from, or drop them"
+            )
         return None
     average_last = cfg.get("init_average_last")
     keep = list(cfg.get("init_keep") or [])
