@@ -21,8 +21,8 @@ from transformer_nmt.training.ddp import ddp_strategy
 from transformer_nmt.training.init_from import KeepParentState, Parent, load_parent
 from transformer_nmt.training.loggers import (
     finish_wandb_runs,
-    group_wandb_runs_by_sweep,
     start_wandb_runs,
+    wandb_group,
 )
 from transformer_nmt.training.module import TranslationModule
 from transformer_nmt.training.plan_sharing import agreed_plan
@@ -129,8 +129,10 @@ def build_data_and_module(
 
 def build_loggers(cfg: DictConfig) -> list[Logger]:
     """The configured experiment loggers, given the config once (`PlanRecord` adds the plan)."""
-    group_wandb_runs_by_sweep(cfg)
-    loggers = [instantiate(c) for c in (cfg.logger or {}).values()]
+    loggers = [
+        instantiate(c, group=wandb_group(cfg)) if name == "wandb" else instantiate(c)
+        for name, c in (cfg.logger or {}).items()
+    ]
     start_wandb_runs(loggers)
     config = cfg.copy()
     OmegaConf.set_struct(config, False)

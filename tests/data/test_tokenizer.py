@@ -77,6 +77,30 @@ def test_to_str_from_str_is_the_same_tokenizer(tok):
     assert copy.decode_batch(copy.encode_batch(UNSEEN)) == UNSEEN
 
 
+def test_an_extended_vocabulary_keeps_every_id_and_only_merges_old_segments_further(tok):
+    domain = ["the patient received a dose of insulin", "die Patientin erhielt Insulin"] * 20
+    extended = tok.extended(BPETokenizer.train(domain, vocab_size=320, min_frequency=2))
+    old, tokens = tok.tokens(), extended.tokens()
+    assert tokens[: len(old)] == old
+    assert "Ġinsulin" in tokens[len(old) :] and "Ġinsulin" not in old
+    assert len(set(tokens)) == len(tokens)
+    texts = TRAIN[:5] + domain[:2] + UNSEEN
+    assert extended.decode_batch(extended.encode_batch(texts)) == texts
+    for before, after in zip(tok.encode_batch(texts), extended.encode_batch(texts), strict=True):
+        assert boundaries(after, tokens) <= boundaries(before, old)
+    shorter = extended.encode_batch(domain[:2])
+    assert sum(map(len, shorter)) < sum(map(len, tok.encode_batch(domain[:2])))
+
+
+def boundaries(ids: list[int], tokens: list[str]) -> set[int]:
+    """Where in the byte-level text each token ends."""
+    ends, end = set(), 0
+    for i in ids:
+        end += len(tokens[i])
+        ends.add(end)
+    return ends
+
+
 def test_wrong_special_ids_are_refused(tok):
     data = json.loads(tok.to_str())
     data["added_tokens"][0]["content"] = "<PAD>"

@@ -23,12 +23,13 @@ def write_checkpoint(
     step: int = 0,
     family: str = "transformer",
     kind: str | None = PERIODIC,
+    data: dict | None = None,
     **settings,
 ) -> Path:
     """What TranslationModule saves, minus the training state: weights, config, tokenizer.
 
     `kind` is the checkpoint policy's mark (only periodic ones are averaged by `--average-last`),
-    None for none, as runs wrote before;
+    None for none, as runs wrote before; `data`: the data settings Lightning records, if any;
     `settings` change the family's tiny sizes and switches, e.g. rezero=True.
     """
     torch.manual_seed(seed)
@@ -40,6 +41,7 @@ def write_checkpoint(
             "model_config": model.config.to_dict(),
             "tokenizer": tokenizer.to_str(),
             **({} if kind is None else {KIND_KEY: kind}),
+            **({} if data is None else {"datamodule_hyper_parameters": data}),
         },
         path,
     )

@@ -1,16 +1,23 @@
 """Fine-tuning with `init_from`: the run starts from the parent's weights and vocabulary, with a
-new step count; frozen parts stay bit-identical; bad parents and parts are refused by name."""
+new step count; frozen parts stay bit-identical; bad parents and parts are refused by name; an
+extended vocabulary keeps every old token's id and rows."""
+
+import re
+from pathlib import Path
 
 import pytest
 import torch
+from hydra.utils import instantiate
 
 from helpers.checkpoint_files import SENTENCES, write_checkpoint
 from helpers.hydra_compose import compose_train
 from helpers.quick_toy_run import quick_toy_run
 from transformer_nmt.checkpoint import model_weights, read_checkpoint
-from transformer_nmt.data.tokenizer import BPETokenizer
+from transformer_nmt.data.tokenizer import BPETokenizer, tokenizer_from_str
+from transformer_nmt.model.vocab_growth import PER_TOKEN
 from transformer_nmt.training.config_checks import ConfigError
 from transformer_nmt.training.init_from import load_parent
+from transformer_nmt.training.parent_position import BATCHING, position_problems
 
 pytest.importorskip("transformers")
 pytest.importorskip("sentencepiece")
@@ -33,6 +40,8 @@ def test_an_imported_model_fine_tunes_with_frozen_parts_unchanged(tmp_path):
     ]
     with pytest.raises(ConfigError, match="data.bpe_dropout=0.1 drops BPE merges"):
         load_parent(compose_train(tmp_path, [*overrides, "data.bpe_dropout=0.1"]))
+    with pytest.raises(ConfigError, match="the parent's is SentencePieceTokenizer's: set init_ext"):
+        load_parent(compose_train(tmp_path, [*overrides, "init_extend_vocab=true"]))
     cfg = compose_train(tmp_path, overrides)
     train(cfg)
     checkpoint = read_checkpoint(f"{cfg.paths.output_dir}/checkpoints/last.ckpt")
@@ -71,6 +80,16 @@ def test_init_from_averages_a_folder_and_freezes_by_path(checkpoints, tmp_path):
         torch.testing.assert_close(weight, (first[name] + second[name]) / 2)
     frozen = {name for name, p in parent.model.named_parameters() if not p.requires_grad}
     assert frozen and all(name.startswith("decoder.layers.0.") for name in frozen)
+
+
+@pytest.mark.parametrize(
+    "setting",
+    ["init_keep=[step]", "init_freeze=[encoder]", "init_extend_vocab=true", "init_average_last=2"],
+)
+def test_a_parent_setting_without_init_from_is_refused_not_ignored(tmp_path, setting):
+    with pytest.raises(ConfigError, match=rf"{re.escape(setting)} only apply with init_from="):
+        load_parent(compose_train(tmp_path, ["experiment=toy", setting]))
+    assert load_parent(compose_train(tmp_path, ["experiment=toy"])) is None
 
 
 @pytest.mark.parametrize(
@@ -147,8 +166,9 @@ def test_init_keep_takes_the_parents_optimizer_schedule_and_step_and_by_default_
         ("[optimizer,epoch]", "init_keep: epoch is no keepable part; name some of optimizer, s"),
         ("[schedule]", "init_keep=\\['schedule'\\] takes one training checkpoint's state, but"),
         ("[step]", "the parent is at step 1, so trainer.max_steps=1 trains nothing: set tra"),
+        ("[data]", "init_keep: the checkpoint holds no loops \\(written without training"),
     ],
-    ids=["unknown", "average", "step"],
+    ids=["unknown", "average", "step", "no_loops"],
 )
 def test_init_keep_refuses_unknown_parts_stateless_parents_and_no_steps_left(
     checkpoints, tmp_path, keep, named
@@ -159,3 +179,159 @@ def test_init_keep_refuses_unknown_parts_stateless_parents_and_no_steps_left(
     cfg = compose_train(tmp_path, [*overrides, *(["init_average_last=2"] if averaged else [])])
     with pytest.raises(ConfigError, match=named):
         load_parent(cfg)
+
+
+@pytest.mark.parametrize(
+    "recorded, overrides, named",
+    [
+        (
+            {"vocab_size": 512, "min_frequency": 1},
+            ["data.vocab_size=1000"],
+            r"data.vocab_size=1000 would train another tokenizer than the parent's \("
+            r"data.vocab_size=512, {n} tokens\): fine-tuning keeps the parent's vocabulary, so "
+            r"set data.vocab_size=512, or init_extend_vocab=true",
+        ),
+        (
+            {"vocab_size": 512, "min_frequency": 2},
+            [],
+            r"data.min_frequency=1 would train another tokenizer than the parent's \("
+            r"data.min_frequency=2, {n} tokens\)",
+        ),
+        (
+            None,
+            ["data.vocab_size=270"],
+            r"data.vocab_size=270 would train another tokenizer than the parent's, whose "
+            r"vocabulary holds {n} tokens: .* set data.vocab_size >= {n}, or init_extend_vocab",
+        ),
+    ],
+    ids=["vocab_size", "min_frequency", "unrecorded"],
+)
+def test_a_data_config_asking_for_another_vocabulary_is_refused_before_any_write(
+    tmp_path, recorded, overrides, named
+):
+    from transformer_nmt.train import train
+
+    tokenizer = BPETokenizer.train(SENTENCES, vocab_size=280, min_frequency=1)
+    path = write_checkpoint(tmp_path / "parent.ckpt", tokenizer, data=recorded)
+    cfg = compose_train(tmp_path, [*quick_toy_run(max_steps=1), f"init_from={path}", *overrides])
+    with pytest.raises(ConfigError, match=named.format(n=tokenizer.vocab_size)):
+        train(cfg)
+    assert not Path(cfg.paths.output_dir).exists()
+
+
+def test_a_new_corpus_with_the_parents_tokenizer_settings_keeps_its_vocabulary(tmp_path):
+    tokenizer = BPETokenizer.train(SENTENCES, vocab_size=280, min_frequency=1)
+    toy = {"vocab_size": 512, "min_frequency": 1}  # conf/data/toy.yaml's, on other sentences
+    path = write_checkpoint(tmp_path / "parent.ckpt", tokenizer, data=toy)
+    cfg = compose_train(tmp_path, [*quick_toy_run(max_steps=1), f"init_from={path}"])
+    assert load_parent(cfg).tokenizer.to_str() == tokenizer.to_str()
+
+
+@pytest.mark.slow
+def test_init_extend_vocab_adds_the_new_corpus_tokens_keeping_old_ids_and_rows(tmp_path):
+    """A parent of a 300-token BPE asked for the toy's 512: refused as it is; extended, every old
+    token keeps its id and rows, new tokens get new ones, and the run trains and translates."""
+    from transformer_nmt.train import train
+    from transformer_nmt.translator import Translator
+
+    parent_cfg = compose_train(
+        tmp_path / "parent", [*quick_toy_run(max_steps=1), "data.vocab_size=300"]
+    )
+    train(parent_cfg)
+    path = f"{parent_cfg.paths.output_dir}/checkpoints/last.ckpt"
+    checkpoint = read_checkpoint(path)
+    old = tokenizer_from_str(checkpoint["tokenizer"])
+    child = [*quick_toy_run(max_steps=2), f"init_from={path}"]
+    refused = compose_train(tmp_path / "refused", child)
+    with pytest.raises(ConfigError, match=r"data.vocab_size=512 would .* \(data.vocab_size=300"):
+        train(refused)
+    assert not Path(refused.paths.output_dir).exists()
+    frozen = compose_train(
+        tmp_path / "frozen", [*child, "init_extend_vocab=true", "init_freeze=[embeddings]"]
+    )
+    with pytest.raises(ConfigError, match="rows in src_embed.lut.weight, .* init_freeze would"):
+        load_parent(frozen)
+
+    cfg = compose_train(tmp_path / "child", [*child, "init_extend_vocab=true"])
+    parent = load_parent(cfg)
+    tokens, known = parent.tokenizer.tokens(), old.vocab_size
+    assert tokens[:known] == old.tokens() and len(tokens) > known
+    for name, weight in parent.model.state_dict().items():
+        rows = known if name.startswith(PER_TOKEN) else None
+        assert torch.equal(weight[:rows], model_weights(checkpoint)[name]), name
+    assert parent.model.src_embed.weight[known:].abs().min(dim=1).values.gt(0).all()
+    sentence = "three one twenty"
+    assert max(parent.tokenizer.encode_batch([sentence])[0]) >= known  # new tokens in use
+
+    train(cfg)
+    last = f"{cfg.paths.output_dir}/checkpoints/last.ckpt"
+    trained = read_checkpoint(last)
+    assert trained["tokenizer"] == parent.tokenizer.to_str()
+    assert trained["model_config"]["vocab_size"] == len(tokens)
+    assert trained["global_step"] == 2
+    (translation,) = Translator.from_checkpoint(last).translate([sentence], beam_size=1)
+    assert isinstance(translation, str)
+
+
+def test_init_keep_data_refuses_a_parent_that_does_not_record_its_batching(tmp_path):
+    cfg = compose_train(tmp_path, quick_toy_run(max_steps=1))
+    (problem,) = position_problems(cfg, {"loops": {}, "epoch": 0, "run_plan": {}})
+    assert "does not record which batches it trained" in problem
+
+
+@pytest.mark.parametrize("parents_budget, problem", [(150, None), (192, "max_tokens=150 \\(the")])
+def test_init_keep_data_compares_the_budget_as_the_run_plans_it(tmp_path, parents_budget, problem):
+    """data.tokens_per_update=300 over batches of 192 tokens: 2 of 150 an update."""
+    cfg = compose_train(tmp_path, [*quick_toy_run(max_steps=1), "data.tokens_per_update=300"])
+    data = cfg.data
+    checkpoint = {
+        "datamodule_hyper_parameters": {name: data[name] for name in BATCHING},
+        "run_plan": {"max_tokens": parents_budget, "world_size": 1},
+        "TranslationDataModule": {
+            "train_fingerprint": instantiate(data.corpus).fingerprint("train", "en", "de")
+        },
+        "epoch": 0,
+    }
+    problems = position_problems(cfg, checkpoint)
+    assert problems == [] if problem is None else re.search(problem, problems[0])
+
+
+@pytest.mark.slow
+def test_init_keep_data_goes_on_with_the_parents_epoch_where_it_stopped(tmp_path):
+    """Two steps, then two more in a child keeping optimizer, schedule, step and data, give the
+    weights of four steps in one run (the tiny model has no dropout); without data the child
+    trains the epoch's first batches again; data alone counts steps anew. Another batching, or
+    an epoch limit already reached, is refused by name."""
+    from transformer_nmt.train import train
+
+    def run(name: str, steps: int, *overrides: str) -> dict:
+        cfg = compose_train(tmp_path / name, [*quick_toy_run(max_steps=steps), *overrides])
+        train(cfg)
+        return read_checkpoint(f"{cfg.paths.output_dir}/checkpoints/last.ckpt")
+
+    def trained_of_epoch(checkpoint: dict) -> int:
+        return checkpoint["loops"]["fit_loop"]["epoch_loop.batch_progress"]["current"]["processed"]
+
+    straight = model_weights(run("straight", 4))
+    run("parent", 2)
+    parent = f"init_from={tmp_path / 'parent' / 'run' / 'checkpoints' / 'last.ckpt'}"
+    kept = run("kept", 4, parent, "init_keep=[optimizer,schedule,step,data]")
+    assert trained_of_epoch(kept) == 4
+    for name, weight in model_weights(kept).items():
+        assert torch.equal(weight, straight[name]), name
+    again = model_weights(run("again", 4, parent, "init_keep=[optimizer,schedule,step]"))
+    assert not all(torch.equal(weight, straight[name]) for name, weight in again.items())
+    alone = run("alone", 2, parent, "init_keep=[data]")
+    assert (alone["global_step"], trained_of_epoch(alone)) == (2, 4)
+
+    other = [*quick_toy_run(max_steps=4), parent, "init_keep=[data]"]
+    with pytest.raises(
+        ConfigError,
+        match=r"data.max_tokens=256 \(the parent's: 192\); match the parent's, or leave data out "
+        r"of init_keep; init_keep names data, and the parent is in epoch 0, so trainer.max_epoch",
+    ):
+        load_parent(
+            compose_train(
+                tmp_path / "other", [*other, "data.max_tokens=256", "trainer.max_epochs=0"]
+            )
+        )

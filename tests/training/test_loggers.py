@@ -2,18 +2,26 @@
 and the settings W&B cannot follow refused before training."""
 
 import json
+import os
+import signal
+import subprocess
+import sys
 
 import pytest
 from omegaconf import open_dict
 
 from helpers import wandb_records
 from helpers.checkpoint_files import SENTENCES, write_checkpoint
-from helpers.hydra_compose import compose_train
+from helpers.hydra_compose import ROOT, compose_train
+from helpers.quick_toy_run import quick_toy_run
+from helpers.signal_at_step import signal_at
+from helpers.stalled_wandb_server import StalledWandbServer
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.train import train
 from transformer_nmt.training.config_checks import ConfigError
 from transformer_nmt.training.loggers import wandb_logger, wandb_problems
 from transformer_nmt.training.run_plan import check_config
+from transformer_nmt.training.stop import exit_status
 from transformer_nmt.wandb_run import RUN_FILE, save_run, saved_run
 
 TOY = ["experiment=toy", "logger=wandb", "data.corpus.num_train=200", "data.corpus.num_val=8"]
@@ -77,6 +85,13 @@ def test_log_model_with_w_and_b_disabled_is_refused_before_training(tmp_path, mo
     check_config(compose_train(tmp_path, TOY))  # W&B off and nothing to upload: fine
 
 
+@pytest.mark.parametrize("seconds", [0, -5])
+def test_a_finish_timeout_that_bounds_nothing_is_refused(tmp_path, seconds):
+    (problem,) = wandb_problems(compose_train(tmp_path, [f"logger.wandb.finish_timeout={seconds}"]))
+    assert f"logger.wandb.finish_timeout={seconds} must be a number of seconds > 0" in problem
+    assert wandb_problems(compose_train(tmp_path, ["logger.wandb.finish_timeout=null"])) == []
+
+
 def test_a_resume_of_a_run_in_another_w_and_b_project_is_refused_naming_both(tmp_path):
     run_dir = tmp_path / "old"
     (run_dir / "checkpoints").mkdir(parents=True)
@@ -105,3 +120,44 @@ def test_the_run_id_is_kept_in_the_run_folder_and_continued_from_it(tmp_path, of
     assert not (tmp_path / "d" / RUN_FILE).exists()
     wandb_logger(str(tmp_path / "d"), "p", mode="disabled")
     assert not (tmp_path / "d" / RUN_FILE).exists()  # no W&B run to continue
+
+
+@pytest.mark.slow
+def test_a_stop_exits_once_finish_timeout_is_spent_on_uploads_the_server_never_takes(tmp_path):
+    """An online run, SIGTERMed, whose W&B server accepts uploads and never answers: the run saves
+    last.ckpt, gives the uploads up after logger.wandb.finish_timeout, says how to send them and
+    exits 143; unbounded, it would wait forever."""
+    bound = 5
+    run_dir = tmp_path / "run"
+    overrides = [o for o in quick_toy_run(max_steps=10) if not o.startswith("logger=")]
+    command = [
+        *overrides,
+        "logger=wandb",
+        f"logger.wandb.finish_timeout={bound}",
+        *signal_at(2, signal.SIGTERM),
+        f"paths.cache_dir={tmp_path}/cache",
+        f"hydra.run.dir={run_dir}",
+    ]
+    # tests/ on the path: the run loads `helpers.signal_at_step` from there.
+    pythonpath = os.pathsep.join(filter(None, [str(ROOT / "tests"), os.environ.get("PYTHONPATH")]))
+    with StalledWandbServer() as server:
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": pythonpath}
+        stopped = subprocess.run(
+            [sys.executable, "train.py", *command],
+            cwd=ROOT,
+            env={**env, **server.env(tmp_path)},
+            capture_output=True,
+            text=True,
+            timeout=bound + 120,
+        )
+        stalled = list(server.stalled)
+
+    assert stopped.returncode == exit_status(signal.SIGTERM), stopped.stderr[-3000:]
+    assert "Traceback" not in stopped.stderr
+    assert (run_dir / "checkpoints" / "last.ckpt").is_file()
+    assert any(r.endswith("/file_stream") for r in stalled)  # finish had metrics it could not send
+    (sync_dir,) = (run_dir / "wandb").glob("run-*")  # online: not offline-run-*
+    assert (
+        f"uploads unfinished after logger.wandb.finish_timeout={bound}s, left in {sync_dir}; "
+        f"send them with `wandb sync {sync_dir}`"
+    ) in (run_dir / "train.log").read_text()

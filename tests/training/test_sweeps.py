@@ -17,6 +17,7 @@ from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 from wandb.sdk.launch.sweeps.utils import create_sweep_command_args
 
+from helpers import wandb_records
 from helpers.hydra_compose import ROOT, compose_train
 from helpers.sweep_runs import TOY_SPACE, dead_worker, train_command
 from hydra_plugins.transformer_nmt_sweeper._space import search_space
@@ -32,7 +33,8 @@ from hydra_plugins.transformer_nmt_sweeper._trials import (
     this_worker,
 )
 from transformer_nmt.model.transformer.config import settings_problems
-from transformer_nmt.training.loggers import group_wandb_runs_by_sweep
+from transformer_nmt.train import build_loggers
+from transformer_nmt.training.loggers import finish_wandb_runs, wandb_group
 from transformer_nmt.training.sweeps import optimized_metric, raise_if_diverged
 
 WANDB_SWEEP = ROOT / "experiments" / "sweeps" / "wandb_multi30k_de_en.yaml"
@@ -308,7 +310,9 @@ def test_wandb_sweep_file_runs_train_py_with_overrides_of_real_config_keys(tmp_p
 @pytest.mark.parametrize(
     ("mode", "group"), [("RUN", None), ("MULTIRUN", "toy/2026-01-02_03-04-05")]
 )
-def test_wandb_runs_are_grouped_by_sweep_in_multiruns_only(tmp_path, mode, group):
+def test_wandb_runs_are_grouped_by_sweep_in_multiruns_only(tmp_path, monkeypatch, mode, group):
+    monkeypatch.setenv("WANDB_MODE", "offline")  # never the network
+    monkeypatch.setenv("WANDB_SILENT", "true")
     cfg = compose_train(
         tmp_path, ["experiment=toy", "hydra.sweep.dir=/sweeps/toy/2026-01-02_03-04-05"]
     )
@@ -316,8 +320,12 @@ def test_wandb_runs_are_grouped_by_sweep_in_multiruns_only(tmp_path, mode, group
         cfg.hydra.mode = mode
     HydraConfig.instance().set_config(cfg)
 
-    group_wandb_runs_by_sweep(cfg)
-    assert cfg.logger.wandb.group == group
+    assert wandb_group(cfg) == group
+    loggers = build_loggers(cfg)
+    finish_wandb_runs(loggers, checkpoint=None)
+    (records,) = (tmp_path / "run" / "wandb").glob("offline-run-*/run-*.wandb")
+    assert wandb_records.run_record(records).run_group == (group or "")
+    assert cfg.logger.wandb.group is None  # the config is read, never written
 
 
 def test_an_explicit_wandb_group_wins(tmp_path):
@@ -326,8 +334,7 @@ def test_an_explicit_wandb_group_wins(tmp_path):
         cfg.hydra.mode = "MULTIRUN"
     HydraConfig.instance().set_config(cfg)
 
-    group_wandb_runs_by_sweep(cfg)
-    assert cfg.logger.wandb.group == "mine"
+    assert wandb_group(cfg) == "mine"
 
 
 def test_optimized_metric_is_the_best_value_when_a_checkpoint_kept_it(tmp_path, caplog):

@@ -73,7 +73,7 @@ class TranslationDataModule(L.LightningDataModule):
             cache_dir: folder of cached tokenizers and token stores.
             seed: seeds batch composition and order.
             tokenizer: the vocabulary to encode with instead of training a BPE (fine-tuning's
-                `init_from`: the parent's); `vocab_size` and `min_frequency` then go unused.
+                `init_from`: the parent's, perhaps extended by this config's BPE).
         """
         super().__init__()
         if not 0 <= bpe_dropout < 1:
@@ -133,6 +133,12 @@ class TranslationDataModule(L.LightningDataModule):
         for split in STAGE_SPLITS[stage]:
             if split not in self.datasets:
                 self.datasets[split] = self._open(split, tokenizer)
+
+    def state_dict(self) -> dict[str, str]:
+        """What checkpoints record of the data: the training split's fingerprint, by which
+        fine-tuning's `init_keep=[data]` knows the parent trained the same pairs."""
+        hp = self.hparams
+        return {"train_fingerprint": self.corpus.fingerprint("train", hp.src_lang, hp.tgt_lang)}
 
     def train_dataloader(self) -> DataLoader:
         dataset = self.datasets["train"]

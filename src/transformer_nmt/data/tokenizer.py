@@ -116,6 +116,24 @@ class BPETokenizer:
         """The token of each id."""
         return [self._tokenizer.id_to_token(i) for i in range(self.vocab_size)]
 
+    def extended(self, other: "BPETokenizer") -> "BPETokenizer":
+        """This vocabulary with the tokens of `other` that it lacks appended: old ids unchanged.
+
+        Each new token comes with `other`'s merge that forms it, ranked after all of this
+        tokenizer's merges (in `other`'s order). BPE applies the lowest-ranked merge first, so a
+        word is segmented exactly as before and only then merged further: every token of the
+        result is a run of this tokenizer's tokens, and text no new merge applies to encodes as
+        before.
+        """
+        mine, theirs = json.loads(self.to_str()), json.loads(other.to_str())
+        vocab, merges = mine["model"]["vocab"], mine["model"]["merges"]
+        for left, right in theirs["model"]["merges"]:
+            # A token this vocabulary has, whatever merge `other` formed it by, keeps its merges.
+            if left + right not in vocab:
+                vocab[left + right] = len(vocab)
+                merges.append([left, right])
+        return BPETokenizer.from_str(json.dumps(mine))
+
     def with_dropout(self, p: float) -> "BPETokenizer":
         """A copy that skips each merge with probability `p` (BPE-dropout)."""
         tokenizer = Tokenizer.from_str(self.to_str())

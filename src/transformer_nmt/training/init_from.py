@@ -2,14 +2,15 @@
 
 `init_from` names a checkpoint, a folder of them (with `init_average_last=N`: their average), or a
 MarianMT folder (`nmt-import hf`'s input). The run takes the parent's architecture, weights and
-vocabulary (the data config trains no tokenizer), and everything else new: optimizer, schedule,
-step and data position start as in a run from scratch, unless `init_keep` names them:
-`optimizer` (Adam's moments and step counts; this run's betas and eps), `schedule` (the
-learning rate continues at the parent's step) and `step` (the global step, which
-`trainer.max_steps` counts on from) come from a parent checkpoint. `init_freeze`
-names parts whose weights training leaves as they are: `embeddings` (source, target, and the
-output projection tied to them), `encoder`, `decoder`, or any module path such as
-`decoder.layers.0`.
+vocabulary (a data config asking for another is refused, unless `init_extend_vocab` adds its
+tokens: parent_vocab.py), and everything else new: optimizer, schedule, step and data position
+start as in a run from scratch, unless `init_keep` names them: `optimizer` (Adam's moments and
+step counts; this run's betas and eps), `schedule` (the learning rate continues at the parent's
+step), `step` (the global step, which `trainer.max_steps` counts on from) and `data` (the
+parent's epoch, from where it stopped, which `trainer.max_epochs` counts on from; only with the
+parent's batching: parent_position.py) come from a parent checkpoint. `init_freeze` names
+parts whose weights training leaves as they are: `embeddings` (source, target, and the output
+projection tied to them), `encoder`, `decoder`, or any module path such as `decoder.layers.0`.
 """
 
 from collections.abc import Sequence
@@ -18,7 +19,7 @@ from typing import Any, NamedTuple
 
 import lightning as L
 from hydra.utils import get_class
-from omegaconf import DictConfig
+from omegaconf import DictConfig, ListConfig
 
 from transformer_nmt.checkpoint import (
     CheckpointError,
@@ -30,11 +31,25 @@ from transformer_nmt.data.framing import ADDED_TOKENS
 from transformer_nmt.data.tokenizer import SubwordTokenizer
 from transformer_nmt.model import EncoderDecoder
 from transformer_nmt.training.config_checks import ConfigError
+from transformer_nmt.training.parent_position import position_problems
+from transformer_nmt.training.parent_vocab import (
+    extend_vocab,
+    frozen_rows_problem,
+    parent_data,
+    vocab_problem,
+)
 
+# What only a run with `init_from` reads.
+PARENT_SETTINGS = ("init_average_last", "init_keep", "init_freeze", "init_extend_vocab")
 # `init_freeze` names beyond module paths.
 ALIASES = {"embeddings": ("src_embed", "tgt_embed")}
 # `init_keep` names: the parent checkpoint's entry each takes.
-KEEPABLE = {"optimizer": "optimizer_states", "schedule": "lr_schedulers", "step": "global_step"}
+KEEPABLE = {
+    "optimizer": "optimizer_states",
+    "schedule": "lr_schedulers",
+    "step": "global_step",
+    "data": "loops",
+}
 
 
 class Parent(NamedTuple):
@@ -46,7 +61,8 @@ class Parent(NamedTuple):
 
 
 class KeepParentState(L.Callback):
-    """Puts the parent's optimizer, schedule and step into this run before its first step.
+    """Puts the parent's optimizer, schedule, step and data position into this run before its
+    first step.
 
     At fit start, before Lightning restores a resumed run's own state, which then wins.
     """
@@ -66,28 +82,49 @@ class KeepParentState(L.Callback):
             scheduler.load_state_dict(self.kept["schedule"][0])
             for group, lr in zip(optimizer.param_groups, scheduler.get_last_lr(), strict=True):
                 group["lr"] = lr  # the first step's rate is the parent's next one
-        if "step" in self.kept:
+        if "data" in self.kept:
+            # The parent's epoch and batch progress, as a resume restores them: the loader then
+            # skips the epoch's trained batches (datamodule._skip_trained_batches). The step
+            # count comes along and is set below.
+            trainer.fit_loop.load_state_dict(self.kept["data"]["fit_loop"])
+        if "step" in self.kept or "data" in self.kept:
             # Lightning's global step is the optimizer steps completed; max_steps counts on.
+            step = self.kept.get("step", 0)
             loop = trainer.fit_loop.epoch_loop
             progress = loop.automatic_optimization.optim_progress.optimizer.step.total
-            progress.ready = progress.completed = self.kept["step"]
-            loop._batches_that_stepped = self.kept["step"]
+            progress.ready = progress.completed = step
+            loop._batches_that_stepped = step
+
+
+def override(value: Any) -> str:
+    """A setting's value as a command line gives it: `[step]`, `true`."""
+    if isinstance(value, ListConfig | list):
+        return f"[{','.join(map(str, value))}]"
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def load_parent(cfg: DictConfig) -> Parent | None:
     """The parent `cfg.init_from` names, checked against the config; None without one.
 
     Raises:
-        ConfigError: an unreadable parent, a family other than `cfg.model`'s, or an
-            `init_freeze` name that matches no weights, each named; before anything is written.
+        ConfigError: an `init_*` setting without `init_from`, an unreadable parent, a family
+            other than `cfg.model`'s, a data config asking for another vocabulary, a kept data
+            position under another batching, or an `init_freeze` name that matches no weights,
+            each named; before anything is written.
     """
     init_from = cfg.get("init_from")
     if init_from is None:
+        if orphans := [f"{key}={override(cfg[key])}" for key in PARENT_SETTINGS if cfg.get(key)]:
+            raise ConfigError(
+                f"{', '.join(orphans)} only apply with init_from=<checkpoint or folder>: give "
+                "the parent to start from, or drop them"
+            )
         return None
     average_last = cfg.get("init_average_last")
     keep = list(cfg.get("init_keep") or [])
     try:
         model, tokenizer = read_parent(Path(init_from), average_last)
+        recorded = parent_data(Path(init_from), average_last)
         kept = read_kept(Path(init_from), average_last, keep)
         if problem := step_problem(kept.get("step"), cfg.trainer.get("max_steps", -1)):
             raise ConfigError(problem)
@@ -99,10 +136,19 @@ def load_parent(cfg: DictConfig) -> Parent | None:
             f"init_from={init_from} holds a {type(model).__name__} ({model.config.family}), but "
             f"model={cfg.model._target_} builds a {family.__name__}: choose the parent's family"
         )
+    extend = cfg.get("init_extend_vocab")
     problems = fit_problems(cfg, model, tokenizer)
+    if not extend and (problem := vocab_problem(cfg.data, recorded, tokenizer)):
+        problems.append(problem)
+    if "data" in kept:
+        problems += position_problems(cfg, read_checkpoint(Path(init_from), mmap=True))
     if problems:
         raise ConfigError(f"init_from={init_from}: " + "; ".join(problems))
+    if extend:
+        model, tokenizer = extend_vocab(cfg, model, tokenizer)
     freeze(model, cfg.get("init_freeze") or [])
+    if extend and (problem := frozen_rows_problem(model)):
+        raise ConfigError(problem)
     return Parent(model.train(), tokenizer, kept)
 
 

@@ -4,16 +4,20 @@ import logging
 import os
 import secrets
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hydra.core.hydra_config import HydraConfig
 from lightning.pytorch.loggers import Logger, WandbLogger
 from lightning.pytorch.utilities import rank_zero_only
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig
 
 from transformer_nmt.training.callbacks.checkpoint_policy import CheckpointPolicy
 from transformer_nmt.training.run_lock import is_global_rank_zero
 from transformer_nmt.training.sweeps import is_multirun
 from transformer_nmt.wandb_run import WandbRunError, continued_run_id, save_run, wandb_mode
+
+if TYPE_CHECKING:
+    import wandb
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +35,7 @@ def wandb_logger(
     ckpt_path: str | None = None,
     continue_run: bool = True,
     mode: str | None = None,
+    finish_timeout: float | None = None,
     **kwargs,
 ) -> WandbLogger:
     """A WandbLogger that logs online when W&B credentials exist, offline otherwise.
@@ -42,7 +47,8 @@ def wandb_logger(
     checkpoint's run folder (`wandb_run.py`) unless `continue_run` is false; the id is written to
     `save_dir`, for the next resume. `log_model` true or "all" uploads the best checkpoint and
     `last.ckpt` as Artifacts (the checkpoint policy tells the logger of those only), at the end of
-    training or as they are saved.
+    training or as they are saved. `finish_timeout` bounds, in seconds, how long the run's end waits
+    for uploads (None: until they are done); what is not sent by then stays on disk.
     """
     chosen = mode or os.environ.get("WANDB_MODE")
     mode = wandb_mode(mode)
@@ -72,28 +78,44 @@ def wandb_logger(
         tags=tags,
         id=run_id,
         log_model=log_model,
+        settings=_finish_settings(finish_timeout),
         **kwargs,
     )
 
 
+def _finish_settings(finish_timeout: float | None) -> "wandb.Settings":
+    """W&B's own bound on a run's end: its service gives the uploads up and closes the run, where
+    a thread with a deadline would leave `finish` half done under wandb's exit hook."""
+    import wandb  # imported by the runs that log to W&B only
+
+    # Raising is how `finish_wandb_runs` learns that the bound was reached; 0 is W&B's "no bound".
+    return wandb.Settings(finish_timeout=finish_timeout or 0, finish_timeout_raises=True)
+
+
 def wandb_problems(cfg: DictConfig) -> list[str]:
     """What W&B cannot do as configured, each named by its key; [] without a W&B logger."""
-    wandb = (cfg.get("logger") or {}).get("wandb")
-    if wandb is None:
+    config = (cfg.get("logger") or {}).get("wandb")
+    if config is None:
         return []
     problems = []
-    log_model = wandb.get("log_model", False)
+    log_model = config.get("log_model", False)
     if log_model not in (False, True, "all"):
         problems.append(f"logger.wandb.log_model={log_model} must be false, true or all")
-    disabled_by = "logger.wandb.mode=disabled" if wandb.get("mode") else "WANDB_MODE=disabled"
-    if log_model and (wandb.get("mode") or os.environ.get("WANDB_MODE")) == "disabled":
+    finish_timeout = config.get("finish_timeout")
+    if finish_timeout is not None and not finish_timeout > 0:
+        problems.append(
+            f"logger.wandb.finish_timeout={finish_timeout} must be a number of seconds > 0, "
+            "or null to wait until every upload is done"
+        )
+    disabled_by = "logger.wandb.mode=disabled" if config.get("mode") else "WANDB_MODE=disabled"
+    if log_model and (config.get("mode") or os.environ.get("WANDB_MODE")) == "disabled":
         problems.append(
             f"logger.wandb.log_model={log_model} uploads checkpoints to W&B, but {disabled_by} "
             "turns W&B off: enable it (online or offline), or set logger.wandb.log_model=false"
         )
-    if wandb.get("continue_run", True):
+    if config.get("continue_run", True):
         try:
-            continued_run_id(cfg.get("ckpt_path"), wandb.project)
+            continued_run_id(cfg.get("ckpt_path"), config.project)
         except WandbRunError as e:
             problems.append(str(e))
     return problems
@@ -116,7 +138,8 @@ def finish_wandb_runs(
 ) -> None:
     """Record the best checkpoint's score and path in the run summary, then close the run.
 
-    A non-zero `exit_code` marks the run as failed in W&B.
+    A non-zero `exit_code` marks the run as failed in W&B. Uploads still under way after the run's
+    `finish_timeout` are left on disk, with a warning that says how to send them.
     """
     for logger in loggers:
         if isinstance(logger, WandbLogger):
@@ -127,22 +150,34 @@ def finish_wandb_runs(
                         "best/checkpoint": checkpoint.best_model_path,
                     }
                 )
+            settings = logger.experiment.settings
             # Flushes an offline run to disk; a later run in the same process (a sweep) then
             # starts a fresh W&B run.
-            logger.experiment.finish(exit_code=exit_code)
+            try:
+                logger.experiment.finish(exit_code=exit_code)
+            except TimeoutError:
+                log.warning(
+                    "W&B: uploads unfinished after logger.wandb.finish_timeout=%gs, left in %s; "
+                    "send them with `wandb sync %s`",
+                    settings.finish_timeout,
+                    settings.sync_dir,
+                    settings.sync_dir,
+                )
 
 
-def group_wandb_runs_by_sweep(cfg: DictConfig) -> None:
-    """In a Hydra multirun, group every trial's W&B run under the sweep, e.g. `toy/<sweep>`.
+def wandb_group(cfg: DictConfig) -> str | None:
+    """The W&B group of this run: `logger.wandb.group`, else in a Hydra multirun the sweep's, e.g.
+    `toy/<sweep>`, so that every trial's run is grouped under it; None without a W&B logger.
 
-    An explicit `logger.wandb.group` wins. Done here rather than by interpolation in the YAML:
-    `hydra.sweep.dir` is set in single runs too, which should stay ungrouped.
+    Not an interpolation in the YAML: `hydra.sweep.dir` is set in single runs too, which should
+    stay ungrouped.
     """
-    wandb = (cfg.get("logger") or {}).get("wandb")
-    if wandb is None or wandb.get("group") is not None or not is_multirun():
-        return
-    with open_dict(wandb):
-        wandb.group = f"{cfg.task_name}/{Path(HydraConfig.get().sweep.dir).name}"
+    config = (cfg.get("logger") or {}).get("wandb")
+    if config is None:
+        return None
+    if config.get("group") is not None or not is_multirun():
+        return config.get("group")
+    return f"{cfg.task_name}/{Path(HydraConfig.get().sweep.dir).name}"
 
 
 def _experiment_overrides() -> list[str]:
