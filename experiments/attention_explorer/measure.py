@@ -7,10 +7,10 @@ a real translation's length. Chromium (headless) opens the page 5 times; the tim
 start of navigation to the first drawing done (`explorer.readyAt`), the median.
 
 Overhead: three validations of the Multi30k recipe (`experiment=multi30k_de_en`, 1014 sentences
-decoded greedily) on the weights of `--steps` updates, the explorer on, off, on. Each is timed
-from its start hook to its end hook, the last callback's; inside it the attention callback's
-explorer (`_explore`) and its parts (the beam search with its trace, the teacher-forced passes,
-the data and page written) and the heatmaps beside it.
+decoded greedily) on the weights of `--steps` updates (from `--init-from`'s if given), the
+explorer on, off, on. Each is timed from its start hook to its end hook, the last callback's;
+inside it the attention callback's explorer (`_explore`) and its parts (the beam search with its
+trace, the teacher-forced passes, the data and page written) and the heatmaps beside it.
 
     python -m experiments.attention_explorer.measure --steps 20 --out /tmp/explorer_measure
 """
