@@ -258,6 +258,20 @@ def test_samples_are_the_same_in_any_batch_plan_and_differ_by_seed(folder):
     assert one == translator.translate(MIXED, beam_size=1, max_len_b=5)  # strings, greedy's
 
 
+def test_line_breaks_and_tabs_the_model_samples_come_out_as_spaces(tmp_path):
+    tokenizer = BPETokenizer.train(SENTENCES, vocab_size=280, min_frequency=1)
+    path = write_checkpoint(tmp_path / "breaks.ckpt", tokenizer, output_bias=True)
+    checkpoint = torch.load(path, weights_only=True)
+    bias = checkpoint["state_dict"]["model.generator.bias"]
+    breaking = [tokenizer.encode_batch([c])[0][0] for c in ("\n", "\t", "\r", "\v")]
+    bias[breaking] = 50.0  # all but certain, in any order
+    torch.save(checkpoint, path)
+    translator = Translator.from_checkpoint(path, device="cpu")
+    samples = translator.translate(["one two"], max_len_b=6, sampling=Sampling(n=4, seed=1))
+    outputs = texts(samples[0])
+    assert len(outputs) == 4 and all(text and set(text) == {" "} for text in outputs)
+
+
 def test_each_translation_starts_with_its_prefix_verbatim(folder):
     translator = Translator.from_checkpoint(folder / "step1.ckpt", device="cpu")
     prefixes = ["fünf sechs", "", "one", "", "zwei drei", "four", "sechs"]

@@ -11,6 +11,7 @@
 
 import logging
 import os
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import accumulate, islice
 from pathlib import Path
@@ -37,6 +38,10 @@ Scored = list[tuple[str, float]]  # n-best (translation, score) pairs of one sen
 # Batches read, sorted by source length and decoded before any is yielded: enough for batches of
 # like lengths, few enough that a stream shows progress and holds little.
 SORT_CHUNK = 64
+
+# Byte-level BPE can emit any character, and sampling does emit line breaks and tabs; an output
+# is one line of the files it goes to (n-best lists and prefix columns are tab-separated).
+LINE_BREAKING = re.compile(r"[\t\n\v\f\r\x1c-\x1e\x85\u2028\u2029]")
 
 
 class Search(Protocol):
@@ -297,7 +302,8 @@ class Translator:
 
         Returns:
             One translation per sentence, or one list of n_best scored translations (of n
-            samples, in the order drawn).
+            samples, in the order drawn). Each is one line: a line break or tab the model writes
+            comes out as a space.
         """
         if sampling is not None and n_best is not None:
             raise ValueError("n_best is beam search's: sampling gives sampling.n scored samples")
@@ -405,7 +411,10 @@ class Translator:
         for batch, beams in zip(batches, found, strict=True):
             for i, hypotheses in zip(batch, beams, strict=True):
                 texts = self.tokenizer.decode_batch([h.tokens for h in hypotheses])
-                results[i] = [(t, h.score) for t, h in zip(texts, hypotheses, strict=True)]
+                results[i] = [
+                    (LINE_BREAKING.sub(" ", t), h.score)
+                    for t, h in zip(texts, hypotheses, strict=True)
+                ]
         return results
 
     def score(
