@@ -1,5 +1,6 @@
 """The Python API: `Translator` gives what the model and search give, in input order."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -295,6 +296,22 @@ def test_a_prefix_longer_than_its_translation_may_be_or_missing_is_refused_namin
         translator.translate(MIXED, prefixes=[""] * 8)
     with pytest.raises(ValueError, match="n_best is beam search's"):
         translator.translate(MIXED, n_best=2, sampling=Sampling(n=2))
+
+
+def test_a_constraint_is_met_as_a_whole_word_where_the_model_would_go_on_with_it(tmp_path):
+    tokenizer = BPETokenizer.train(SENTENCES, vocab_size=280, min_frequency=1)
+    path = write_checkpoint(tmp_path / "e.ckpt", tokenizer, output_bias=True)
+    checkpoint = torch.load(path, weights_only=True)
+    (e,) = tokenizer.encode_batch(["e"])[0]
+    checkpoint["state_dict"]["model.generator.bias"][e] = 20.0  # "e" after anything
+    torch.save(checkpoint, path)
+    translator = Translator.from_checkpoint(path, device="cpu")
+    options = dict(max_len_b=4, constraints=[["zwei"]])
+    (got,) = translator.translate(["one two"], **options)
+    assert re.search(r"(?<!\w)zwei(?!\w)", got)
+    continuing = translator.tokenizer.continues_word()
+    translator.tokenizer.continues_word = lambda: [False] * len(continuing)  # any id may follow
+    assert "zweie" in translator.translate(["one two"], **options)[0]
 
 
 def test_every_constraint_appears_and_an_unmeetable_one_is_reported_by_line(folder, caplog):

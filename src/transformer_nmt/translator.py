@@ -90,9 +90,11 @@ class TorchSearch:
         indices: list[list[int]] | None = None,
         target_prefixes: list[list[list[int]]] | None = None,
         constraints: list[list[list[list[int]]]] | None = None,
+        continuing: list[int] | None = None,
     ) -> Iterator[list[list[Hypothesis]]]:
         """Beam search, with `constraints` (per batch, per sentence, its phrases' ids) beam
-        search with dynamic beam allocation, or with `sampling` sampling; each batch's `indices`
+        search with dynamic beam allocation (none of the `continuing` ids, which go on a word,
+        right after a constraint), or with `sampling` sampling; each batch's `indices`
         (each sentence's 0-based line) seed the samples and name lines in warnings;
         `target_prefixes` per batch, per sentence."""
         for b, tokens in enumerate(batches):
@@ -107,8 +109,9 @@ class TorchSearch:
                     del common["target_prefixes"]
                     phrases = constraints[b]
                     found, missed = constrained_beam_search(
-                        self.model, src, **TARGET_FRAME, constraints=phrases, **common, **options
-                    )
+                        self.model, src, **TARGET_FRAME, constraints=phrases,
+                        continuing=continuing, **common, **options,
+                    )  # fmt: skip
                     _report_missed(missed, indices[b])
                 elif sampling is None:
                     found = beam_search(self.model, src, **TARGET_FRAME, **common, **options)
@@ -295,7 +298,8 @@ class Translator:
                 before the search goes on (engine "torch"); longer than the translation may be
                 (its source's length + max_len_b tokens) is an error naming its line.
             constraints: one list of phrases per sentence ([] none) its translation must
-                contain, each as a word inside the sentence (after a space), by beam search with
+                contain, each as a whole word inside the sentence (after a space, and followed
+                by no letter or digit that would go on its word), by beam search with
                 dynamic beam allocation (engine "torch", not with sampling or prefixes); one a
                 translation cannot meet within its length limit is logged as a warning naming
                 the line, and the translation meeting the most is given.
@@ -402,6 +406,10 @@ class Translator:
         if constraints is not None:
             phrases = {i: self._phrase_ids(constraints[i]) for i in todo}
             extra["constraints"] = [[phrases[i] for i in b] for b in batches]
+            # Each constraint a whole word: nothing that goes on a word may follow it.
+            extra["continuing"] = [
+                i for i, goes_on in enumerate(self.tokenizer.continues_word()) if goes_on
+            ]
         if prefixes is not None:
             forced = self._prefix_ids(prefixes, tokens, first_line, options["max_len_b"])
             extra["target_prefixes"] = [[forced[i] for i in b] for b in batches]

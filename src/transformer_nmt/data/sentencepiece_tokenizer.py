@@ -73,6 +73,11 @@ class SentencePieceTokenizer:
         """The piece of each id."""
         return list(self.pieces)
 
+    def continues_word(self) -> list[bool]:
+        """Whether each id's text goes on the word before it: no ▁ (a word start) before a
+        letter or digit."""
+        return [p[:1].isalnum() for p in self.pieces]
+
     def encode_batch(self, texts: list[str], side: str = "source") -> list[list[int]]:
         """Token ids of each text by `side`'s model, without special tokens."""
         processor = self._processors[side]

@@ -34,6 +34,8 @@ class SubwordTokenizer(Protocol):
 
     def tokens(self) -> list[str]: ...
 
+    def continues_word(self) -> list[bool]: ...
+
     def to_str(self) -> str: ...
 
 
@@ -115,6 +117,14 @@ class BPETokenizer:
     def tokens(self) -> list[str]:
         """The token of each id."""
         return [self._tokenizer.id_to_token(i) for i in range(self.vocab_size)]
+
+    def continues_word(self) -> list[bool]:
+        """Whether each id's text goes on the word before it: it starts with a letter or digit.
+
+        Byte-level BPE spells a byte as itself up to U+00FF, but spaces and control bytes (as
+        the Ġ of a word start) as letters from U+0100 on: those start no word's continuation.
+        """
+        return [t[:1].isalnum() and ord(t[0]) < 0x100 for t in self.tokens()]
 
     def extended(self, other: "BPETokenizer") -> "BPETokenizer":
         """This vocabulary with the tokens of `other` that it lacks appended: old ids unchanged.

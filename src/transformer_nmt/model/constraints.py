@@ -8,8 +8,10 @@ constraint ids they have met, and the beam's K slots are shared among the banks 
 each, C the sentence's constraint ids, slots a bank cannot fill going to the banks with more met),
 so hypotheses that make progress on the constraints are not crowded out by likelier ones that do
 not. A hypothesis may end (EOS) only once every constraint is met. A constraint abandoned halfway
-loses its progress. When no hypothesis meets every constraint within the maximum length, the one
-meeting the most is returned, and the constraints it misses are reported.
+loses its progress. Given the ids that go on a word (`continuing`), none may follow a constraint's
+last id, so that a constraint is met as a whole word ("employee", never "employeeing"). When no
+hypothesis meets every constraint within the maximum length, the one meeting the most is
+returned, and the constraints it misses are reported.
 """
 
 from dataclasses import dataclass
@@ -35,6 +37,7 @@ class Progress:
     met: tuple[bool, ...]
     current: int | None = None  # the constraint in progress
     matched: int = 0  # its ids matched so far
+    completed: bool = False  # a constraint's last id was the last one appended
 
     def met_ids(self, constraints: list[list[int]]) -> int:
         """Constraint ids met: the bank of the hypothesis."""
@@ -63,7 +66,7 @@ class Progress:
     def _matched(self, i: int, matched: int, constraints: list[list[int]]) -> "Progress":
         if matched < len(constraints[i]):
             return Progress(self.met, i, matched)
-        return Progress(tuple(m or j == i for j, m in enumerate(self.met)))
+        return Progress(tuple(m or j == i for j, m in enumerate(self.met)), completed=True)
 
 
 @dataclass
@@ -86,6 +89,7 @@ def constrained_beam_search(
     max_len_b: int = 50,
     penalty: str = "gnmt",
     n_best: int = 1,
+    continuing: list[int] | None = None,
 ) -> tuple[list[list[Hypothesis]], list[list[int]]]:
     """Beam search whose outputs contain each sentence's constraints (dynamic beam allocation).
 
@@ -96,6 +100,8 @@ def constrained_beam_search(
         model, src, bos_id, eos_id, beam_size, alpha, max_len_b, penalty, n_best: as for
             `beam_search`.
         constraints: per sentence, its phrases as id lists (none: []).
+        continuing: the ids whose text goes on the word before them, never appended right after
+            a constraint; None allows any.
 
     Returns:
         Per sentence, its n_best hypotheses, best first; and the indices of the constraints its
@@ -119,6 +125,15 @@ def constrained_beam_search(
     done = [False] * B
     for t in range(max(max_lens)):
         log_probs = _next_log_probs(model, prefixes, memory, src_mask, cache, never).cpu()
+        if continuing is not None:
+            ended = [
+                b * K + k
+                for b in range(B)
+                for k, beam in enumerate(beams[b])
+                if beam is not None and beam.progress.completed
+            ]
+            rows_ended = torch.tensor(ended, dtype=torch.long)[:, None]
+            log_probs[rows_ended, torch.tensor(continuing, dtype=torch.long)] = float("-inf")
         order, tokens = [], []
         for b in range(B):
             if not done[b]:
