@@ -11,6 +11,7 @@ from pathlib import Path
 
 from transformer_nmt.atomic import atomic_open
 from transformer_nmt.data.bitext import iter_lines
+from transformer_nmt.data.progress import progress
 from transformer_nmt.model.sampling import Sampling
 from transformer_nmt.pipelines.stages import Stage, stage_key
 from transformer_nmt.translator import Translator
@@ -54,10 +55,13 @@ def translate_stage(
     runs = stage.start()
     if runs:
         lines = [line.rstrip("\n") for line in iter_lines(source)]
+        translations = translate(members, lines, decoding)  # one line each (Translator)
         with atomic_open(output, "w", encoding="utf-8") as f:
-            for translation in translate(members, lines, decoding):
-                # One line each: a sampled token may decode to a line break.
-                f.write(" ".join(translation.split()) + "\n")
+            # A bar on a terminal, a log line every 30 s off one: a corpus may take hours.
+            for translation in progress(
+                translations, desc=f"Stage {name}", total=len(lines), unit=" sentences"
+            ):
+                f.write(translation + "\n")
         stage.finish({"model": [[str(c) for c in m] for m in members], "source": str(source)})
     return output, runs
 
