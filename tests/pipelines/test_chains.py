@@ -24,6 +24,7 @@ from transformer_nmt.pipelines.chains import (
     distill,
 )
 from transformer_nmt.pipelines.stages import DONE
+from transformer_nmt.pipelines.training import best_checkpoint
 from transformer_nmt.pipelines.translation import Decoding
 from transformer_nmt.training.config_checks import ConfigError
 
@@ -145,6 +146,16 @@ def test_a_translation_stage_logs_its_progress_off_a_terminal(
     with caplog.at_level(logging.INFO):
         translation.translate_stage(work, "t", [[reverse]], german(work, lines=5), Decoding())
     assert "Stage t: done, 5 sentences in" in caplog.text
+
+
+def test_a_training_stage_gives_the_best_checkpoint_by_validation_or_else_the_last(tmp_path):
+    last = tmp_path / "last.ckpt"
+    for name in ("last.ckpt", "step4.ckpt", "step6.ckpt"):
+        (tmp_path / name).touch()
+    assert best_checkpoint(last, "val/bleu") == last  # no validation ran
+    (tmp_path / "step3-bleu12.50.ckpt").touch()
+    assert best_checkpoint(last, "val/bleu") == tmp_path / "step3-bleu12.50.ckpt"
+    assert best_checkpoint(last, None) == last
 
 
 def test_backtranslation_rerun_does_nothing_and_a_new_factor_trains_again_alone(

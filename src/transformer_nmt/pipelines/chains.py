@@ -68,7 +68,7 @@ class Distillation:
 
 
 def backtranslate(spec: BackTranslation) -> Path:
-    """Run (or reuse) every stage; returns the forward model's last.ckpt."""
+    """Run (or reuse) every stage; returns the forward model's best checkpoint."""
     checks.positive_factor("--real-factor", spec.real_factor)
     checks.positive_factor("--synthetic-factor", spec.synthetic_factor)
     forward = compose_run(spec.overrides)
@@ -104,7 +104,7 @@ def backtranslate(spec: BackTranslation) -> Path:
 
 
 def distill(spec: Distillation) -> Path:
-    """Run (or reuse) every stage; returns the student's last.ckpt."""
+    """Run (or reuse) every stage; returns the student's best checkpoint."""
     checks.positive_factor("--distilled-factor", spec.distilled_factor)
     if spec.references_factor is not None:
         checks.positive_factor("--references-factor", spec.references_factor)

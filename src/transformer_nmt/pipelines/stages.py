@@ -59,6 +59,10 @@ class Stage:
         self.folder.mkdir(parents=True, exist_ok=True)
         return True
 
+    def record(self) -> dict[str, Any]:
+        """What the done stage said it made."""
+        return json.loads((self.folder / DONE).read_text())
+
     def finish(self, record: dict[str, Any]) -> None:
         """Mark the stage done; `record` says what it made."""
         write_atomically(self.folder / DONE, json.dumps(record, indent=2, default=str) + "\n")

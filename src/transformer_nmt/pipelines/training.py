@@ -2,6 +2,7 @@
 
 The folder is the run folder (`hydra.run.dir`), so an interrupted stage resumes from its
 `checkpoints/last.ckpt` as any run started again in its folder does (training/auto_resume.py).
+What the stage gives the next is the run's best checkpoint by validation, as a user would pick.
 """
 
 import os
@@ -58,7 +59,8 @@ def data_config(cfg: DictConfig) -> DictConfig:
 def train_stage(
     work: Path, name: str, cfg: DictConfig, inputs: Sequence[Path] = ()
 ) -> tuple[Path, bool]:
-    """Train `cfg` in its stage folder, or reuse it; returns (last.ckpt, whether it ran).
+    """Train `cfg` in its stage folder, or reuse it; returns (its best checkpoint by the checkpoint
+    policy's `monitor`, or last.ckpt where it saved none, and whether it ran).
 
     inputs: files the config reads whose contents the key must hold (synthetic corpora).
     """
@@ -69,14 +71,24 @@ def train_stage(
     settings.pop("paths")  # where things go, not what is trained
     stage = Stage(work, name, stage_key(settings, inputs))
     cfg = _in_folder(cfg, str(stage.folder))
-    checkpoint = run_folder_checkpoint(cfg)
     runs = stage.start()
     if runs:
         from transformer_nmt.train import train  # torch and Lightning, only when a stage trains
 
         metrics = train(cfg)
-        stage.finish({"checkpoint": str(checkpoint), "metrics": metrics})
-    return checkpoint, runs
+        monitor = OmegaConf.select(cfg, "callbacks.checkpoints.monitor")
+        best = best_checkpoint(run_folder_checkpoint(cfg), monitor)
+        stage.finish({"checkpoint": str(best), "metrics": metrics})
+    return Path(stage.record()["checkpoint"]), runs
+
+
+def best_checkpoint(last: Path, monitor: str | None) -> Path:
+    """The best checkpoint beside a run's `last`, `step<N>-<metric><score>.ckpt` by `monitor`
+    (the checkpoint policy keeps one), or `last` where there is none (no validation ran)."""
+    if monitor is None:
+        return last
+    best = sorted(last.parent.glob(f"step*-{monitor.rsplit('/', 1)[-1]}*.ckpt"))
+    return max(best, key=lambda p: p.stat().st_mtime_ns) if best else last
 
 
 def _in_folder(cfg: DictConfig, folder: str) -> DictConfig:
