@@ -17,7 +17,6 @@ from typing import Any
 
 from sacrebleu.metrics import BLEU, CHRF
 from sacremoses import MosesTokenizer
-from tqdm import tqdm
 
 from transformer_nmt import significance
 from transformer_nmt.atomic import write_atomically
@@ -31,6 +30,7 @@ from transformer_nmt.cli.search_args import (
     positive_int,
     search_options,
 )
+from transformer_nmt.cli.shard_args import logged_progress
 from transformer_nmt.data.bitext import read_lines
 from transformer_nmt.data.corpus import DataError
 from transformer_nmt.export import ExportError
@@ -240,7 +240,9 @@ def evaluate(
 ) -> tuple[list[str], dict[str, Any]]:
     """The best hypothesis of each source, and their scores against the references."""
     outputs = translator.stream(sources, **search)
-    hypotheses = [hyps[0][0] for hyps in tqdm(outputs, total=len(sources), unit="sent", desc=desc)]
+    desc = desc or "translating"
+    bar = logged_progress(iterable=outputs, total=len(sources), unit=" sentences", desc=desc)
+    hypotheses = [hyps[0][0] for hyps in bar]
     return hypotheses, score(hypotheses, references, lang)
 
 
@@ -279,7 +281,10 @@ def decode_systems(
         if position not in outputs:
             translator = Translator.from_checkpoint([path], args.device, **engine_options(args))
             found = translator.stream(sources, **search)
-            hypotheses = [h[0][0] for h in tqdm(found, total=len(sources), desc=path.name)]
+            bar = logged_progress(
+                iterable=found, total=len(sources), unit=" sentences", desc=path.name
+            )
+            hypotheses = [h[0][0] for h in bar]
             written = output_dir / "systems" / f"{position + 1}_{path.stem}.txt"
             write_atomically(written, "".join(f"{h}\n" for h in hypotheses))
             outputs[position] = hypotheses

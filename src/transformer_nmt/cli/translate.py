@@ -7,8 +7,6 @@ from functools import partial
 from itertools import islice, tee
 from pathlib import Path
 
-from tqdm import tqdm
-
 from transformer_nmt.alignment import Alignment
 from transformer_nmt.checkpoint import CheckpointError, resolve_checkpoints
 from transformer_nmt.cli import alignment_args, ensemble_args, sampling_args, shard_args
@@ -100,7 +98,9 @@ def main(argv: list[str] | None = None) -> None:
         outputs = translator.stream(lines, prefixes=prefixes, constraints=constraints, **options)
         progress = None
         if args.input is not None:
-            progress = tqdm(total=total, unit="sent", file=sys.stderr)
+            progress = shard_args.logged_progress(
+                desc="translating", total=total, unit=" sentences"
+            )
     else:
         if alignment is None:  # loaded to refuse a bad checkpoint early; each shard loads its own
             translator = None
@@ -109,7 +109,9 @@ def main(argv: list[str] | None = None) -> None:
         each = {name: items for name, items in each.items() if items is not None}
         make = partial(shard_args.shard_translator, first, args)
         outputs = translate_sharded(make, devices, lines, options, each, args.threads)
-        progress = shard_args.logged_progress(desc="translating", total=len(lines), unit="sent")
+        progress = shard_args.logged_progress(
+            desc="translating", total=len(lines), unit=" sentences"
+        )
     if alignment is not None:
         outputs = with_alignments(outputs, sources, translator, alignment, args.batch_size)
     try:
