@@ -29,3 +29,9 @@ def test_compound_splitting_is_the_scripts_single_perl_pass():
     assert paper_tokenize(['1-2-3 "x" & Mutter-Kind.'], "de") == [
         '1 ##AT##-##AT## 2-3 " x " & Mutter ##AT##-##AT## Kind .'
     ]
+
+
+def test_detokenized_outputs_draw_no_warning_from_the_tokenized_score(caplog):
+    lines = ["A man runs."] * 120  # sacreBLEU warns past 100 lines ending in " ."
+    score(lines, lines, "en")
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]

@@ -61,7 +61,8 @@ def score(hypotheses: list[str], references: list[str], lang: str = "en") -> dic
     runs = {
         "BLEU": (BLEU(), hypotheses, references),
         "BLEU-lc": (BLEU(lowercase=True), hypotheses, references),
-        "BLEU-tok": (BLEU(tokenize="none"), *tokenized),
+        # Tokenized on purpose: force, or sacreBLEU warns that it looks undetokenized.
+        "BLEU-tok": (BLEU(tokenize="none", force=True), *tokenized),
         "chrF2": (CHRF(), hypotheses, references),
     }
     report = {}
