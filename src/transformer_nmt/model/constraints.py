@@ -132,8 +132,10 @@ def constrained_beam_search(
                 for k, beam in enumerate(beams[b])
                 if beam is not None and beam.progress.completed
             ]
-            rows_ended = torch.tensor(ended, dtype=torch.long)[:, None]
-            log_probs[rows_ended, torch.tensor(continuing, dtype=torch.long)] = float("-inf")
+            host = log_probs.device  # the scores were moved to the CPU above
+            rows_ended = torch.tensor(ended, dtype=torch.long, device=host)[:, None]
+            going_on = torch.tensor(continuing, dtype=torch.long, device=host)
+            log_probs[rows_ended, going_on] = float("-inf")
         order, tokens = [], []
         for b in range(B):
             if not done[b]:
