@@ -10,20 +10,19 @@ evaluation is kept in --out/<name>/<split>/ and reused by a rerun: test is decod
 
 import argparse
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 from experiments.common.machine import cpu_description
+from transformer_nmt.checkpoint import best_checkpoints
 
 SPLITS = {"val": "val", "test": "test_2016_flickr"}
-BEST = re.compile(r"^step(?P<step>\d+)-bleu[\d.]+\.ckpt$")  # the checkpoint policy's best
 
 
 def best_checkpoint(run: Path) -> Path:
     """The run's one best checkpoint, named by its step and val BLEU."""
-    found = sorted(p for p in (run / "checkpoints").glob("*.ckpt") if BEST.match(p.name))
+    found = best_checkpoints(run / "checkpoints", "val/bleu")
     if len(found) != 1:
         raise SystemExit(f"{run}/checkpoints: {len(found)} best checkpoints, expected one")
     return found[0]
@@ -55,7 +54,7 @@ def main() -> None:
     for row in args.runs:
         name, _, run = row.partition("=")
         best = best_checkpoint(Path(run))
-        step = BEST.match(best.name).group("step")
+        step = best.name.removeprefix("step").split("-")[0]
         # val first: a test score never chose anything.
         val, test = (
             evaluate(best, args.data, stem, args.out / name / split, args.threads)

@@ -29,6 +29,18 @@ PERIODIC = "periodic"
 UNMARKED_PERIODIC = re.compile(r"step\d+\.ckpt")
 
 
+def best_name(monitor: str, step: int, score: float) -> str:
+    """The file name of a run's best checkpoint: `step<N>-<metric><score>.ckpt`, the metric the
+    last part of `monitor` (`val/bleu`: `step4285-bleu38.71.ckpt`)."""
+    return f"step{step}-{monitor.rsplit('/', 1)[-1]}{score:.2f}.ckpt"
+
+
+def best_checkpoints(folder: str | os.PathLike, monitor: str) -> list[Path]:
+    """The checkpoints in `folder` named as the best by `monitor` (a run keeps one)."""
+    named = re.compile(rf"step\d+-{re.escape(monitor.rsplit('/', 1)[-1])}-?\d+\.\d+\.ckpt")
+    return sorted(p for p in Path(folder).glob("step*.ckpt") if named.fullmatch(p.name))
+
+
 class CheckpointError(ValueError):
     """A checkpoint that cannot, or must not, become a translator."""
 

@@ -15,6 +15,7 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from transformer_nmt.checkpoint import best_checkpoints
 from transformer_nmt.configs import checkout_root, config_dir
 from transformer_nmt.pipelines.stages import Stage, stage_key
 from transformer_nmt.run_names import register_resolvers
@@ -83,11 +84,9 @@ def train_stage(
 
 
 def best_checkpoint(last: Path, monitor: str | None) -> Path:
-    """The best checkpoint beside a run's `last`, `step<N>-<metric><score>.ckpt` by `monitor`
-    (the checkpoint policy keeps one), or `last` where there is none (no validation ran)."""
-    if monitor is None:
-        return last
-    best = sorted(last.parent.glob(f"step*-{monitor.rsplit('/', 1)[-1]}*.ckpt"))
+    """The best checkpoint by `monitor` beside a run's `last` (the checkpoint policy keeps one),
+    or `last` where there is none (no validation ran)."""
+    best = [] if monitor is None else best_checkpoints(last.parent, monitor)
     return max(best, key=lambda p: p.stat().st_mtime_ns) if best else last
 
 

@@ -14,7 +14,7 @@ from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig
 
-from transformer_nmt.checkpoint import KIND_KEY, PERIODIC
+from transformer_nmt.checkpoint import KIND_KEY, PERIODIC, best_name
 
 log = logging.getLogger(__name__)
 
@@ -179,8 +179,7 @@ class CheckpointPolicy(Checkpoint):
         return bool(score > best if self.mode == "max" else score < best)
 
     def _save_best(self, trainer: L.Trainer, score: torch.Tensor) -> None:
-        name = self.monitor.rsplit("/", 1)[-1]
-        path = str(self.dirpath / f"step{trainer.global_step}-{name}{float(score):.2f}.ckpt")
+        path = str(self.dirpath / best_name(self.monitor, trainer.global_step, float(score)))
         self._save(trainer, path, "best")
         previous, self.best_model_path, self.best_model_score = self.best_model_path, path, score
         if previous and previous != path:
