@@ -13,6 +13,7 @@ import logging
 import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
+from functools import cached_property
 from itertools import accumulate, islice
 from pathlib import Path
 from typing import Any, Protocol
@@ -406,10 +407,7 @@ class Translator:
         if constraints is not None:
             phrases = {i: self._phrase_ids(constraints[i]) for i in todo}
             extra["constraints"] = [[phrases[i] for i in b] for b in batches]
-            # Each constraint a whole word: nothing that goes on a word may follow it.
-            extra["continuing"] = [
-                i for i, goes_on in enumerate(self.tokenizer.continues_word()) if goes_on
-            ]
+            extra["continuing"] = self._continuing
         if prefixes is not None:
             forced = self._prefix_ids(prefixes, tokens, first_line, options["max_len_b"])
             extra["target_prefixes"] = [[forced[i] for i in b] for b in batches]
@@ -485,6 +483,11 @@ class Translator:
             sizes = greedy_sizes(lengths, max_tokens)
         ends = list(accumulate(sizes))
         return [by_length[end - size : end] for size, end in zip(sizes, ends, strict=True)]
+
+    @cached_property
+    def _continuing(self) -> list[int]:
+        """The ids that go on a word: none may follow a constraint, which stays a whole word."""
+        return [i for i, goes_on in enumerate(self.tokenizer.continues_word()) if goes_on]
 
     def _phrase_ids(self, phrases: Sequence[str]) -> list[list[int]]:
         """Each phrase's ids as a word inside a sentence: after a space (byte-level BPE's Ġ)."""

@@ -123,18 +123,20 @@ def constrained_beam_search(
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]
     fallback: list[list[tuple[int, Hypothesis, Progress]]] = [[] for _ in range(B)]
     done = [False] * B
+    # Indexes the scores, which each step moves to the CPU.
+    going_on = (
+        None if continuing is None else torch.tensor(continuing, dtype=torch.long, device="cpu")
+    )
     for t in range(max(max_lens)):
         log_probs = _next_log_probs(model, prefixes, memory, src_mask, cache, never).cpu()
-        if continuing is not None:
+        if going_on is not None:
             ended = [
                 b * K + k
                 for b in range(B)
                 for k, beam in enumerate(beams[b])
                 if beam is not None and beam.progress.completed
             ]
-            host = log_probs.device  # the scores were moved to the CPU above
-            rows_ended = torch.tensor(ended, dtype=torch.long, device=host)[:, None]
-            going_on = torch.tensor(continuing, dtype=torch.long, device=host)
+            rows_ended = torch.tensor(ended, dtype=torch.long, device="cpu")[:, None]
             log_probs[rows_ended, going_on] = float("-inf")
         order, tokens = [], []
         for b in range(B):
