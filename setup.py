@@ -1,7 +1,7 @@
 """The wheel carries the repository's top-level `conf/` as `transformer_nmt/conf/`.
 
 Everything else is declared in pyproject.toml. `conf/` stays at the top, where users edit it;
-an editable install reads it there (transformer_nmt/configs.py), so only a real build copies it.
+an editable install reads it there (runtime/configs.py), so only a real build copies it.
 """
 
 from pathlib import Path

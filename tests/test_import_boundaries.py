@@ -15,7 +15,7 @@ TRAINER = ("lightning", "pytorch_lightning", "hydra")
 CONFIG = ("omegaconf",)
 # The translator, each inference command and each exporter.
 INFERENCE = [
-    "transformer_nmt.translator",
+    "transformer_nmt.inference.translator",
     "transformer_nmt.cli.translate",
     "transformer_nmt.cli.evaluate",
     "transformer_nmt.cli.average",

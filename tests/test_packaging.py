@@ -15,7 +15,7 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
-from transformer_nmt import configs
+from transformer_nmt.runtime import configs
 
 ROOT = Path(__file__).resolve().parents[1]
 # What the build reads; copied, so that building leaves no build/ or egg-info in the checkout.

@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from helpers.hydra_compose import ROOT, compose_train
-from transformer_nmt.allocator import FAST_MALLOC
 from transformer_nmt.checkpoint import load_checkpoint
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.data.toy import ToyCorpus
 from transformer_nmt.model import RNNAttention
+from transformer_nmt.runtime.allocator import FAST_MALLOC
 from transformer_nmt.train import train
 from transformer_nmt.training.precision import auto_precision
 from transformer_nmt.training.run_lock import RunLock, RunLockedError

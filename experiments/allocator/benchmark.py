@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from transformer_nmt.allocator import FAST_MALLOC
+from transformer_nmt.runtime.allocator import FAST_MALLOC
 
 ROOT = Path(__file__).resolve().parents[2]
 

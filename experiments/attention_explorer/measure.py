@@ -40,7 +40,7 @@ from transformer_nmt.data.framing import source_ids
 from transformer_nmt.data.tokenizer import PAD_ID
 from transformer_nmt.explorer import explore_sentence, sentence, write_page
 from transformer_nmt.model import Transformer
-from transformer_nmt.run_names import register_resolvers
+from transformer_nmt.runtime.run_names import register_resolvers
 from transformer_nmt.train import build_data_and_module, build_trainer
 from transformer_nmt.training.callbacks import attention_maps
 from transformer_nmt.training.callbacks.attention_maps import AttentionMaps

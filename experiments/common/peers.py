@@ -27,7 +27,8 @@ from experiments.common.torch_reference import (
 )
 from transformer_nmt.cli.compose import compose_group
 from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
-from transformer_nmt.model import Transformer, beam_search, greedy_search
+from transformer_nmt.decoding import beam_search, greedy_search
+from transformer_nmt.model import Transformer
 from transformer_nmt.training.loss import label_smoothed_nll
 from transformer_nmt.training.module import real_target_logits
 

@@ -28,8 +28,8 @@ from pathlib import Path
 from sacrebleu.metrics import BLEU, CHRF
 
 from experiments.common.machine import cpu_description, load_average
-from transformer_nmt import significance
 from transformer_nmt.data.bitext import read_lines
+from transformer_nmt.evaluation import significance
 
 SPLITS = {"val": "val", "test": "test_2016_flickr"}
 N = 4  # samples, and n-best entries, a sentence

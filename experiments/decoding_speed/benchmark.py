@@ -20,7 +20,8 @@ from transformer_nmt.cli.compose import compose_group
 from transformer_nmt.data.bitext import read_lines
 from transformer_nmt.data.framing import source_batch
 from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, BPETokenizer
-from transformer_nmt.model import Transformer, beam_search, greedy_search
+from transformer_nmt.decoding import beam_search, greedy_search
+from transformer_nmt.model import Transformer
 
 
 def preset(name: str) -> dict[str, Any]:

@@ -51,7 +51,7 @@ from experiments.gpu_check.training_rows import (
 )
 from experiments.gpu_check.versions import describe as describe_versions
 from experiments.gpu_check.versions import versions
-from transformer_nmt.allocator import use_expandable_segments
+from transformer_nmt.runtime.allocator import use_expandable_segments
 from transformer_nmt.training.callbacks.auto_max_tokens import describe
 
 # The targets (an H100, bf16), each measured against its comparison in the same run.

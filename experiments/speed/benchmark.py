@@ -35,7 +35,7 @@ from experiments.speed.flops import matmul_peak, training_flops
 from experiments.speed.step_profile import profile_training
 from experiments.speed.tables import Tables, summarize
 from experiments.speed.training_memory import measure_memory
-from transformer_nmt.allocator import use_fast_malloc
+from transformer_nmt.runtime.allocator import use_fast_malloc
 from transformer_nmt.training.precision import auto_cpu_precision, cpu_has_native_bf16
 
 

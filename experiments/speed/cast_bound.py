@@ -21,7 +21,7 @@ from experiments.common.machine import cpu_description
 from experiments.common.peers import SIZES, build
 from experiments.common.timing import round_order
 from experiments.common.training import time_training
-from transformer_nmt.allocator import use_fast_malloc
+from transformer_nmt.runtime.allocator import use_fast_malloc
 
 MODES = ["autocast", "bf16 weights"]
 

@@ -19,10 +19,10 @@ from torch import nn
 from experiments.common.batches import multi30k_lengths, training_batches
 from experiments.common.machine import cpu_name, load_average
 from experiments.common.peers import EPSILON
-from transformer_nmt.allocator import use_fast_malloc
 from transformer_nmt.cli.compose import compose_group
 from transformer_nmt.data.tokenizer import PAD_ID
 from transformer_nmt.model import Transformer
+from transformer_nmt.runtime.allocator import use_fast_malloc
 from transformer_nmt.training.loss import label_smoothed_nll
 
 PARTS = ["forward without the output projection", "output projection", "label-smoothed loss"]

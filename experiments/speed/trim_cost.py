@@ -16,7 +16,7 @@ from experiments.common.batches import bucketed_batches
 from experiments.common.peers import SIZES, build
 from experiments.common.timing import seconds
 from experiments.common.training import make_optimizer, train_step
-from transformer_nmt.allocator import use_fast_malloc
+from transformer_nmt.runtime.allocator import use_fast_malloc
 from transformer_nmt.training.callbacks.batch_telemetry import rss_gb
 from transformer_nmt.training.callbacks.malloc_trim import load_malloc_trim
 

@@ -18,11 +18,11 @@ __all__ = ["Sampling", "Translator"]
 def __getattr__(name: str) -> Any:
     # Imported on first use: `import transformer_nmt.data` and the like need not load torch.
     if name == "Translator":
-        from transformer_nmt.translator import Translator
+        from transformer_nmt.inference.translator import Translator
 
         return Translator
     if name == "Sampling":
-        from transformer_nmt.model.sampling import Sampling
+        from transformer_nmt.decoding.sampling import Sampling
 
         return Sampling
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

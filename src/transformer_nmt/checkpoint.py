@@ -11,14 +11,14 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from transformer_nmt.atomic import (
+from transformer_nmt.data.tokenizer import PAD_ID, SubwordTokenizer, tokenizer_from_str
+from transformer_nmt.model import EncoderDecoder, config_from_dict, model_from_config
+from transformer_nmt.runtime.atomic import (
     atomic_open,
     disk_full_error,
     is_disk_full,
     remove_stale_temporaries,
 )
-from transformer_nmt.data.tokenizer import PAD_ID, SubwordTokenizer, tokenizer_from_str
-from transformer_nmt.model import EncoderDecoder, config_from_dict, model_from_config
 
 PREFIX = "model."  # TranslationModule's attribute holding the model
 REQUIRED = ("state_dict", "model_config", "tokenizer")

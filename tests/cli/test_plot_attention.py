@@ -10,10 +10,10 @@ import torch
 
 from helpers.checkpoint_files import write_checkpoint
 from helpers.hydra_compose import ROOT
-from transformer_nmt.attention_plots import figure_pixels
 from transformer_nmt.cli.plot_attention import main, plot_attention
 from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer
 from transformer_nmt.data.toy import ToyCorpus
+from transformer_nmt.explorer.plots import figure_pixels
 from transformer_nmt.model import Transformer
 
 

@@ -6,8 +6,8 @@ from transformer_nmt.cli.average import main as average_main
 from transformer_nmt.cli.evaluate import main as evaluate_main
 from transformer_nmt.cli.translate import main as translate_main
 from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer
+from transformer_nmt.inference.translator import Translator
 from transformer_nmt.model import FAMILIES, Transformer
-from transformer_nmt.translator import Translator
 
 SENTENCES = ["one two three", "four", "", "five six seven eight nine", "two"]
 

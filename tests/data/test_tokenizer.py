@@ -18,7 +18,7 @@ from transformer_nmt.data.tokenizer import (
     cache_path,
     load_or_train,
 )
-from transformer_nmt.lock_file import LockFile
+from transformer_nmt.runtime.lock_file import LockFile
 
 TRAIN = [
     "the cat sat on the mat",

@@ -14,13 +14,13 @@ from selenium.webdriver.support.ui import Select
 
 from helpers.browser import chromium, load, screenshot
 from helpers.checkpoint_files import SENTENCES, write_checkpoint
-from transformer_nmt.attention_plots import attention_weights
 from transformer_nmt.checkpoint import load_checkpoint
 from transformer_nmt.cli import plot_attention, translate
 from transformer_nmt.data.framing import TARGET_FRAME, cut_at_eos, decoder_input, source_ids
 from transformer_nmt.data.tokenizer import BPETokenizer
+from transformer_nmt.decoding import beam_search
 from transformer_nmt.explorer import explore_sentence, write_page
-from transformer_nmt.model import beam_search
+from transformer_nmt.explorer.plots import attention_weights
 
 SOURCES = ["one two three", "four five six"]
 REFERENCE = "zwei drei vier"

@@ -17,8 +17,9 @@ from transformer_nmt.data.framing import (
     source_batch,
 )
 from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer
+from transformer_nmt.decoding import greedy_search
 from transformer_nmt.export import ExportError
-from transformer_nmt.model import Transformer, greedy_search
+from transformer_nmt.model import Transformer
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 from transformer_nmt.export.ct2 import export_ct2, vocabulary  # noqa: E402

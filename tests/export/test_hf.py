@@ -19,8 +19,9 @@ from transformer_nmt.data.framing import (
     source_ids,
 )
 from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, BPETokenizer
+from transformer_nmt.decoding import greedy_search
 from transformer_nmt.export import ExportError
-from transformer_nmt.model import Transformer, greedy_search
+from transformer_nmt.model import Transformer
 
 transformers = pytest.importorskip("transformers")
 from transformer_nmt.export.hf import export_hf, feature_order  # noqa: E402

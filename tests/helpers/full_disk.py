@@ -1,11 +1,11 @@
-"""A disk that fills up: files opened by `transformer_nmt.atomic` fail with ENOSPC mid-write."""
+"""A disk that fills up: files opened by `runtime.atomic` fail with ENOSPC mid-write."""
 
 import builtins
 import errno
 
 import pytest
 
-from transformer_nmt import atomic
+from transformer_nmt.runtime import atomic
 
 
 class _FillingFile:

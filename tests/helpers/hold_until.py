@@ -8,7 +8,7 @@ import lightning as L
 from hydra.core.hydra_config import HydraConfig
 
 from helpers.sweep_runs import wait_for
-from transformer_nmt.atomic import write_atomically
+from transformer_nmt.runtime.atomic import write_atomically
 
 
 class HoldUntil(L.Callback):

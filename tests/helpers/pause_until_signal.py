@@ -6,7 +6,7 @@ from pathlib import Path
 
 import lightning as L
 
-from transformer_nmt.atomic import write_atomically
+from transformer_nmt.runtime.atomic import write_atomically
 from transformer_nmt.training.stop import SIGNALS
 
 

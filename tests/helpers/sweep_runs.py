@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from helpers.polling import poll
-from transformer_nmt.processes import this_process
+from transformer_nmt.runtime.processes import this_process
 
 # The toy task, a few steps a trial: a sweep's mechanics, not its results.
 FAST_TOY = [

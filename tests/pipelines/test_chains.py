@@ -15,7 +15,7 @@ from helpers.quick_toy_run import quick_toy_run
 from transformer_nmt.cli import pipeline
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.data.toy import ToyCorpus
-from transformer_nmt.model.sampling import Sampling
+from transformer_nmt.decoding.sampling import Sampling
 from transformer_nmt.pipelines import translation
 from transformer_nmt.pipelines.chains import (
     BackTranslation,

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from helpers.full_disk import fill_disk_after
-from transformer_nmt import atomic
 from transformer_nmt.checkpoint import save_atomically
+from transformer_nmt.runtime import atomic
 from transformer_nmt.training.checkpoint_io import AtomicCheckpointIO
 
 

@@ -231,8 +231,8 @@ def test_a_new_corpus_with_the_parents_tokenizer_settings_keeps_its_vocabulary(t
 def test_init_extend_vocab_adds_the_new_corpus_tokens_keeping_old_ids_and_rows(tmp_path):
     """A parent of a 300-token BPE asked for the toy's 512: refused as it is; extended, every old
     token keeps its id and rows, new tokens get new ones, and the run trains and translates."""
+    from transformer_nmt.inference.translator import Translator
     from transformer_nmt.train import train
-    from transformer_nmt.translator import Translator
 
     parent_cfg = compose_train(
         tmp_path / "parent", [*quick_toy_run(max_steps=1), "data.vocab_size=300"]

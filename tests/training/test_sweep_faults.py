@@ -38,7 +38,7 @@ from hydra_plugins.transformer_nmt_sweeper._trials import (
     fail_dead_trials,
     waiting_on,
 )
-from transformer_nmt.processes import filesystem_now
+from transformer_nmt.runtime.processes import filesystem_now
 
 COMPLETE, FAIL, RUNNING = TrialState.COMPLETE, TrialState.FAIL, TrialState.RUNNING
 INTERVAL, HEARTBEAT_TIMEOUT, STORAGE_TIMEOUT = 1, 5, 4  # seconds, short for tests

@@ -24,7 +24,7 @@ from optuna.storages import BaseStorage, RDBStorage
 from optuna.storages._cached_storage import _CachedStorage
 from optuna.trial import FrozenTrial, TrialState
 
-from transformer_nmt.processes import filesystem_now
+from transformer_nmt.runtime.processes import filesystem_now
 
 from ._storage import FIRST_RETRY, STORAGE_ERRORS, journal_folder, lost_message, reason, shown
 

@@ -21,7 +21,7 @@ from optuna.exceptions import UpdateFinishedTrialError
 from optuna.storages import BaseStorage
 from optuna.trial import FrozenTrial, TrialState
 
-from transformer_nmt.processes import is_gone, this_process
+from transformer_nmt.runtime.processes import is_gone, this_process
 
 from ._heartbeat import beat, heartbeat_ages, silent_trials
 

@@ -2,8 +2,8 @@
 
 import argparse
 
-from transformer_nmt.alignment import HEADS, Alignment
 from transformer_nmt.cli.search_args import positive_int
+from transformer_nmt.inference.alignment import HEADS, Alignment
 
 
 def add_alignment_arguments(parser: argparse.ArgumentParser) -> None:

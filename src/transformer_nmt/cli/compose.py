@@ -7,8 +7,8 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
-from transformer_nmt.configs import config_dir, project_root
 from transformer_nmt.data.corpus import DataError
+from transformer_nmt.runtime.configs import config_dir, project_root
 
 
 def compose_group(group: str, option: str, overrides: list[str] = ()) -> DictConfig:

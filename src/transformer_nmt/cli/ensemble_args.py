@@ -4,7 +4,7 @@ import argparse
 from pathlib import Path
 
 from transformer_nmt.cli.search_args import engine_options, positive_float
-from transformer_nmt.translator import Translator
+from transformer_nmt.inference.translator import Translator
 
 
 def add_ensemble_arguments(parser: argparse.ArgumentParser) -> None:

@@ -18,8 +18,6 @@ from typing import Any
 from sacrebleu.metrics import BLEU, CHRF
 from sacremoses import MosesTokenizer
 
-from transformer_nmt import significance
-from transformer_nmt.atomic import write_atomically
 from transformer_nmt.checkpoint import CheckpointError, resolve_checkpoints
 from transformer_nmt.cli import ensemble_args
 from transformer_nmt.cli.grid import settings, table
@@ -33,9 +31,17 @@ from transformer_nmt.cli.search_args import (
 from transformer_nmt.cli.shard_args import logged_progress
 from transformer_nmt.data.bitext import read_lines
 from transformer_nmt.data.corpus import DataError
+from transformer_nmt.evaluation import significance
 from transformer_nmt.export import ExportError
-from transformer_nmt.translator import Translator
-from transformer_nmt.wandb_run import RUN_FILE, WandbRunError, add_to_run, run_dir_of, saved_run
+from transformer_nmt.inference.translator import Translator
+from transformer_nmt.runtime.atomic import write_atomically
+from transformer_nmt.runtime.wandb_run import (
+    RUN_FILE,
+    WandbRunError,
+    add_to_run,
+    run_dir_of,
+    saved_run,
+)
 
 # A hyphen between two non-spaces: the compound splitting of get_ende_bleu.sh.
 COMPOUND = re.compile(r"(\S)-(\S)")

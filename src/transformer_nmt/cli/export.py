@@ -12,7 +12,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from transformer_nmt.atomic import write_atomically
 from transformer_nmt.checkpoint import (
     CheckpointError,
     load_translator,
@@ -22,6 +21,7 @@ from transformer_nmt.cli.search_args import positive_int
 from transformer_nmt.data.corpus import DataError
 from transformer_nmt.export import ExportError
 from transformer_nmt.export.formats import check_exportable
+from transformer_nmt.runtime.atomic import write_atomically
 
 FORMATS = {
     "hf": "Hugging Face transformers: MarianMT config, safetensors weights, fast tokenizer",

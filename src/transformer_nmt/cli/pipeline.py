@@ -19,7 +19,7 @@ from transformer_nmt.cli.search_args import (
     positive_int,
     probability,
 )
-from transformer_nmt.model.sampling import Sampling
+from transformer_nmt.decoding.sampling import Sampling
 from transformer_nmt.pipelines.translation import Decoding
 
 

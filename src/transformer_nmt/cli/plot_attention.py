@@ -17,7 +17,6 @@ from typing import Any
 
 import torch
 
-from transformer_nmt.attention_plots import draw_sentence_attention
 from transformer_nmt.checkpoint import CheckpointError, load_checkpoint
 from transformer_nmt.cli.errors import exits_on
 from transformer_nmt.cli.search_args import (
@@ -30,6 +29,7 @@ from transformer_nmt.cli.search_args import (
 )
 from transformer_nmt.data.framing import source_ids
 from transformer_nmt.explorer import explore_sentence, write_page
+from transformer_nmt.explorer.plots import draw_sentence_attention
 
 
 def plot_attention(

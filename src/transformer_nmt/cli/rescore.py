@@ -15,11 +15,11 @@ import json
 import sys
 from pathlib import Path
 
-from transformer_nmt.atomic import write_atomically
 from transformer_nmt.cli.search_args import non_negative_int, positive_int
 from transformer_nmt.data.bitext import read_lines
 from transformer_nmt.data.corpus import DataError
-from transformer_nmt.rescoring import read_n_best, rerank, tune
+from transformer_nmt.evaluation.rescoring import read_n_best, rerank, tune
+from transformer_nmt.runtime.atomic import write_atomically
 
 
 def parse_arguments(argv: list[str] | None) -> argparse.Namespace:

@@ -14,7 +14,7 @@ from transformer_nmt.cli.search_args import (
 )
 from transformer_nmt.data.bitext import read_lines
 from transformer_nmt.data.corpus import DataError
-from transformer_nmt.model.sampling import Sampling
+from transformer_nmt.decoding.sampling import Sampling
 
 SHAPING = ("temperature", "top_k", "top_p", "seed")  # what means nothing without --sample
 

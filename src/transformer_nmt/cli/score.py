@@ -25,8 +25,8 @@ from transformer_nmt.cli.search_args import add_device_arguments, check_device, 
 from transformer_nmt.data.bitext import read_lines
 from transformer_nmt.data.corpus import DataError
 from transformer_nmt.data.progress import progress
-from transformer_nmt.scoring import TargetScore
-from transformer_nmt.shards import translate_sharded
+from transformer_nmt.inference.scoring import TargetScore
+from transformer_nmt.inference.shards import translate_sharded
 
 
 def parse_arguments(argv: list[str] | None) -> argparse.Namespace:

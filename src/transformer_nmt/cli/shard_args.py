@@ -11,7 +11,7 @@ from tqdm import tqdm
 from transformer_nmt.cli import ensemble_args
 from transformer_nmt.cli.search_args import positive_int
 from transformer_nmt.data.progress import LoggedProgress, on_terminal
-from transformer_nmt.translator import Translator
+from transformer_nmt.inference.translator import Translator
 
 
 def add_shard_argument(parser: argparse.ArgumentParser, verb: str) -> None:

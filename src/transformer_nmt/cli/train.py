@@ -13,9 +13,9 @@ from hydra.errors import CompactHydraException
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from transformer_nmt.allocator import use_expandable_segments, use_fast_malloc
-from transformer_nmt.configs import checkout_root, config_dir
-from transformer_nmt.run_names import register_resolvers
+from transformer_nmt.runtime.allocator import use_expandable_segments, use_fast_malloc
+from transformer_nmt.runtime.configs import checkout_root, config_dir
+from transformer_nmt.runtime.run_names import register_resolvers
 
 # Printed after Hydra's own message when the command line does not compose into a config.
 HINT = (
@@ -64,9 +64,9 @@ def deliberate_errors() -> tuple[type[Exception], ...]:
     from transformer_nmt.checkpoint import CheckpointError
     from transformer_nmt.data.corpus import DataError
     from transformer_nmt.data.token_budget import BudgetError
+    from transformer_nmt.runtime.wandb_run import WandbRunError
     from transformer_nmt.training.config_checks import ConfigError
     from transformer_nmt.training.run_lock import RunLockedError
-    from transformer_nmt.wandb_run import WandbRunError
 
     return ConfigError, RunLockedError, CheckpointError, DataError, WandbRunError, BudgetError
 

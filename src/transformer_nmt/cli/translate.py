@@ -7,7 +7,6 @@ from functools import partial
 from itertools import islice, tee
 from pathlib import Path
 
-from transformer_nmt.alignment import Alignment
 from transformer_nmt.checkpoint import CheckpointError, resolve_checkpoints
 from transformer_nmt.cli import alignment_args, ensemble_args, sampling_args, shard_args
 from transformer_nmt.cli.search_args import (
@@ -19,8 +18,9 @@ from transformer_nmt.cli.search_args import (
 from transformer_nmt.data.bitext import decode_lines, iter_lines, read_lines
 from transformer_nmt.data.corpus import DataError
 from transformer_nmt.export import ExportError
-from transformer_nmt.shards import translate_sharded
-from transformer_nmt.translator import Scored, Translator
+from transformer_nmt.inference.alignment import Alignment
+from transformer_nmt.inference.shards import translate_sharded
+from transformer_nmt.inference.translator import Scored, Translator
 
 
 def main(argv: list[str] | None = None) -> None:

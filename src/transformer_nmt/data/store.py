@@ -24,10 +24,10 @@ from typing import IO
 
 import numpy as np
 
-from transformer_nmt.atomic import atomic_folder, exclusive, sync
 from transformer_nmt.data.dataset import SIDES, TokenSequences, TranslationDataset, encode_chunks
 from transformer_nmt.data.progress import size_text
 from transformer_nmt.data.tokenizer import BPETokenizer
+from transformer_nmt.runtime.atomic import atomic_folder, exclusive, sync
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ from typing import Protocol
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from transformer_nmt.atomic import exclusive, write_atomically
 from transformer_nmt.data.progress import LoggedProgress, on_terminal, size_text
+from transformer_nmt.runtime.atomic import exclusive, write_atomically
 
 log = logging.getLogger(__name__)
 

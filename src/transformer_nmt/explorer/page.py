@@ -7,7 +7,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from transformer_nmt.atomic import write_atomically
+from transformer_nmt.runtime.atomic import write_atomically
 
 ASSETS = files("transformer_nmt.explorer")
 

@@ -7,11 +7,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from transformer_nmt.attention_plots import attention_weights, token_labels
 from transformer_nmt.data.framing import TARGET_FRAME, cut_at_eos, decoder_input
 from transformer_nmt.data.tokenizer import BPETokenizer
-from transformer_nmt.model import EncoderDecoder, beam_search
-from transformer_nmt.model.beam_trace import BeamTrace
+from transformer_nmt.decoding import beam_search
+from transformer_nmt.decoding.beam_trace import BeamTrace
+from transformer_nmt.explorer.plots import attention_weights, token_labels
+from transformer_nmt.model import EncoderDecoder
 
 # Weights travel as uint16 steps of 1/65535: 2.7 base64 characters each, within 1e-5.
 LEVELS = 65535

@@ -20,12 +20,13 @@ import torch
 from ctranslate2.specs import common_spec, transformer_spec
 from torch import Tensor
 
-from transformer_nmt.atomic import write_atomically
 from transformer_nmt.data.framing import ADDED_TOKENS, TARGET_FRAME, source_ids
 from transformer_nmt.data.tokenizer import PAD_ID, UNK_ID, SubwordTokenizer
+from transformer_nmt.decoding import Hypothesis, length_penalty
 from transformer_nmt.export import ExportError
 from transformer_nmt.export.formats import check_exportable
-from transformer_nmt.model import Hypothesis, Transformer, length_penalty
+from transformer_nmt.model import Transformer
+from transformer_nmt.runtime.atomic import write_atomically
 
 LIBRARY = "ctranslate2"  # what loads the folder: the model card's library_name
 ACTIVATIONS = {

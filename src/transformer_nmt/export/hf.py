@@ -35,13 +35,13 @@ from tokenizers import Tokenizer, processors
 from torch import Tensor
 from transformers import GenerationConfig, MarianConfig, MarianMTModel, PreTrainedTokenizerFast
 
-from transformer_nmt.atomic import write_atomically
 from transformer_nmt.data.framing import TARGET_FRAME, source_ids
 from transformer_nmt.data.sentencepiece_tokenizer import SentencePieceTokenizer
 from transformer_nmt.data.tokenizer import PAD_ID, SPECIAL_TOKENS, BPETokenizer, SubwordTokenizer
 from transformer_nmt.export import ExportError
 from transformer_nmt.export.formats import check_exportable
 from transformer_nmt.model import Transformer, TransformerConfig
+from transformer_nmt.runtime.atomic import write_atomically
 
 LIBRARY = "transformers"  # what loads the folder: the model card's library_name
 # The special ids as data/framing.py frames targets (and, for EOS, sources).

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import safetensors.torch
 
-from transformer_nmt.atomic import write_atomically
 from transformer_nmt.data.tokenizer import PAD_ID, SubwordTokenizer, tokenizer_from_str
 from transformer_nmt.export import ExportError
 from transformer_nmt.model import EncoderDecoder, config_from_dict, model_from_config
+from transformer_nmt.runtime.atomic import write_atomically
 
 FORMAT = "transformer-nmt"  # config.json's format, and the model card's library_name
 FORMAT_VERSION = 1

@@ -14,22 +14,17 @@ beam; `beam_trace` records its steps on request) and `quantization` (int8 decodi
 from transformer_nmt.model.families import FAMILIES, config_from_dict, model_from_config
 from transformer_nmt.model.interface import EncoderDecoder, ModelConfig
 from transformer_nmt.model.rnn import RNNAttention, RNNConfig
-from transformer_nmt.model.search import Hypothesis, beam_search, greedy_search, length_penalty
 from transformer_nmt.model.transformer import Transformer, TransformerConfig, reorder_cache
 
 __all__ = [
     "FAMILIES",
     "EncoderDecoder",
-    "Hypothesis",
     "ModelConfig",
     "RNNAttention",
     "RNNConfig",
     "Transformer",
     "TransformerConfig",
-    "beam_search",
     "config_from_dict",
-    "greedy_search",
-    "length_penalty",
     "model_from_config",
     "reorder_cache",
 ]

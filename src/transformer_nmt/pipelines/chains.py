@@ -17,7 +17,6 @@ from pathlib import Path
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from transformer_nmt.atomic import atomic_open
 from transformer_nmt.checkpoint import read_checkpoint
 from transformer_nmt.data.corpus import Corpus
 from transformer_nmt.data.tokenizer import tokenizer_from_str
@@ -37,6 +36,7 @@ from transformer_nmt.pipelines.training import (
     train_stage,
 )
 from transformer_nmt.pipelines.translation import Decoding, translate_stage
+from transformer_nmt.runtime.atomic import atomic_open
 from transformer_nmt.training.config_checks import ConfigError
 
 

@@ -4,10 +4,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from transformer_nmt.atomic import atomic_open
 from transformer_nmt.data.bitext import iter_lines
 from transformer_nmt.data.corpus import Corpus
 from transformer_nmt.pipelines.stages import Stage, stage_key
+from transformer_nmt.runtime.atomic import atomic_open
 
 TEXT_CORPUS = "transformer_nmt.data.bitext.TextCorpus"
 MIXTURE = "transformer_nmt.data.mixture.CorpusMixture"

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from transformer_nmt.atomic import write_atomically
+from transformer_nmt.runtime.atomic import write_atomically
 
 log = logging.getLogger(__name__)
 

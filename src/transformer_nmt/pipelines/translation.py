@@ -9,12 +9,12 @@ from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
 
-from transformer_nmt.atomic import atomic_open
 from transformer_nmt.data.bitext import iter_lines
 from transformer_nmt.data.progress import progress
-from transformer_nmt.model.sampling import Sampling
+from transformer_nmt.decoding.sampling import Sampling
+from transformer_nmt.inference.translator import Translator
 from transformer_nmt.pipelines.stages import Stage, stage_key
-from transformer_nmt.translator import Translator
+from transformer_nmt.runtime.atomic import atomic_open
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ def translate(members: Members, lines: list[str], decoding: Decoding) -> Iterato
         sampling=decoding.sampling,
     )
     if decoding.shards > 1:
-        from transformer_nmt.shards import translate_sharded
+        from transformer_nmt.inference.shards import translate_sharded
 
         make = partial(_shard_model, tuple(tuple(m) for m in members))
         devices = [decoding.device] * decoding.shards

@@ -11,10 +11,10 @@ from lightning.pytorch.loggers import Logger, WandbLogger
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig
 
+from transformer_nmt.runtime.wandb_run import WandbRunError, continued_run_id, save_run, wandb_mode
 from transformer_nmt.training.callbacks.checkpoint_policy import CheckpointPolicy
 from transformer_nmt.training.run_lock import is_global_rank_zero
 from transformer_nmt.training.sweeps import is_multirun
-from transformer_nmt.wandb_run import WandbRunError, continued_run_id, save_run, wandb_mode
 
 if TYPE_CHECKING:
     import wandb

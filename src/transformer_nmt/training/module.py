@@ -10,7 +10,8 @@ from torchmetrics import SumMetric
 from transformer_nmt.data.framing import TARGET_FRAME, cut_at_eos
 from transformer_nmt.data.padding import projected_rows
 from transformer_nmt.data.tokenizer import BPETokenizer
-from transformer_nmt.model import EncoderDecoder, greedy_search
+from transformer_nmt.decoding import greedy_search
+from transformer_nmt.model import EncoderDecoder
 from transformer_nmt.training.bleu import SacreBLEU
 from transformer_nmt.training.device_defaults import device_default
 from transformer_nmt.training.hot_path import all_reduce_, is_logging_step

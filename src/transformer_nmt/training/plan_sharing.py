@@ -30,7 +30,7 @@ from typing import Protocol
 
 from torch.distributed import DistStoreError, TCPStore
 
-from transformer_nmt.atomic import write_atomically
+from transformer_nmt.runtime.atomic import write_atomically
 from transformer_nmt.training.config_checks import ConfigError
 from transformer_nmt.training.run_lock import is_global_rank_zero
 from transformer_nmt.training.run_plan import RunPlan

@@ -10,7 +10,7 @@ from pathlib import Path
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from transformer_nmt.atomic import write_atomically
+from transformer_nmt.runtime.atomic import write_atomically
 
 FOLDER = ".hydra"
 

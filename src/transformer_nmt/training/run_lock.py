@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from transformer_nmt.lock_file import STALE, LockContendedError, LockFile
-from transformer_nmt.run_names import launcher_rank
+from transformer_nmt.runtime.lock_file import STALE, LockContendedError, LockFile
+from transformer_nmt.runtime.run_names import launcher_rank
 
 LOCK_NAME = ".lock"
 

@@ -5,8 +5,9 @@ import torch
 from experiments.decoding_research.speed import length_sorted_batches
 from helpers.checkpoint_files import TINY
 from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer
-from transformer_nmt.model import Hypothesis, Transformer
-from transformer_nmt.translator import Translator
+from transformer_nmt.decoding import Hypothesis
+from transformer_nmt.inference.translator import Translator
+from transformer_nmt.model import Transformer
 
 SENTENCES = ["one two three four", "five", "six seven", "eight nine ten", "two", "three one"] * 3
 

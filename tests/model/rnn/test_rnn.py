@@ -8,7 +8,8 @@ from padding_property import assert_padding_changes_nothing
 from torch import nn
 
 from helpers.toy_training import VOCAB_SIZE, toy_batch, train_steps
-from transformer_nmt.model import RNNAttention, RNNConfig, beam_search, greedy_search
+from transformer_nmt.decoding import beam_search, greedy_search
+from transformer_nmt.model import RNNAttention, RNNConfig
 from transformer_nmt.model.masks import padding_mask
 
 VOCAB, PAD, BOS, EOS = 50, 0, 1, 2  # as in conftest's tiny models

@@ -10,7 +10,7 @@ from omegaconf import open_dict
 from helpers import wandb_records
 from helpers.hydra_compose import compose_train
 from helpers.quick_toy_run import quick_toy_run
-from transformer_nmt.attention_plots import figure_pixels
+from transformer_nmt.explorer.plots import figure_pixels
 from transformer_nmt.train import train
 
 pytestmark = pytest.mark.slow  # trains, with a real (offline) W&B run

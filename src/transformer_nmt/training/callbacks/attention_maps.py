@@ -8,9 +8,9 @@ import lightning as L
 import torch
 from lightning.pytorch.loggers import WandbLogger
 
-from transformer_nmt.atomic import write_atomically
-from transformer_nmt.attention_plots import draw_sentence_attention
 from transformer_nmt.explorer import explore_sentence, write_page
+from transformer_nmt.explorer.plots import draw_sentence_attention
+from transformer_nmt.runtime.atomic import write_atomically
 from transformer_nmt.training.val_examples import pick_val_examples
 
 EXPLORER_DATA = "explorer.json"  # one validation's explorer data, in its step folder

@@ -9,8 +9,8 @@ import sacrebleu
 import torch
 from lightning.pytorch.loggers import WandbLogger
 
-from transformer_nmt.atomic import write_atomically
 from transformer_nmt.data.framing import pad_batch
+from transformer_nmt.runtime.atomic import write_atomically
 from transformer_nmt.training.val_examples import pick_val_examples
 
 COLUMNS = ["step", "source", "reference", "hypothesis", "sentence_bleu"]

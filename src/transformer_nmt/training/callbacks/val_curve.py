@@ -8,7 +8,7 @@ from typing import Any
 
 import lightning as L
 
-from transformer_nmt.atomic import write_atomically
+from transformer_nmt.runtime.atomic import write_atomically
 
 
 class ValCurve(L.Callback):

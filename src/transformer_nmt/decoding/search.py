@@ -1,0 +1,278 @@
+"""Decoding a translation from a trained model: greedy and beam search (section 6.1).
+
+Every search takes target prefixes: ids each output must start with, forced before the search
+goes on, their log-probabilities counted in its score (fairseq's --prefix-size, OpenNMT's
+-tgt_prefix).
+"""
+
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+from transformer_nmt.decoding.beam_trace import BeamTrace
+from transformer_nmt.model.interface import Cache, EncoderDecoder
+from transformer_nmt.model.masks import padding_mask
+
+PENALTIES = ("gnmt", "fairseq")
+
+
+class Hypothesis(NamedTuple):
+    """One beam search output: ids without BOS, ending with EOS unless cut at the maximum length."""
+
+    tokens: list[int]
+    score: float  # log_prob / length_penalty(len(tokens))
+    log_prob: float
+
+
+def length_penalty(length: int, alpha: float, form: str = "gnmt") -> float:
+    """The divisor of a hypothesis' log-probability; `length` counts its ids, EOS included.
+
+    "gnmt" is the paper's (Wu et al., 2016): ((5 + |Y|) / 6)^alpha. "fairseq" is |Y|^alpha,
+    what fairseq's --lenpen computes, for comparing with fairseq.
+    """
+    if form == "gnmt":
+        return ((5 + length) / 6) ** alpha
+    if form == "fairseq":
+        return length**alpha
+    raise ValueError(f"length penalty form must be one of {PENALTIES}, got {form!r}")
+
+
+def _max_lengths(model: EncoderDecoder, src_mask: Tensor, max_len_b: int) -> Tensor:
+    """(B,) longest output of each row: source length + max_len_b, within the position table."""
+    return (src_mask.sum(dim=(1, 2, 3)) + max_len_b).clamp(max=model.config.max_positions)
+
+
+def _never_ids(model: EncoderDecoder, bos_id: int, device: torch.device) -> Tensor:
+    """(2,) PAD and BOS, the ids search never picks; built once, so no step copies an index."""
+    return torch.tensor([model.config.pad_id, bos_id], device=device)
+
+
+def _next_log_probs(
+    model: EncoderDecoder,
+    prefix: Tensor,
+    memory: Tensor,
+    src_mask: Tensor,
+    cache: Cache | None,
+    never: Tensor,
+) -> Tensor:
+    """(R, T) prefixes -> (R, V) log-probabilities of the next id; `never` ids get -inf.
+
+    With a cache only the last id goes through the decoder; without one the whole prefix is
+    recomputed (the reference the cache must equal, and the benchmark's baseline).
+    """
+    if cache is None:
+        logits = model.decode(prefix, memory, src_mask)[:, -1]
+    else:
+        logits = model.decode(prefix[:, -1:], memory, src_mask, cache)[:, -1]
+    # Padding and BOS are never targets in training, so a prediction of either is noise; a PAD
+    # inside a prefix would also be masked by uncached decoding but not by the cache.
+    logits.index_fill_(-1, never, float("-inf"))
+    return logits.float().log_softmax(dim=-1)
+
+
+def forced_ids(target_prefixes: list[list[int]] | None, device: torch.device) -> Tensor | None:
+    """(B, P) the prefixes' ids, -1 after a shorter one's end; None without prefixes."""
+    if target_prefixes is None or not any(target_prefixes):
+        return None
+    width = max(map(len, target_prefixes))
+    rows = [prefix + [-1] * (width - len(prefix)) for prefix in target_prefixes]
+    return torch.tensor(rows, dtype=torch.long, device=device)
+
+
+def force(log_probs: Tensor, forced: Tensor | None, t: int) -> Tensor:
+    """(R, V) log-probabilities where each row whose prefix has an id at step t may pick only it.
+
+    The forced id keeps its log-probability, so scores count the prefix as the model sees it.
+    """
+    if forced is None or t >= forced.size(1):
+        return log_probs
+    ids = forced[:, t, None]  # (R, 1), -1 where the row's prefix has ended
+    known = ids.clamp(min=0)
+    only = torch.full_like(log_probs, float("-inf")).scatter_(1, known, log_probs.gather(1, known))
+    return torch.where(ids >= 0, only, log_probs)
+
+
+@torch.no_grad()
+def greedy_search(
+    model: EncoderDecoder,
+    src: Tensor,
+    bos_id: int,
+    eos_id: int,
+    max_len_b: int = 50,
+    use_cache: bool = True,
+    target_prefixes: list[list[int]] | None = None,
+) -> Tensor:
+    """Pick the most likely token at each step, reusing the decoder's cached keys and values.
+
+    The caller sets eval mode; this leaves the mode as it is. PAD and BOS are never picked.
+
+    Args:
+        model: any `EncoderDecoder`, e.g. the Transformer.
+        src: (B, S) source ids, right-padded with model.config.pad_id.
+        bos_id, eos_id: begin- and end-of-sentence ids.
+        max_len_b: a row stops at its source length (without padding) + max_len_b tokens,
+            the paper's "input length + 50" (section 6.1), unless it emits EOS first.
+        use_cache: False recomputes the whole prefix every step (same output, slower).
+        target_prefixes: per sentence, target ids (without BOS) the output starts with; at most its
+            maximum length.
+
+    Returns:
+        (B, T_out) ids without the leading BOS; each row ends with EOS (or is cut at its maximum
+        length) and is then filled with pad_id. T_out is the longest row's length.
+    """
+    pad_id = model.config.pad_id
+    src_mask = padding_mask(src, pad_id)  # (B, 1, 1, S)
+    memory = model.encode(src)
+    max_lens = _max_lengths(model, src_mask, max_len_b)  # (B,)
+    cache = model.new_cache() if use_cache else None
+    ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1 + t)
+    finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
+    never = _never_ids(model, bos_id, src.device)
+    forced = forced_ids(target_prefixes, src.device)  # (B, P) or None
+    for t in range(int(max_lens.max())):
+        log_probs = _next_log_probs(model, ys, memory, src_mask, cache, never)
+        tokens = force(log_probs, forced, t).argmax(dim=-1).masked_fill(finished, pad_id)  # (B,)
+        ys = torch.cat([ys, tokens[:, None]], dim=1)
+        finished |= (tokens == eos_id) | (t + 1 >= max_lens)
+        if finished.all():  # the step's one device-to-host sync
+            break
+    return ys[:, 1:]
+
+
+@torch.no_grad()
+def beam_search(
+    model: EncoderDecoder,
+    src: Tensor,
+    bos_id: int,
+    eos_id: int,
+    beam_size: int = 4,
+    alpha: float = 0.6,
+    max_len_b: int = 50,
+    penalty: str = "gnmt",
+    n_best: int = 1,
+    use_cache: bool = True,
+    target_prefixes: list[list[int]] | None = None,
+    trace: BeamTrace | None = None,
+) -> list[list[Hypothesis]]:
+    """Beam search as in section 6.1, batched over sentences, with fairseq's bookkeeping.
+
+    Each step expands every live beam, keeps the 2 * beam_size best candidates by log-probability,
+    finishes those among the best beam_size that end in EOS (or reach the maximum length), and
+    continues with the beam_size best that do not. A sentence stops once it has beam_size
+    finished hypotheses or reaches its maximum length, and leaves the batch. Finished hypotheses
+    are ranked by log-probability / length_penalty(|Y|, alpha, penalty). Beam size 1 is greedy
+    search. The caller sets eval mode. PAD and BOS are never picked.
+
+    Args:
+        model: any `EncoderDecoder`, e.g. the Transformer.
+        src: (B, S) source ids, right-padded with model.config.pad_id.
+        bos_id, eos_id: begin- and end-of-sentence ids.
+        beam_size: hypotheses kept per sentence (paper: 4).
+        alpha: length penalty exponent (paper: 0.6); 0 ranks by log-probability alone.
+        max_len_b: outputs stop at source length + max_len_b ids (paper: 50).
+        penalty: "gnmt" (the paper's) or "fairseq"; see `length_penalty`.
+        n_best: hypotheses returned per sentence, at most beam_size.
+        use_cache: False recomputes the whole prefix every step (same output, slower).
+        target_prefixes: per sentence, target ids (without BOS) every hypothesis starts with,
+            at most its maximum length.
+        trace: records every step's candidates (the attention explorer's beam view).
+
+    Returns:
+        For each sentence, in input order, its n_best finished hypotheses, best first.
+    """
+    if not 1 <= n_best <= beam_size:
+        raise ValueError(f"n_best must be between 1 and beam_size ({beam_size}), got {n_best}")
+    length_penalty(1, alpha, penalty)  # fail on an unknown form before any work
+    pad_id = model.config.pad_id
+    B, K = src.size(0), beam_size
+    src_mask = padding_mask(src, pad_id)  # (B, 1, 1, S)
+    max_lens = _max_lengths(model, src_mask, max_len_b)  # (B,)
+    # Beam k of sentence b is row b * K + k of every per-row tensor and of the cache.
+    rows = torch.arange(B, device=src.device).repeat_interleave(K)  # (B * K,)
+    memory, src_mask = model.encode(src)[rows], src_mask[rows]  # (B * K, S, d_model), (B*K,1,1,S)
+    cache = model.new_cache() if use_cache else None
+    prefixes = torch.full((B * K, 1), bos_id, dtype=torch.long, device=src.device)  # (R, 1 + t)
+    # All K beams start as the same BOS: only the first may expand, or it would be found K times.
+    scores = torch.full((B, K), float("-inf"), device=src.device)  # (n, K) log-probabilities
+    scores[:, 0] = 0.0
+    never = _never_ids(model, bos_id, src.device)
+    forced = forced_ids(target_prefixes, src.device)
+    forced = None if forced is None else forced[rows]  # (B * K, P)
+    # How many hypotheses each sentence has finished, on the device so that `done` stays there.
+    num_finished = torch.zeros(B, dtype=torch.long, device=src.device)  # (n,), at most K
+    sentences = list(range(B))  # the input index of each sentence still searching
+    finished: list[list[Hypothesis]] = [[] for _ in range(B)]
+    paths: list[list[int]] = [[] for _ in range(B * K)]  # host copy of prefixes[:, 1:]
+    for t in range(int(max_lens.max())):
+        n = len(sentences)
+        log_probs = _next_log_probs(model, prefixes, memory, src_mask, cache, never)
+        log_probs = force(log_probs, forced, t)
+        V = log_probs.size(-1)
+        candidates = (scores[:, :, None] + log_probs.view(n, K, V)).view(n, K * V)
+        # 2K candidates hold at least K that do not end in EOS: each beam has one EOS candidate.
+        cand_scores, cand_ids = candidates.topk(min(2 * K, K * V), dim=1)  # (n, C)
+        cand_beams, cand_tokens = cand_ids // V, cand_ids % V
+        at_max = t + 1 >= max_lens  # (n,)
+        ends = (cand_tokens == eos_id) | at_max[:, None]  # (n, C)
+        to_finish = ends[:, :K] & cand_scores[:, :K].isfinite()  # (n, K)
+        num_finished = (num_finished + to_finish.sum(dim=1)).clamp(max=K)
+        done = at_max | (num_finished == K)  # (n,)
+        # The K best candidates that go on, in score order: those that did not end come first.
+        C = cand_ids.size(1)
+        go_on = (ends.long() * C + torch.arange(C, device=src.device)).topk(K, largest=False)
+        next_beams, next_tokens, next_scores = (
+            x.gather(1, go_on.indices) for x in (cand_beams, cand_tokens, cand_scores)
+        )  # (n, K) each
+        if trace is not None:
+            lp = length_penalty(t + 1, alpha, penalty)
+            trace.record(
+                sentences, cand_scores, cand_tokens, cand_beams, to_finish, go_on.indices, done, lp
+            )
+
+        # The step's one device-to-host transfer: everything the bookkeeping below reads.
+        host = _to_host(
+            cand_scores[:, :K], cand_tokens[:, :K], cand_beams[:, :K], to_finish,
+            next_beams, next_tokens, done[:, None].expand(n, K),  # done repeated to fit (n, K)
+        )  # fmt: skip
+        live, next_paths = [], []  # positions of the sentences that go on, their beams' ids
+        for i, row in enumerate(host):
+            log_probs_i, tokens_i, beams_i, finish_i, next_beams_i, next_tokens_i, done_i = row
+            hypotheses = finished[sentences[i]]
+            candidates_i = zip(log_probs_i, tokens_i, beams_i, finish_i, strict=True)
+            for log_prob, token, beam, ends_here in candidates_i:
+                if ends_here and len(hypotheses) < K:
+                    ids = paths[i * K + int(beam)] + [int(token)]
+                    penalized = log_prob / length_penalty(t + 1, alpha, penalty)
+                    hypotheses.append(Hypothesis(ids, penalized, log_prob))
+            if not done_i[0]:
+                live.append(i)
+                next_paths += [
+                    paths[i * K + int(b)] + [int(token)]
+                    for b, token in zip(next_beams_i, next_tokens_i, strict=True)
+                ]
+        if not live:
+            break
+
+        # The host knows how many sentences go on, so selecting them needs no sync.
+        live_index = torch.nonzero_static(~done, size=len(live))[:, 0]  # (m,) as `live`
+        order = (live_index[:, None] * K + next_beams[live_index]).view(-1)  # (m * K,) their beams
+        prefixes = torch.cat([prefixes[order], next_tokens[live_index].view(-1, 1)], dim=1)
+        scores = next_scores[live_index]  # (m, K)
+        # Until a sentence leaves, `order` moves rows only among a sentence's beams, whose rows
+        # of everything computed from the source are equal: those need no copy.
+        same_source = len(live) == n
+        if not same_source:
+            memory, src_mask = memory[order], src_mask[order]
+            forced = None if forced is None else forced[order]
+        if cache is not None:
+            cache = model.reorder_cache(cache, order, same_source)
+        max_lens, num_finished = max_lens[live_index], num_finished[live_index]
+        sentences = [sentences[i] for i in live]
+        paths = next_paths
+    return [sorted(h, key=lambda h: h.score, reverse=True)[:n_best] for h in finished]
+
+
+def _to_host(*columns: Tensor) -> list[list[list[float]]]:
+    """(n, K) tensors -> per row, one list per tensor, in one copy; ids are exact in float64."""
+    return torch.stack([column.double() for column in columns], dim=1).tolist()

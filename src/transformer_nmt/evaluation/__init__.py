@@ -1,0 +1,1 @@
+"""Judging translations: paired significance tests and n-best rescoring."""

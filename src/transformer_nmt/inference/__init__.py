@@ -1,0 +1,1 @@
+"""From a checkpoint to text: the `Translator` API, scoring, word alignment and sharded runs."""

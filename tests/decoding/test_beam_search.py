@@ -1,0 +1,106 @@
+import itertools
+
+import pytest
+import torch
+
+from transformer_nmt.decoding import beam_search, greedy_search, length_penalty
+from transformer_nmt.model import Transformer
+
+BOS, EOS = 1, 2  # as in conftest's tiny models
+NEVER = -1  # an EOS id the model cannot emit
+
+
+def test_length_penalty_is_the_papers_and_fairseqs():
+    assert length_penalty(7, 0.6) == pytest.approx(((5 + 7) / 6) ** 0.6)
+    assert length_penalty(7, 0.6, "fairseq") == pytest.approx(7**0.6)
+    assert length_penalty(7, 0.0) == length_penalty(7, 0.0, "fairseq") == 1.0
+    with pytest.raises(ValueError, match="gnmt"):
+        length_penalty(7, 0.6, "wu")
+
+
+@pytest.mark.parametrize("overrides", [{}, {"norm_first": True, "positions": "learned"}])
+def test_beam_size_one_is_greedy(make_model, make_tokens, overrides, device):
+    model = make_model(**overrides).to(device)
+    src = make_tokens([7, 3, 5, 6], device=device)
+    unstopped = greedy_search(model, src, BOS, NEVER, max_len_b=4)
+    for eos_id in (unstopped[0, 0].item(), unstopped[2, 2].item(), NEVER):
+        greedy = greedy_search(model, src, BOS, eos_id, max_len_b=4)
+        beams = beam_search(model, src, BOS, eos_id, beam_size=1, max_len_b=4)
+        for row, (best,) in zip(greedy.tolist(), beams, strict=True):
+            assert best.tokens == row[: len(best.tokens)], eos_id
+            assert all(pad == model.config.pad_id for pad in row[len(best.tokens) :])
+
+
+def test_cached_equals_uncached(make_model, make_tokens, device):
+    model, src = make_model().to(device), make_tokens([6, 2, 4], device=device)
+    eos_id = greedy_search(model, src, BOS, NEVER, max_len_b=3)[1, 1].item()
+    kwargs = dict(beam_size=3, n_best=3, max_len_b=3)
+    cached = beam_search(model, src, BOS, eos_id, **kwargs)
+    uncached = beam_search(model, src, BOS, eos_id, use_cache=False, **kwargs)
+    for ours, theirs in zip(itertools.chain(*cached), itertools.chain(*uncached), strict=True):
+        assert ours.tokens == theirs.tokens
+        assert ours.score == pytest.approx(theirs.score, abs=1e-5)
+
+
+def test_batched_equals_one_sentence_at_a_time_in_input_order(make_model, make_tokens, device):
+    model, src = make_model().to(device), make_tokens([3, 7, 5], device=device)
+    batched = beam_search(model, src, BOS, EOS, n_best=2, max_len_b=3)
+    for sentence, expected in zip(src, batched, strict=True):
+        alone = beam_search(model, sentence[sentence != 0][None], BOS, EOS, n_best=2, max_len_b=3)
+        assert [h.tokens for h in alone[0]] == [h.tokens for h in expected]
+
+
+def exhaustive_ranking(
+    model: Transformer, sentence: torch.Tensor, max_len: int, alpha: float, penalty: str
+) -> list[tuple[float, list[int]]]:
+    """Every output the length rules allow, scored with the uncached model, best first.
+
+    Outputs are word sequences ending in EOS of at most max_len ids, or max_len ids without EOS.
+    """
+    words = [i for i in range(model.config.vocab_size) if i not in (0, BOS, EOS)]
+    outputs = [
+        [*prefix, EOS] for n in range(max_len) for prefix in itertools.product(words, repeat=n)
+    ] + [list(seq) for seq in itertools.product(words, repeat=max_len)]
+    scored = []
+    for ys in outputs:
+        logits = model(sentence[None], torch.tensor([[BOS, *ys[:-1]]]))[0]  # (T, V)
+        logits[:, [0, BOS]] = float("-inf")
+        log_prob = logits.log_softmax(-1).gather(1, torch.tensor(ys)[:, None]).sum().item()
+        scored.append((log_prob / length_penalty(len(ys), alpha, penalty), ys))
+    return sorted(scored, reverse=True)
+
+
+@pytest.mark.parametrize(("alpha", "penalty"), [(0.6, "gnmt"), (1.0, "fairseq"), (0.0, "gnmt")])
+def test_a_beam_wide_enough_ranks_like_exhaustive_search(make_model, alpha, penalty):
+    # 3 words + EOS, at most 3 ids: 40 outputs, and a beam of 64 never has to drop one.
+    model = make_model(vocab_size=6)
+    src = torch.tensor([[3, 4], [5, 0]])
+    beams = beam_search(
+        model, src, BOS, EOS, beam_size=64, n_best=10, alpha=alpha, max_len_b=1, penalty=penalty
+    )
+    for sentence, hypotheses in zip(src, beams, strict=True):
+        sentence = sentence[sentence != 0]
+        with torch.no_grad():
+            expected = exhaustive_ranking(model, sentence, len(sentence) + 1, alpha, penalty)[:10]
+        assert [h.tokens for h in hypotheses] == [ys for _, ys in expected]
+        assert [h.score for h in hypotheses] == pytest.approx([s for s, _ in expected], abs=1e-5)
+
+
+def test_early_stopping_leaves_no_beam_unfinished(make_model, make_tokens, device):
+    model, src = make_model().to(device), make_tokens([6, 3, 5], device=device)
+    max_len_b = 4
+    eos_id = greedy_search(model, src, BOS, NEVER, max_len_b=max_len_b)[0, 1].item()
+    beams = beam_search(model, src, BOS, eos_id, beam_size=4, n_best=4, max_len_b=max_len_b)
+    stopped_early = False
+    for length, hypotheses in zip([6, 3, 5], beams, strict=True):
+        assert len(hypotheses) == 4
+        for h in hypotheses:
+            assert h.tokens[-1] == eos_id or len(h.tokens) == length + max_len_b
+            assert eos_id not in h.tokens[:-1]
+        stopped_early |= all(h.tokens[-1] == eos_id for h in hypotheses)
+    assert stopped_early
+
+
+def test_n_best_cannot_exceed_the_beam(make_model, make_tokens):
+    with pytest.raises(ValueError, match="n_best"):
+        beam_search(make_model(), make_tokens([3]), BOS, EOS, beam_size=2, n_best=3)

@@ -1,0 +1,61 @@
+"""Constrained beam search: every constraint appears, or the line reports what it misses."""
+
+import pytest
+import torch
+
+from transformer_nmt.decoding.constraints import Progress, constrained_beam_search
+from transformer_nmt.model import RNNAttention
+
+VOCAB, PAD, BOS, EOS = 50, 0, 1, 2  # as in conftest's tiny models
+
+
+def contains(tokens: list[int], phrase: list[int]) -> bool:
+    return any(tokens[i : i + len(phrase)] == phrase for i in range(len(tokens)))
+
+
+def test_progress_counts_met_ids_and_loses_an_abandoned_phrase():
+    constraints = [[7, 8, 9], [20]]
+    start = Progress((False, False))
+    assert start.wanted(constraints) == {7, 20}
+    halfway = start.after(7, constraints).after(8, constraints)
+    assert halfway.met_ids(constraints) == 2 and halfway.wanted(constraints) == {9}
+    assert halfway.after(5, constraints).met_ids(constraints) == 0  # abandoned
+    restarted = halfway.after(7, constraints)  # abandons, and starts the phrase again
+    assert restarted.met_ids(constraints) == 1
+    done = halfway.after(9, constraints).after(20, constraints)
+    assert done.all_met() and done.met_ids(constraints) == 4 and done.wanted(constraints) == set()
+
+
+@pytest.mark.parametrize("family", ["transformer", "rnn_attention"])
+def test_every_constraint_appears_in_every_hypothesis(family, make_model, make_tokens, device):
+    if family == "transformer":
+        model = make_model().to(device)
+    else:
+        torch.manual_seed(0)
+        model = RNNAttention(VOCAB, PAD, embed_dim=16, hidden_size=16, dropout=0.0).to(device)
+    src = make_tokens([6, 2, 4, 5], device=device)
+    constraints = [[[7, 8, 9], [20]], [], [[11, 12], [11]], [[30, 31, 32, 33]]]
+    found, missed = constrained_beam_search(
+        model.eval(), src, BOS, EOS, constraints, beam_size=4, max_len_b=10, n_best=3
+    )
+    assert missed == [[], [], [], []]
+    for hypotheses, phrases in zip(found, constraints, strict=True):
+        assert 1 <= len(hypotheses) <= 3  # only those meeting every constraint
+        assert [h.score for h in hypotheses] == sorted((h.score for h in hypotheses), reverse=True)
+        for h in hypotheses:
+            assert all(contains(h.tokens, phrase) for phrase in phrases), (h.tokens, phrases)
+
+
+def test_a_constraint_longer_than_the_output_may_be_is_reported_not_dropped(
+    make_model, make_tokens
+):
+    model, src = make_model(), make_tokens([3, 4])
+    constraints = [[[5] * 10, [6]], [[6]]]
+    found, missed = constrained_beam_search(model, src, BOS, EOS, constraints, max_len_b=2)
+    assert missed == [[0], []]  # line 1 cannot hold ten 5s in 5 ids; its 6 is met
+    assert contains(found[0][0].tokens, [6]) and contains(found[1][0].tokens, [6])
+
+
+def test_more_best_hypotheses_than_the_beam_holds_are_refused(make_model, make_tokens):
+    with pytest.raises(ValueError, match=r"n_best must be between 1 and beam_size \(2\), got 3"):
+        constrained_beam_search(make_model(), make_tokens([3]), BOS, EOS, [[]], 2, n_best=3)
