@@ -10,6 +10,9 @@ from torch import Tensor
 
 # How a subword that starts a new word begins: byte-level BPE's space, SentencePiece's.
 WORD_STARTS = ("Ġ", "▁")
+# Byte-level BPE's space, line break and tab, SentencePiece's space: a subword of these alone
+# (a run of spaces) is white space between words, as str.split() sees it, not a word.
+WHITE_SPACE = "ĠĊĉ▁"
 
 HEADS = ("mean", "best")
 
@@ -67,10 +70,17 @@ def pharaoh(
 
 
 def word_indices(vocab: list[str], ids: list[int]) -> list[int]:
-    """The whitespace-separated word each subword id falls in: a new one at each word start."""
-    words, word = [], -1
+    """The whitespace-separated word each subword id falls in, numbered as `text.split()` does.
+
+    A new word begins at a word start or after white space; a subword of white space alone
+    counts with the word before it (the first word, at the start of the text).
+    """
+    words, word, after_space = [], -1, False
     for i in ids:
-        if word < 0 or vocab[i].startswith(WORD_STARTS):
-            word += 1
+        token = vocab[i]
+        if not token.strip(WHITE_SPACE):
+            after_space = True
+        elif word < 0 or after_space or token.startswith(WORD_STARTS):
+            word, after_space = word + 1, False
         words.append(word)
-    return words
+    return [max(w, 0) for w in words]
