@@ -67,6 +67,14 @@ def test_translate_a_file_one_line_per_input_line(checkpoints, tmp_path):
     assert f"translating: done, {len(SOURCES)} sentences in" in out.stderr
 
 
+def test_an_input_after_ensemble_members_is_the_input_not_a_member(checkpoints, tmp_path):
+    (tmp_path / "src.en").write_text("\n".join(SOURCES) + "\n")
+    ckpt, src = str(checkpoints / "last.ckpt"), str(tmp_path / "src.en")
+    alone = run("translate", ckpt, src, "--threads", "1")
+    both = run("translate", ckpt, "--ensemble", ckpt, src, "--threads", "1")
+    assert both.stdout == alone.stdout and len(both.stdout.splitlines()) == len(SOURCES)
+
+
 def test_translate_stdin_n_best(checkpoints):
     args = (
         "--threads",

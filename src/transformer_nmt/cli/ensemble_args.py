@@ -1,6 +1,7 @@
 """`--ensemble` and `--weights`, shared by the commands that decode or score with checkpoints."""
 
 import argparse
+import zipfile
 from pathlib import Path
 
 from transformer_nmt.cli.search_args import engine_options, positive_float
@@ -29,7 +30,8 @@ def add_ensemble_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def check_ensemble_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Refuse, before loading, what an ensemble cannot do."""
+    """Refuse, before loading, what an ensemble cannot do; hand back an input --ensemble took."""
+    take_input_back(args)
     members = 1 + len(args.ensemble)
     if args.weights is not None and len(args.weights) != members:
         parser.error(
@@ -38,6 +40,19 @@ def check_ensemble_args(parser: argparse.ArgumentParser, args: argparse.Namespac
         )
     if args.ensemble and getattr(args, "engine", "torch") != "torch":
         parser.error("--ensemble decodes with --engine torch: CTranslate2 runs one model")
+
+
+def take_input_back(args: argparse.Namespace) -> None:
+    """`A --ensemble B in.de`: --ensemble takes every path after it, so the input comes last.
+
+    A checkpoint is a folder or a zip archive (torch.save's format); a last path that is a file of
+    anything else is the command's input, where it takes one and none was given.
+    """
+    if not args.ensemble or getattr(args, "input", "no input") is not None:
+        return
+    last = args.ensemble[-1]
+    if last.is_file() and not zipfile.is_zipfile(last):
+        args.ensemble, args.input = args.ensemble[:-1], last
 
 
 def load(first: list[Path], args: argparse.Namespace) -> Translator:
