@@ -51,3 +51,13 @@ def test_an_n_best_with_other_columns_is_refused_naming_the_line(tmp_path):
     (tmp_path / "ragged.feats").write_text("0\t-1.0\ta dog\t-0.5\n0\t-1.0\ta cat\n")
     with pytest.raises(DataError, match="ragged.feats, line 2: 3 columns, the first line 4"):
         read_n_best(tmp_path / "ragged.feats")
+
+
+@pytest.mark.parametrize("text", ["weights: [1, 2]", '{"bleu": 30.1}', '{"weights": "high"}', "[]"])
+def test_a_weights_file_that_is_not_tunes_is_refused_naming_it(tmp_path, text, capsys):
+    feats, weights = tmp_path / "test.feats", tmp_path / "weights.json"
+    feats.write_text("0\t-1.0\tone\n")
+    weights.write_text(text)
+    with pytest.raises(SystemExit) as info:
+        rescore_main(["apply", str(feats), "--weights", str(weights)])
+    assert f"error: {weights}: not a weights file of `nmt-rescore tune`" in str(info.value.code)

@@ -49,6 +49,21 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def read_weights(path: Path) -> list[float]:
+    """The weights `nmt-rescore tune` wrote to `path`; anything else is refused naming the file."""
+    try:
+        weights = json.loads(path.read_text())["weights"]
+        if not weights or not all(isinstance(w, int | float) for w in weights):
+            raise ValueError(f"'weights' is {weights!r}, not a list of numbers")
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError, UnicodeDecodeError) as e:
+        detail = "no 'weights' key" if isinstance(e, KeyError) else str(e)
+        raise DataError(
+            f"{path}: not a weights file of `nmt-rescore tune` ({detail}); make one with "
+            f"`nmt-rescore tune <val n-best> --ref <val refs> --output {path}`"
+        ) from None
+    return weights
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_arguments(argv)
     try:
@@ -60,7 +75,7 @@ def main(argv: list[str] | None = None) -> None:
             write_atomically(args.output, json.dumps(report, indent=2) + "\n")
             print(f"BLEU {bleu:.2f} (the search's own ranking: {baseline:.2f}): {args.output}")
             return
-        weights = json.loads(args.weights.read_text())["weights"]
+        weights = read_weights(args.weights)
         for text in rerank(read_n_best(args.n_best), weights):
             print(text)
     except (DataError, OSError, ValueError, KeyError) as e:
