@@ -9,13 +9,21 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# A numbered work-log reference: "session 42", "sessions 33 and 34", "stop 3", "42's hour".
-WORK_LOG = re.compile(r"\bsessions? \d+|\bstop \d+\b|\b\d+'s hour\b", re.IGNORECASE)
+# A numbered work-log reference: "session 42", "sessions 33 and 34", "stop 3", "42's hour", and
+# the tracker's "issue 17", "Issue #3", which no reader of the repository can open.
+WORK_LOG = re.compile(r"\bsessions? \d+|\bstop \d+\b|\b\d+'s hour\b|\bissues? #?\d+", re.IGNORECASE)
 
 
 @pytest.mark.parametrize(
     "text",
-    ["as in session 42", "Sessions 33 and 34 scored", "see stop 3", "31's hour"],
+    [
+        "as in session 42",
+        "Sessions 33 and 34 scored",
+        "see stop 3",
+        "31's hour",
+        "Issue 17's goals",
+        "issue #3 aims",
+    ],
 )
 def test_the_pattern_finds_work_log_references(text):
     assert WORK_LOG.search(text)

@@ -1,5 +1,6 @@
 """On a real single-node SLURM (tests/helpers/slurm_cluster.py): sweep trials as jobs through
-Hydra's submitit launcher, and the README's training recipe requeued, resuming in its folder."""
+Hydra's submitit launcher, and docs/cluster.md's training recipe requeued, resuming in its
+folder."""
 
 import csv
 import os
@@ -70,7 +71,7 @@ def test_submitit_slurm_runs_each_trial_as_a_job_of_one_study(tmp_path, cluster)
     assert ended == ["COMPLETED", "COMPLETED"]
 
 
-# The README's sbatch script with the sizes of a 2-core CPU box: 2 ranks over gloo on one node.
+# docs/cluster.md's sbatch script with the sizes of a 2-core CPU box: 2 ranks over gloo on one node.
 CPU_BOX = {
     "--nodes=2": "--nodes=1",
     "--ntasks-per-node=4": "--ntasks-per-node=2",
@@ -86,9 +87,9 @@ TOY = quick_toy_run(MAX_STEPS)
 REQUEUED_AT, SIGNALLED_AT = 4, 8  # the steps the job is held at until requeued, then signalled
 
 
-def readme_sbatch_script() -> str:
-    """The README's SLURM script, the fenced block that starts with #!/bin/bash."""
-    blocks = re.findall(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
+def documented_sbatch_script() -> str:
+    """docs/cluster.md's SLURM script, the fenced block that starts with #!/bin/bash."""
+    blocks = re.findall(r"```bash\n(.*?)```", (ROOT / "docs" / "cluster.md").read_text(), re.DOTALL)
     (script,) = [b for b in blocks if b.startswith("#!/bin/bash\n") and "#SBATCH" in b]
     return script
 
@@ -97,9 +98,9 @@ def on_a_cpu_box(script: str, tmp_path: Path) -> str:
     """The script with CPU_BOX's sizes, the toy task, every output under tmp_path, and two
     pauses of rank 0 (rank 1 waits in the step's collectives): at REQUEUED_AT until SIGTERM, at
     SIGNALLED_AT until USR1."""
-    for readme, cpu in CPU_BOX.items():
-        assert script.count(readme) == 1, f"README.md's sbatch script no longer holds {readme!r}"
-        script = script.replace(readme, cpu)
+    for documented, cpu in CPU_BOX.items():
+        assert script.count(documented) == 1, f"docs/cluster.md's sbatch lacks {documented!r}"
+        script = script.replace(documented, cpu)
     overrides = [
         *TOY,
         f"paths.log_dir={tmp_path}/outputs",
@@ -126,10 +127,10 @@ def held_at(cluster: SlurmCluster, job: int, marker: Path, output: Path) -> None
 
 @pytest.fixture(scope="module")
 def recipe_job(cluster, tmp_path_factory) -> dict:
-    """The README's job, requeued by `scontrol requeue` at one step and by USR1 at another."""
+    """The documented job, requeued by `scontrol requeue` at one step and by USR1 at another."""
     tmp_path = tmp_path_factory.mktemp("recipe")
     script = tmp_path / "train.sbatch"
-    script.write_text(on_a_cpu_box(readme_sbatch_script(), tmp_path))
+    script.write_text(on_a_cpu_box(documented_sbatch_script(), tmp_path))
     env = ddp_env()
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env["PATH"]])
     output = f"--output={tmp_path}/slurm-%j.out"
@@ -158,7 +159,7 @@ def logged_steps(run: Path) -> list[list[int]]:
     ]
 
 
-def test_the_readme_recipe_requeued_resumes_where_it_was_in_its_run_folder(recipe_job):
+def test_the_documented_recipe_requeued_resumes_where_it_was_in_its_run_folder(recipe_job):
     job, run = recipe_job["id"], recipe_job["run"]
     assert recipe_job["runs"] == [f"slurm-{job}"]  # one folder: the requeued job's id kept
     log = (run / "train.log").read_text()

@@ -40,12 +40,12 @@ from transformer_nmt.data.framing import source_ids
 from transformer_nmt.data.tokenizer import PAD_ID
 from transformer_nmt.explorer import explore_sentence, sentence, write_page
 from transformer_nmt.model import Transformer
-from transformer_nmt.runtime.run_names import register_resolvers
 from transformer_nmt.train import build_data_and_module, build_trainer
 from transformer_nmt.training.callbacks import attention_maps
 from transformer_nmt.training.callbacks.attention_maps import AttentionMaps
 from transformer_nmt.training.init_from import load_parent
 from transformer_nmt.training.resume import ResumePoint
+from transformer_nmt.training.run_config import register_resolvers
 from transformer_nmt.training.run_plan import plan_run
 
 

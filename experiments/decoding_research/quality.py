@@ -1,4 +1,4 @@
-"""Issue 70's quality rows on Multi30k de→en, run as a user runs them: the CLIs, then sacreBLEU.
+"""Decoding features' quality rows on Multi30k de→en, run as a user runs them: CLIs, then sacreBLEU.
 
     python -m experiments.decoding_research.quality A.ckpt --second B.ckpt --reverse R.ckpt \
         --data ../shared/data/multi30k --out /tmp/quality --threads 1

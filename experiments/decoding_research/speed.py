@@ -1,4 +1,4 @@
-"""Issue 70's speed rows: sampling, an ensemble and forced-decoding scores against their baselines.
+"""Decoding features' speed rows: sampling, ensembles and forced scoring, each against its baseline.
 
     python -m experiments.decoding_research.speed CKPT --ensemble CKPT2 \
         --src val.de.gz --ref val.en.gz --threads 1 --repeats 3

@@ -1,4 +1,4 @@
-"""Multi30k split as the back-translation literature simulates it, for issue 71's record.
+"""Multi30k split as the back-translation literature simulates it, for the workflows record.
 
     python -m experiments.research_workflows.split --data ../shared/data/multi30k --out w71
 

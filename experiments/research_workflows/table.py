@@ -1,5 +1,5 @@
-"""Issue 71's Multi30k table: each run's best checkpoint (training's val BLEU chose it) scored by
-`nmt-evaluate` with beam 4 on val, then once on test.
+"""The research workflows' Multi30k table: each run's best checkpoint (training's val BLEU chose
+it) scored by `nmt-evaluate` with beam 4 on val, then once on test.
 
     python -m experiments.research_workflows.table --data ../shared/data/multi30k --out scores \
         baseline=w71/baseline "back-translation, beam=w71/bt/train-<hash>" ...

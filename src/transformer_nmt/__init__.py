@@ -1,14 +1,5 @@
-"""transformer-nmt: the Transformer of "Attention Is All You Need" for machine translation.
-
-model/     the network and search, plain PyTorch
-data/      corpora, tokenizer, framing, batching, the DataModule
-training/  the LightningModule and everything around a training run
-cli/       the nmt-* commands
-export/    Hugging Face, CTranslate2 and safetensors exports, each with its model card
-train.py   `train(cfg)`, what `python train.py` runs
-translator.py  `Translator`, the Python API: `from transformer_nmt import Translator`
-checkpoint.py  reading, averaging and saving checkpoint files, without Lightning or Hydra
-"""
+"""The Transformer of "Attention Is All You Need" for machine translation, trained with Lightning
+and Hydra; `from transformer_nmt import Translator` is the front door for translating."""
 
 from typing import Any
 

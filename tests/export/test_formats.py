@@ -1,5 +1,6 @@
 """Every model family and switch against every export format: what a format can hold it holds
-exactly, what it cannot is refused before anything is written, and the README's table says so."""
+exactly, what it cannot is refused before anything is written, and docs/export.md's table says
+so."""
 
 import re
 import subprocess
@@ -25,7 +26,7 @@ TEXTS = ["one two three", "fünf sechs sieben vier zwei", "zwei"]
 TARGETS = ["vier", "drei eins", "sechs"]
 FORMATS = ("hf", "ct2", "safetensors")
 ALL = set(FORMATS)
-# README row -> (family, settings beside the tiny sizes, the formats that hold it).
+# docs/export.md's row -> (family, settings beside the tiny sizes, the formats that hold it).
 TABLE = {
     "Transformer, the paper's: post-norm, sinusoidal positions, all embeddings tied": (
         "transformer", {}, ALL
@@ -121,11 +122,11 @@ def test_the_table_is_what_the_formats_check():
         assert verdicts == holders, row
 
 
-def test_the_readme_states_the_table():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+def test_the_docs_state_the_table():
+    page = (ROOT / "docs" / "export.md").read_text(encoding="utf-8")
     for row, (_, _, holders) in TABLE.items():
         cells = " | ".join("yes" if f in holders else "no" for f in FORMATS)
-        assert f"| {row} | {cells} |" in readme, row
+        assert f"| {row} | {cells} |" in page, row
 
 
 @pytest.mark.parametrize(("row", "export_format"), CELLS)

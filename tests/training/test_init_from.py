@@ -13,7 +13,8 @@ from helpers.checkpoint_files import SENTENCES, write_checkpoint
 from helpers.hydra_compose import compose_train
 from helpers.quick_toy_run import quick_toy_run
 from transformer_nmt.checkpoint import model_weights, read_checkpoint
-from transformer_nmt.data.tokenizer import BPETokenizer, tokenizer_from_str
+from transformer_nmt.data.tokenizer import BPETokenizer
+from transformer_nmt.data.tokenizer_kinds import tokenizer_from_str
 from transformer_nmt.model.vocab_growth import PER_TOKEN
 from transformer_nmt.training.config_checks import ConfigError
 from transformer_nmt.training.init_from import load_parent

@@ -15,7 +15,7 @@ from omegaconf import DictConfig
 
 from transformer_nmt.runtime.allocator import use_expandable_segments, use_fast_malloc
 from transformer_nmt.runtime.configs import checkout_root, config_dir
-from transformer_nmt.runtime.run_names import register_resolvers
+from transformer_nmt.training.run_config import register_resolvers
 
 # Printed after Hydra's own message when the command line does not compose into a config.
 HINT = (

@@ -1,5 +1,6 @@
 """What a tokenizer offers; joint source+target byte-level BPE (paper section 3.4), fixed
-special-token ids, a cache. The other kind, Marian's SentencePiece: sentencepiece_tokenizer.py."""
+special-token ids, a cache. The other kind, Marian's SentencePiece: sentencepiece_tokenizer.py;
+either rebuilt from its saved string: tokenizer_kinds.py."""
 
 import hashlib
 import json
@@ -37,15 +38,6 @@ class SubwordTokenizer(Protocol):
     def continues_word(self) -> list[bool]: ...
 
     def to_str(self) -> str: ...
-
-
-def tokenizer_from_str(s: str) -> SubwordTokenizer:
-    """Rebuild either kind from its `to_str` string (a checkpoint's "tokenizer")."""
-    from transformer_nmt.data import sentencepiece_tokenizer as sp
-
-    if s.startswith(f'{{"{sp.KEY}":'):
-        return sp.SentencePieceTokenizer.from_dict(json.loads(s)[sp.KEY])
-    return BPETokenizer.from_str(s)
 
 
 class BPETokenizer:

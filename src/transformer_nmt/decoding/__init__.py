@@ -1,4 +1,4 @@
-"""Search over any model family: greedy, beam, sampling, constraints, ensembles, forced decoding."""
+"""Turning any model family's next-token distributions into translations, and scoring given ones."""
 
 from transformer_nmt.decoding.search import Hypothesis, beam_search, greedy_search, length_penalty
 

@@ -1,1 +1,1 @@
-"""Judging translations: paired significance tests and n-best rescoring."""
+"""Judging translations once made: whether one system beats another, which candidate is best."""

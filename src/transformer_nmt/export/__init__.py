@@ -1,6 +1,4 @@
-"""Exports of a trained model for other runtimes: Hugging Face `transformers` (`hf`), CTranslate2
-(`ct2`), and the model card each folder gets (`card`). The exporters import their runtime, so
-import them by module, when needed."""
+"""A trained model out to other runtimes and formats, and models of other toolkits in."""
 
 
 class ExportError(ValueError):

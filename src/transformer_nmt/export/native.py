@@ -11,7 +11,8 @@ from pathlib import Path
 
 import safetensors.torch
 
-from transformer_nmt.data.tokenizer import PAD_ID, SubwordTokenizer, tokenizer_from_str
+from transformer_nmt.data.tokenizer import PAD_ID, SubwordTokenizer
+from transformer_nmt.data.tokenizer_kinds import tokenizer_from_str
 from transformer_nmt.export import ExportError
 from transformer_nmt.model import EncoderDecoder, config_from_dict, model_from_config
 from transformer_nmt.runtime.atomic import write_atomically

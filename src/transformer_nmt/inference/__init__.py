@@ -1,1 +1,1 @@
-"""From a checkpoint to text: the `Translator` API, scoring, word alignment and sharded runs."""
+"""From a checkpoint to text, for a user who only translates: no Lightning, no Hydra."""

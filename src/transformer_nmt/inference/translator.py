@@ -29,7 +29,7 @@ from transformer_nmt.decoding.constraints import constrained_beam_search
 from transformer_nmt.decoding.ensemble import Ensemble, normalized_weights
 from transformer_nmt.decoding.sampling import Sampling, sample
 from transformer_nmt.inference.alignment import Alignment
-from transformer_nmt.inference.scoring import TargetScore, score_stream
+from transformer_nmt.inference.scoring import TargetScore, check_targets, read_pairs, score_batch
 from transformer_nmt.model import EncoderDecoder
 from transformer_nmt.model.quantization import quantize_int8
 
@@ -463,9 +463,46 @@ class Translator:
     ) -> Iterator[TargetScore]:
         """`score` lazily, in input order, reading pairs in chunks as `stream` reads sentences;
         start as for `stream`."""
-        chunk = chunk_size(batch_size, max_tokens)
-        options = dict(per_token=per_token, alignment=alignment, chunk=chunk, start=start)
-        return score_stream(self, sources, targets, batch_size, max_tokens, **options)
+        if self.engine != "torch":
+            raise ValueError(f"scoring runs on engine 'torch', not {self.engine!r}")
+        for name, value in (("batch_size", batch_size), ("max_tokens", max_tokens)):
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
+        if alignment is not None and isinstance(self.model, Ensemble):
+            raise ValueError("alignments are one model's attention: score them without an ensemble")
+        pairs, size = read_pairs(sources, targets), chunk_size(batch_size, max_tokens)
+        aligning = None if alignment is None else (alignment, self.tokenizer.tokens())
+        first_line = start + 1
+        while chunk := list(islice(pairs, size)):
+            sizes = (batch_size, max_tokens)
+            yield from self._score_chunk(chunk, first_line, sizes, per_token, aligning)
+            first_line += len(chunk)
+
+    def _score_chunk(
+        self,
+        chunk: list[tuple[str, str]],
+        first_line: int,
+        sizes: tuple[int, int | None],
+        per_token: bool,
+        aligning: tuple[Alignment, list[str]] | None,
+    ) -> list[TargetScore]:
+        """Each pair's score, scored in batches of like lengths (both sides), in chunk order."""
+        lines = [first_line + i for i in range(len(chunk))]
+        sources = self._encode([s.strip() for s, _ in chunk], lines)
+        targets = self.tokenizer.encode_batch([t.strip() for _, t in chunk], side="target")
+        check_targets(targets, lines, self.search.max_positions)
+        tokens = dict(enumerate(sources))
+        # Both sides alike in a batch: a long target beside short ones would pad them all.
+        by_length = sorted(tokens, key=lambda i: len(tokens[i]) + len(targets[i]))
+        results: list[TargetScore | None] = [None] * len(chunk)
+        for batch in self._batches(by_length, tokens, *sizes):
+            found = score_batch(
+                self.model, self.device, [sources[i] for i in batch], [targets[i] for i in batch],
+                self.search.autocast, per_token, aligning,
+            )  # fmt: skip
+            for i, result in zip(batch, found, strict=True):
+                results[i] = result
+        return results
 
     def _batches(
         self,

@@ -19,7 +19,7 @@ from omegaconf import OmegaConf
 
 from transformer_nmt.checkpoint import read_checkpoint
 from transformer_nmt.data.corpus import Corpus
-from transformer_nmt.data.tokenizer import tokenizer_from_str
+from transformer_nmt.data.tokenizer_kinds import tokenizer_from_str
 from transformer_nmt.pipelines import checks
 from transformer_nmt.pipelines.corpora import (
     mixture,

@@ -18,9 +18,9 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from transformer_nmt.checkpoint import best_checkpoints
 from transformer_nmt.pipelines.stages import Stage, stage_key
 from transformer_nmt.runtime.configs import checkout_root, config_dir
-from transformer_nmt.runtime.run_names import register_resolvers
 from transformer_nmt.training.auto_resume import run_folder_checkpoint
 from transformer_nmt.training.config_checks import ConfigError
+from transformer_nmt.training.run_config import register_resolvers
 
 PLACEHOLDER = "<stage folder>"  # the run folder while hashing: the key cannot hold itself
 

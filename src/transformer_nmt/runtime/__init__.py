@@ -1,1 +1,1 @@
-"""What every process of a run leans on: atomic writes, locks, processes, run names, W&B ids."""
+"""What any process leans on, training or not: safe writes, shared folders, names, configs."""

@@ -1,11 +1,9 @@
 """Names that stay unique where processes start together: the run folder of each task of a SLURM
 job array, and the log file of each rank of a run. `conf/hydra/default.yaml` uses them through
-the resolvers `register_resolvers` adds."""
+the resolvers `training.run_config.register_resolvers` adds."""
 
 import os
 from collections.abc import Mapping
-
-from omegaconf import OmegaConf
 
 
 def slurm_job_suffix(environ: Mapping[str, str] = os.environ) -> str:
@@ -40,10 +38,3 @@ def rank_log_suffix(environ: Mapping[str, str] = os.environ) -> str:
     """'' on global rank 0 (its log is `train.log`), `.rank<R>` on another: a file per rank."""
     rank = launcher_rank(environ)
     return "" if rank == "0" else f".rank{rank}"
-
-
-def register_resolvers() -> None:
-    """`${slurm_job_suffix:}` and `${rank_log_suffix:}`, for the configs Hydra composes."""
-    for resolve in (slurm_job_suffix, rank_log_suffix):
-        if not OmegaConf.has_resolver(resolve.__name__):
-            OmegaConf.register_new_resolver(resolve.__name__, lambda resolve=resolve: resolve())

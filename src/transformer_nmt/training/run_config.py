@@ -3,6 +3,7 @@
 Hydra would write it before the task starts (`hydra.output_subdir`, null in `conf/hydra/`): a
 start that is then refused, because the folder's `last.ckpt` is another model's or another run
 holds the folder, would overwrite the record of the run that owns it, which the model card reads.
+Also the resolvers that name the run folder and its logs in `conf/hydra/default.yaml`.
 """
 
 from pathlib import Path
@@ -11,6 +12,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from transformer_nmt.runtime.atomic import write_atomically
+from transformer_nmt.runtime.run_names import rank_log_suffix, slurm_job_suffix
 
 FOLDER = ".hydra"
 
@@ -32,3 +34,10 @@ def write_run_config(cfg: DictConfig) -> None:
     write_atomically(folder / "config.yaml", OmegaConf.to_yaml(task))
     write_atomically(folder / "hydra.yaml", OmegaConf.to_yaml({"hydra": hydra}))
     write_atomically(folder / "overrides.yaml", OmegaConf.to_yaml(hydra.overrides.task))
+
+
+def register_resolvers() -> None:
+    """`${slurm_job_suffix:}` and `${rank_log_suffix:}`, for the configs Hydra composes."""
+    for resolve in (slurm_job_suffix, rank_log_suffix):
+        if not OmegaConf.has_resolver(resolve.__name__):
+            OmegaConf.register_new_resolver(resolve.__name__, lambda resolve=resolve: resolve())
