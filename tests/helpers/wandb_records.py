@@ -93,3 +93,12 @@ def config(path: Path) -> dict:
             out.update({item.key: json.loads(item.value_json) for item in updates})
     out.pop("_wandb", None)
     return out
+
+
+def loss_curve(run_dir: Path) -> tuple[set[str], list[int]]:
+    """The ids of the offline W&B runs of a run folder, and the steps their `train/loss` curve
+    holds, start after start (`wandb sync` uploads the files of one run in that order)."""
+    files = sorted(run_dir.glob("wandb/offline-run-*/run-*.wandb"))  # named by their start
+    ids = {run_record(f).run_id for f in files}
+    rows = [row for f in files for row in history(f)]
+    return ids, [row["trainer/global_step"] for row in rows if "train/loss" in row]

@@ -154,13 +154,15 @@ def test_the_logger_saves_its_run_in_the_folder_unless_w_and_b_is_disabled(tmp_p
     assert not (tmp_path / "d" / RUN_FILE).exists()  # no W&B run to continue
 
 
-def logged_steps(run_dir) -> tuple[set[str], list[int]]:
-    """The ids of the offline W&B runs in `run_dir`, and the steps their `train/loss` curve holds,
-    start after start (W&B's `sync` uploads a run's files in the order they started)."""
-    files = sorted((run_dir / "wandb").glob("offline-run-*/run-*.wandb"))  # named by start time
-    ids = {wandb_records.run_record(f).run_id for f in files}
-    rows = [row for f in files for row in wandb_records.history(f)]
-    return ids, [row["trainer/global_step"] for row in rows if "train/loss" in row]
+def test_steps_the_folders_w_and_b_run_logged_before_are_not_logged_again(tmp_path, offline):
+    save_run(tmp_path, "abc123", "p", step=5)  # an earlier start logged up to step 5
+    logger = wandb_logger(str(tmp_path), "p")
+    for step in (4, 5, 6, 6, 7):  # trained again from step 3's last.ckpt, then on
+        logger.log_metrics({"train/loss": float(step)}, step=step)
+        assert saved_run(tmp_path)["step"] == max(step, 5)  # recorded as W&B gets it
+    logger.experiment.finish()
+    ids, steps = wandb_records.loss_curve(tmp_path)
+    assert ids == {"abc123"} and steps == [6, 6, 7]  # a step's rows: training's, validation's
 
 
 MAX_STEPS = 12
@@ -184,7 +186,7 @@ def test_a_run_stopped_crashed_and_ended_is_one_w_and_b_run_with_one_curve(tmp_p
     train(cfg.copy())
     train(cfg.copy())  # an ended run started again: nothing to train, nothing logged twice
 
-    ids, steps = logged_steps(tmp_path / "run")
+    ids, steps = wandb_records.loss_curve(tmp_path / "run")
     assert len(ids) == 1 and len(list((tmp_path / "run" / "wandb").glob("offline-run-*"))) == 4
     assert steps == list(range(MAX_STEPS))  # Lightning logs update n at step n - 1
     (run_id,) = ids
@@ -213,7 +215,7 @@ def test_two_ranks_stopped_and_started_again_log_one_curve_from_rank_0(tmp_path)
     ]
     codes = [start.returncode for start in starts]
     assert codes == [exit_status(signal.SIGTERM), 0], starts[-1].stderr[-3000:]
-    ids, steps = logged_steps(tmp_path / "run")
+    ids, steps = wandb_records.loss_curve(tmp_path / "run")
     assert len(ids) == 1 and len(list((tmp_path / "run" / "wandb").glob("offline-run-*"))) == 2
     assert steps == list(range(MAX_STEPS))
 

@@ -109,19 +109,20 @@ class FolderWandbLogger(WandbLogger):
     def __init__(self, *args: Any, logged_step: int | None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._logged_before = self._logged = logged_step
+        self._replay_said = False
 
     @rank_zero_only
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
         if step is not None and self._logged is not None:
             if step <= self._logged_before:
-                if self._logged == self._logged_before:
+                if not self._replay_said:
                     log.info(
                         "W&B run %s holds steps up to %d already: the steps trained again up "
                         "to there are not logged twice",
                         self._id,
                         self._logged_before,
                     )
-                    self._logged += 1  # said once
+                    self._replay_said = True
                 return
             if step > self._logged:
                 save_run(self.save_dir, self._id, self._project, step)
