@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from omegaconf import open_dict
@@ -22,7 +23,12 @@ from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.runtime.wandb_run import RUN_FILE, folder_run, save_run, saved_run
 from transformer_nmt.train import train
 from transformer_nmt.training.config_checks import ConfigError
-from transformer_nmt.training.loggers import wandb_logger, wandb_problems
+from transformer_nmt.training.loggers import (
+    PENDING_FILE,
+    finish_wandb_runs,
+    wandb_logger,
+    wandb_problems,
+)
 from transformer_nmt.training.run_plan import check_config
 from transformer_nmt.training.stop import exit_status
 
@@ -64,10 +70,10 @@ def test_a_resume_continues_the_w_and_b_run_and_uploads_the_best_checkpoint(tmp_
     fit(fresh, [*steps, "trainer.max_steps=1"], cache)
 
     run_id = offline_run(first / "run")
-    assert saved_run(first / "run") == {"id": run_id, "project": "transformer-nmt", "step": 4}
+    assert saved_run(first / "run") == {"id": run_id, "project": "transformer-nmt", "step": 3}
     assert offline_run(resumed / "run") == run_id
-    # A resume of the resume goes on too, after the step the resume logged last.
-    assert saved_run(resumed / "run") == {"id": run_id, "project": "transformer-nmt", "step": 5}
+    # A resume of the resume goes on too (update 5 logs nothing: no validation, no log step).
+    assert saved_run(resumed / "run") == saved_run(first / "run")
     assert offline_run(fresh / "run") != run_id
 
     (records,) = (first / "run" / "wandb").glob("offline-run-*/run-*.wandb")
@@ -163,6 +169,47 @@ def test_steps_the_folders_w_and_b_run_logged_before_are_not_logged_again(tmp_pa
     logger.experiment.finish()
     ids, steps = wandb_records.loss_curve(tmp_path)
     assert ids == {"abc123"} and steps == [6, 6, 7]  # a step's rows: training's, validation's
+
+
+def service_process() -> int:
+    """The pid of this process's W&B service, the `wandb-core` child W&B started."""
+    (pid,) = [
+        int(stat.parent.name)
+        for stat in Path("/proc").glob("[0-9]*/stat")
+        if stat.parent.name != "self"
+        and (fields := stat.read_text().rsplit(")", 1)[1].split())[1] == str(os.getpid())
+        and "wandb-core" in stat.read_text().split(")")[0]
+    ]
+    return pid
+
+
+def test_rows_logged_after_w_and_b_s_service_is_gone_are_logged_by_the_next_start(
+    tmp_path, offline, caplog
+):
+    """SLURM's SIGTERM to every process of a requeued job ends W&B's service too: the rows logged
+    after that are kept, the start ends without an error, and the next start logs them first."""
+    first = wandb_logger(str(tmp_path), "p")
+    assert first.experiment.id == first.version  # the run started, as training starts it
+    os.kill(service_process(), signal.SIGTERM)
+    for step in (0, 1):
+        first.log_metrics({"train/loss": float(step)}, step=step)
+    finish_wandb_runs([first], None, exit_code=exit_status(signal.SIGTERM))
+    assert "W&B's service process is gone" in caplog.text
+    assert json.loads((tmp_path / PENDING_FILE).read_text()) == [
+        [0, {"train/loss": 0.0}],
+        [1, {"train/loss": 1.0}],
+    ]
+
+    (tmp_path / "wandb").rename(tmp_path / "first")  # its records end where the service did
+
+    second = wandb_logger(str(tmp_path), "p")
+    assert second.version == first.version
+    second.log_metrics({"train/loss": 2.0}, step=2)
+    finish_wandb_runs([second], None)
+    assert not (tmp_path / PENDING_FILE).exists()
+    (records,) = (tmp_path / "wandb").glob("offline-run-*/run-*.wandb")
+    rows = wandb_records.history(records)
+    assert [(r["trainer/global_step"], r["train/loss"]) for r in rows] == [(0, 0), (1, 1), (2, 2)]
 
 
 MAX_STEPS = 12

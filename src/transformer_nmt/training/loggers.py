@@ -1,5 +1,7 @@
 """Experiment loggers: W&B that works with or without an account, one W&B run per run folder."""
 
+import contextlib
+import json
 import logging
 import os
 from collections.abc import Mapping
@@ -11,6 +13,7 @@ from lightning.pytorch.loggers import Logger, WandbLogger
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig
 
+from transformer_nmt.runtime.atomic import write_atomically
 from transformer_nmt.runtime.wandb_run import (
     RUN_FILE,
     WandbRunError,
@@ -33,6 +36,8 @@ log = logging.getLogger(__name__)
 UNNAMED_OVERRIDES = ("paths.", "hydra.", "ckpt_path=")
 # Keys that once chose the W&B run: the run folder does (`runtime/wandb_run.py`).
 RETIRED_KEYS = ("continue_run", "ckpt_path", "id", "resume")
+# The rows a start logged after W&B's service had gone, which the next start logs first.
+PENDING_FILE = "wandb_pending.json"
 
 
 def wandb_logger(
@@ -101,6 +106,10 @@ class FolderWandbLogger(WandbLogger):
     `last.ckpt` older than the last step logged (after a kill or a crash) trains those steps
     again: they are not logged again, so that the curve goes on without a step twice.
 
+    W&B's service process ends at a SIGTERM, which SLURM sends to every process of a job it
+    requeues or pre-empts: the rows logged after that are kept in `wandb_pending.json`, and the
+    next start logs them first, so that the stop leaves no hole in the curve.
+
     Args:
         logged_step: the last step the folder's earlier starts logged (-1: none); None records
             nothing (W&B disabled).
@@ -110,24 +119,59 @@ class FolderWandbLogger(WandbLogger):
         super().__init__(*args, **kwargs)
         self._logged_before = self._logged = logged_step
         self._replay_said = False
+        self._pending: list[list] | None = None  # [step, metrics] W&B did not take; None: unread
 
     @rank_zero_only
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
-        if step is not None and self._logged is not None:
-            if step <= self._logged_before:
-                if not self._replay_said:
-                    log.info(
-                        "W&B run %s holds steps up to %d already: the steps trained again up "
-                        "to there are not logged twice",
-                        self._id,
-                        self._logged_before,
-                    )
-                    self._replay_said = True
+        if self._logged is None or step is None:
+            self._log(metrics, step)
+            return
+        if self._pending is None:
+            self._log_pending()
+        if step <= self._logged_before:
+            if not self._replay_said:
+                log.info(
+                    "W&B run %s holds steps up to %d already: the steps trained again up to "
+                    "there are not logged twice",
+                    self._id,
+                    self._logged_before,
+                )
+                self._replay_said = True
+            return
+        if step > self._logged:
+            save_run(self.save_dir, self._id, self._project, step)
+            self._logged = step
+        self._log(metrics, step)
+
+    def _log(self, metrics: Mapping[str, float], step: int | None) -> None:
+        """W&B gets the row, or, once its service is gone, `wandb_pending.json` keeps it."""
+        if not self._pending:
+            try:
+                super().log_metrics(metrics, step)
                 return
-            if step > self._logged:
-                save_run(self.save_dir, self._id, self._project, step)
-                self._logged = step
-        super().log_metrics(metrics, step)
+            except ConnectionError as error:
+                log.warning(
+                    "W&B's service process is gone (%r; SLURM's SIGTERM reaches every process of "
+                    "a job): the rows from step %s on are kept in %s for the next start to log",
+                    error,
+                    step,
+                    Path(self.save_dir) / PENDING_FILE,
+                )
+        if step is None or self._logged is None:
+            return
+        numbers = {k: v for k, v in metrics.items() if isinstance(v, int | float)}
+        self._pending = [*(self._pending or []), [step, numbers]]
+        write_atomically(Path(self.save_dir) / PENDING_FILE, json.dumps(self._pending))
+
+    def _log_pending(self) -> None:
+        """The rows an earlier start kept while W&B's service was gone, logged first."""
+        path = Path(self.save_dir) / PENDING_FILE
+        rows = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else []
+        self._pending = []
+        for step, metrics in rows:
+            self._log(metrics, step)
+        if not self._pending:
+            path.unlink(missing_ok=True)
 
 
 def _finish_settings(finish_timeout: float | None) -> "wandb.Settings":
@@ -206,26 +250,53 @@ def finish_wandb_runs(
     """
     for logger in loggers:
         if isinstance(logger, WandbLogger):
-            if checkpoint is not None and checkpoint.best_model_score is not None:
-                logger.experiment.summary.update(
-                    {
-                        f"best/{checkpoint.monitor}": float(checkpoint.best_model_score),
-                        "best/checkpoint": checkpoint.best_model_path,
-                    }
-                )
-            settings = logger.experiment.settings
-            # Flushes an offline run to disk; a later run in the same process (a sweep) then
-            # starts a fresh W&B run.
             try:
-                logger.experiment.finish(exit_code=exit_code)
-            except TimeoutError:
+                _finish(logger, checkpoint, exit_code)
+            except ConnectionError as error:
                 log.warning(
-                    "W&B: uploads unfinished after logger.wandb.finish_timeout=%gs, left in %s; "
-                    "send them with `wandb sync %s`",
-                    settings.finish_timeout,
-                    settings.sync_dir,
-                    settings.sync_dir,
+                    "W&B's service process is gone (%r): this start's W&B run ends without it; "
+                    "what it had taken is in %s",
+                    error,
+                    logger.experiment.settings.sync_dir,
                 )
+                _forget_service()
+
+
+def _forget_service() -> None:
+    """Drop the connection to W&B's dead service and its run, so that no exit hook tries them
+    again with a traceback, and a later run in this process (a sweep) starts anew."""
+    import wandb
+    from wandb.sdk.lib import module
+
+    with contextlib.suppress(ConnectionError):
+        wandb.teardown()
+    # What `finish` does last, which the lost connection cut short: else Lightning's next
+    # WandbLogger would take the dead run as one in progress.
+    module.unset_globals()
+
+
+def _finish(logger: WandbLogger, checkpoint: CheckpointPolicy | None, exit_code: int) -> None:
+    """The best checkpoint into the summary, then the run closed with the exit status."""
+    if checkpoint is not None and checkpoint.best_model_score is not None:
+        logger.experiment.summary.update(
+            {
+                f"best/{checkpoint.monitor}": float(checkpoint.best_model_score),
+                "best/checkpoint": checkpoint.best_model_path,
+            }
+        )
+    settings = logger.experiment.settings
+    # Flushes an offline run to disk; a later run in the same process (a sweep) then starts a
+    # fresh W&B run.
+    try:
+        logger.experiment.finish(exit_code=exit_code)
+    except TimeoutError:
+        log.warning(
+            "W&B: uploads unfinished after logger.wandb.finish_timeout=%gs, left in %s; "
+            "send them with `wandb sync %s`",
+            settings.finish_timeout,
+            settings.sync_dir,
+            settings.sync_dir,
+        )
 
 
 def wandb_group(cfg: DictConfig) -> str | None:
