@@ -210,14 +210,16 @@ def test_a_requeued_job_resumes_in_its_default_run_folder_into_one_w_and_b_run(c
     job = cluster.sbatch(script, output, "--open-mode=append", cwd=ROOT, env=env)
     output = tmp_path / f"slurm-{job}.out"
     held_at(cluster, job, tmp_path / f"paused_at_{REQUEUED_AT}", output)
+    runs = tmp_path / "outputs" / "toy" / "runs"
+    run = runs / f"slurm-{job}"
+    # The SIGTERM ends W&B's service too: what it has not written by then is lost.
+    wandb_records.wait_until_written(run, REQUEUED_AT - 1)
     cluster.run("scontrol", "requeue", str(job))
     record = cluster.wait_until_ended(job, TIMEOUT)
     ended = (record["JobState"], record["Restarts"])
     assert ended == ("COMPLETED", "1"), output.read_text()[-3000:]
 
-    runs = tmp_path / "outputs" / "toy" / "runs"
     assert [p.name for p in runs.iterdir()] == [f"slurm-{job}"]
-    run = runs / f"slurm-{job}"
     assert f"Resuming from {run / 'checkpoints' / 'last.ckpt'}" in (run / "train.log").read_text()
     ids, steps = wandb_records.loss_curve(run)
     assert len(ids) == 1 and len(list((run / "wandb").glob("offline-run-*"))) == 2
