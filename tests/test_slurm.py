@@ -18,6 +18,7 @@ from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 
+from helpers import wandb_records
 from helpers.ddp import assert_same_weights, ddp_env, weights_callback
 from helpers.hydra_compose import ROOT
 from helpers.pause_until_signal import pause_until_signal
@@ -188,6 +189,42 @@ def test_usr1_saves_last_ckpt_and_requeues_the_job_which_ends_completed(recipe_j
     assert not list(run.rglob("hpc_ckpt_*"))  # Lightning's auto-requeue is off: one resume source
     record = recipe_job["record"]
     assert (record["JobState"], record["Restarts"], record["ExitCode"]) == ("COMPLETED", "2", "0:0")
+
+
+def test_a_requeued_job_resumes_in_its_default_run_folder_into_one_w_and_b_run(cluster, tmp_path):
+    """Without hydra.run.dir the run folder is the job's, runs/slurm-<job>: `scontrol requeue`
+    at step 4 starts the same command again there, which resumes from its last.ckpt and logs to
+    the same W&B run, each step once."""
+    overrides = [
+        *(o for o in TOY if o != "logger=csv"),
+        "logger=wandb",
+        f"paths.log_dir={tmp_path}/outputs",
+        f"paths.cache_dir={tmp_path}/cache",
+        *pause_until_signal("requeued", REQUEUED_AT, tmp_path),
+    ]
+    script = tmp_path / "train.sbatch"
+    command = shlex.join(["srun", "python", "train.py", *overrides])
+    script.write_text(f"#!/bin/bash\n#SBATCH --cpus-per-task=1\n#SBATCH --requeue\n{command}\n")
+    env = {**ddp_env(), "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env["PATH"]])
+    output = f"--output={tmp_path}/slurm-%j.out"
+    job = cluster.sbatch(script, output, "--open-mode=append", cwd=ROOT, env=env)
+    output = tmp_path / f"slurm-{job}.out"
+    held_at(cluster, job, tmp_path / f"paused_at_{REQUEUED_AT}", output)
+    runs = tmp_path / "outputs" / "toy" / "runs"
+    run = runs / f"slurm-{job}"
+    # The SIGTERM ends W&B's service too: what it has not written by then is lost.
+    wandb_records.wait_until_written(run, REQUEUED_AT - 1)
+    cluster.run("scontrol", "requeue", str(job))
+    record = cluster.wait_until_ended(job, TIMEOUT)
+    ended = (record["JobState"], record["Restarts"])
+    assert ended == ("COMPLETED", "1"), output.read_text()[-3000:]
+
+    assert [p.name for p in runs.iterdir()] == [f"slurm-{job}"]
+    assert f"Resuming from {run / 'checkpoints' / 'last.ckpt'}" in (run / "train.log").read_text()
+    ids, steps = wandb_records.loss_curve(run)
+    assert len(ids) == 1 and len(list((run / "wandb").glob("offline-run-*"))) == 2
+    assert steps == list(range(MAX_STEPS))
 
 
 def test_srun_torchrun_inside_sbatch_trains_two_ranks_to_the_end(cluster, tmp_path):

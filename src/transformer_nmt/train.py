@@ -70,7 +70,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
                 write_run_config(cfg)
             L.seed_everything(cfg.seed, workers=True)
             datamodule, module = build_data_and_module(cfg, plan, resume, parent)
-            loggers = build_loggers(cfg)
+            loggers = build_loggers(cfg, plan)
             return fit_and_report(cfg, datamodule, module, loggers, plan, resume, parent)
 
 
@@ -127,10 +127,13 @@ def build_data_and_module(
     return datamodule, module
 
 
-def build_loggers(cfg: DictConfig) -> list[Logger]:
-    """The configured experiment loggers, given the config once (`PlanRecord` adds the plan)."""
+def build_loggers(cfg: DictConfig, plan: RunPlan) -> list[Logger]:
+    """The configured experiment loggers, W&B's on the run the plan chose, given the config once
+    (`PlanRecord` adds the plan)."""
     loggers = [
-        instantiate(c, group=wandb_group(cfg)) if name == "wandb" else instantiate(c)
+        instantiate(c, group=wandb_group(cfg), run=plan.wandb_run)
+        if name == "wandb"
+        else instantiate(c)
         for name, c in (cfg.logger or {}).items()
     ]
     start_wandb_runs(loggers)

@@ -93,3 +93,30 @@ def config(path: Path) -> dict:
             out.update({item.key: json.loads(item.value_json) for item in updates})
     out.pop("_wandb", None)
     return out
+
+
+def loss_curve(run_dir: Path) -> tuple[set[str], list[int]]:
+    """The ids of the offline W&B runs of a run folder, and the steps their `train/loss` curve
+    holds, start after start (`wandb sync` uploads the files of one run in that order).
+
+    An earlier start's file is read as it is: that start has ended, and its file lacks the exit
+    record where a scheduler's SIGTERM ended W&B's service first.
+    """
+    *earlier, last = sorted(run_dir.glob("wandb/offline-run-*/run-*.wandb"))  # by their start
+    records = [r for f in earlier for r in _parse(f)] + read_records(last)
+    ids = {r.run.run_id for r in records if r.HasField("run")}
+    rows = [_items(r.history.item) for r in records if r.HasField("history")]
+    return ids, [row["trainer/global_step"] for row in rows if "train/loss" in row]
+
+
+def wait_until_written(run_dir: Path, step: int, timeout: float = 120) -> None:
+    """Until W&B's service has written a row of `step` to the run folder's offline file: it
+    writes what it holds every `x_transaction_log_flush_interval` (15 s), and loses the rest when
+    a SIGTERM ends it."""
+
+    def written() -> bool:
+        files = run_dir.glob("wandb/offline-run-*/run-*.wandb")
+        rows = [_items(r.history.item) for f in files for r in _parse(f) if r.HasField("history")]
+        return any(row.get("trainer/global_step") == step for row in rows)
+
+    poll(written, timeout, lambda: f"no row of step {step} in {run_dir}/wandb")

@@ -1,5 +1,5 @@
-"""Run folders and logs that stay apart where processes start together: the tasks of a SLURM job
-array, the ranks of a run."""
+"""Run folders and logs that stay apart where processes start together (the tasks of a SLURM job
+array, the ranks of a run) and stay the same where a job starts again (a requeued SLURM job)."""
 
 import os
 import re
@@ -13,7 +13,7 @@ from helpers.ddp import ddp_env
 from helpers.hydra_compose import ROOT, compose_train
 from helpers.quick_toy_run import quick_toy_run
 from helpers.slurm_cluster import missing_binaries, slurm_cluster
-from transformer_nmt.runtime.run_names import rank_log_suffix, slurm_job_suffix
+from transformer_nmt.runtime.run_names import rank_log_suffix, slurm_run_folder
 
 LAUNCHER_VARIABLES = (
     "RANK", "LOCAL_RANK", "NODE_RANK", "SLURM_PROCID", "SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID",
@@ -22,15 +22,19 @@ LAUNCHER_VARIABLES = (
 
 
 @pytest.mark.parametrize(
-    ("environ", "suffix"),
+    ("environ", "folder"),
     [
-        ({}, ""),
-        ({"SLURM_JOB_ID": "40"}, "_40"),
-        ({"SLURM_JOB_ID": "43", "SLURM_ARRAY_JOB_ID": "41", "SLURM_ARRAY_TASK_ID": "1"}, "_41_1"),
+        ({}, "2026-01-02_03-04-05"),
+        ({"SLURM_JOB_ID": "40"}, "slurm-40"),
+        ({"SLURM_JOB_ID": "40", "SLURM_RESTART_COUNT": "2"}, "slurm-40"),  # requeued: the same
+        (
+            {"SLURM_JOB_ID": "43", "SLURM_ARRAY_JOB_ID": "41", "SLURM_ARRAY_TASK_ID": "1"},
+            "slurm-41_1",
+        ),
     ],
 )
-def test_a_slurm_jobs_run_folder_is_named_after_its_job_or_array_task(environ, suffix):
-    assert slurm_job_suffix(environ) == suffix
+def test_a_slurm_jobs_run_folder_is_named_by_its_job_or_array_task_not_its_start(environ, folder):
+    assert slurm_run_folder("2026-01-02_03-04-05", environ) == folder
 
 
 @pytest.mark.parametrize(
@@ -56,8 +60,13 @@ def test_the_composed_config_names_the_run_folder_and_the_log_so(tmp_path, monke
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("LOCAL_RANK", "1")
     hydra = compose_train(tmp_path, ["experiment=toy"]).hydra
-    assert re.fullmatch(r".*/toy/runs/\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d_41_1", hydra.run.dir)
+    assert hydra.run.dir == f"{tmp_path}/outputs/toy/runs/slurm-41_1"
     assert hydra.job_logging.handlers.file.filename == f"{tmp_path}/run/train.rank1.log"
+    for name in LAUNCHER_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    hydra = compose_train(tmp_path, ["experiment=toy"]).hydra  # outside SLURM: by its start
+    assert re.fullmatch(r".*/toy/runs/\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d", hydra.run.dir)
+    assert hydra.job_logging.handlers.file.filename == f"{tmp_path}/run/train.log"
 
 
 @pytest.mark.slow
@@ -76,10 +85,7 @@ def test_the_two_tasks_of_a_job_array_train_in_run_folders_of_their_own(tmp_path
     outputs = "".join(p.read_text()[-2000:] for p in tmp_path.glob("slurm-*.out"))
     assert ended == ["COMPLETED", "COMPLETED"], outputs
 
-    def task(run: Path) -> str:  # <job>_<task>, after the start time either task may have first
-        return run.name.split("_", 2)[2]
-
-    runs = sorted((tmp_path / "outputs" / "toy" / "runs").iterdir(), key=task)
-    assert [task(run) for run in runs] == [f"{job}_0", f"{job}_1"]
+    runs = sorted((tmp_path / "outputs" / "toy" / "runs").iterdir())
+    assert [run.name for run in runs] == [f"slurm-{job}_0", f"slurm-{job}_1"]
     for run in runs:
         assert (run / "checkpoints" / "last.ckpt").is_file()

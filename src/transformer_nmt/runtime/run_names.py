@@ -1,20 +1,24 @@
-"""Names that stay unique where processes start together: the run folder of each task of a SLURM
-job array, and the log file of each rank of a run. `conf/hydra/default.yaml` uses them through
-the resolvers `training.run_config.register_resolvers` adds."""
+"""Names that stay unique where processes start together, and stay the same where a job starts
+again: the run folder of a SLURM job (or of each task of a job array), and the log file of each
+rank of a run. `conf/hydra/default.yaml` uses them through the resolvers
+`training.run_config.register_resolvers` adds."""
 
 import os
 from collections.abc import Mapping
 
 
-def slurm_job_suffix(environ: Mapping[str, str] = os.environ) -> str:
-    """`_<array job>_<task>` in a task of a SLURM job array (SLURM's `%A_%a`), `_<job id>` in
-    another SLURM job, '' elsewhere: run folders are named to the second, and an array's tasks
-    start in the same one."""
+def slurm_run_folder(elsewhere: str, environ: Mapping[str, str] = os.environ) -> str:
+    """`slurm-<array job>_<task>` in a task of a SLURM job array (SLURM's `%A_%a`),
+    `slurm-<job id>` in another SLURM job, `elsewhere` outside SLURM.
+
+    Named by the job, not its start: a requeued job keeps its id, so it finds its folder and
+    resumes from the `last.ckpt` there; an array's tasks, which start together, each get one.
+    """
     if "SLURM_ARRAY_JOB_ID" in environ and "SLURM_ARRAY_TASK_ID" in environ:
-        return f"_{environ['SLURM_ARRAY_JOB_ID']}_{environ['SLURM_ARRAY_TASK_ID']}"
+        return f"slurm-{environ['SLURM_ARRAY_JOB_ID']}_{environ['SLURM_ARRAY_TASK_ID']}"
     if "SLURM_JOB_ID" in environ:
-        return f"_{environ['SLURM_JOB_ID']}"
-    return ""
+        return f"slurm-{environ['SLURM_JOB_ID']}"
+    return elsewhere
 
 
 def launcher_rank(environ: Mapping[str, str] = os.environ) -> str:

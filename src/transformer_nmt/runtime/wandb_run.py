@@ -1,13 +1,17 @@
-"""The W&B run a training run logs to, named in its folder so that others can continue it.
+"""The W&B run a run folder logs to, named in the folder: one W&B run per run folder.
 
-`<run dir>/wandb_run.json` holds the W&B run's id and project. A run resumed from a checkpoint of
-that folder (`ckpt_path=`) logs to the same W&B run, and `nmt-evaluate --wandb` adds its report
-to it, online or offline (`wandb sync` then uploads one run with one curve). Neither Lightning
-nor Hydra is needed here: evaluation imports it too.
+`<run dir>/wandb_run.json` holds the W&B run's id, project and the last step logged to it. The
+run folder's first start with a W&B logger writes it; every later start in the folder (a
+requeue, the same command after a stop or an end, an explicit `ckpt_path=`) logs to the same W&B
+run, from the step after the last one logged, and a run resumed in a new folder from a
+checkpoint of this one continues it too. `nmt-evaluate --wandb` adds its report to it, online or
+offline (`wandb sync` then uploads one run with one curve). Neither Lightning nor Hydra is needed
+here: evaluation imports it too.
 """
 
 import json
 import os
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -34,41 +38,54 @@ def run_dir_of(checkpoint: str | os.PathLike) -> Path:
 
 
 def saved_run(run_dir: str | os.PathLike) -> dict[str, Any] | None:
-    """The `{"id", "project"}` of the W&B run that `run_dir` logged to; None if it logged none."""
+    """The `{"id", "project", "step"}` of the W&B run that `run_dir` logs to (`step`: the last
+    one logged, -1 before any); None if it logged none."""
     path = Path(run_dir) / RUN_FILE
     if not path.is_file():
         return None
     try:
         run = json.loads(path.read_text(encoding="utf-8"))
-        return {"id": str(run["id"]), "project": str(run["project"])}
-    except (ValueError, KeyError, TypeError) as e:
+        return {"id": str(run["id"]), "project": str(run["project"]), "step": run.get("step", -1)}
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise WandbRunError(f"{path} is not a W&B run record ({e}): remove it to log anew") from e
 
 
-def save_run(run_dir: str | os.PathLike, run_id: str, project: str) -> None:
-    write_atomically(Path(run_dir) / RUN_FILE, json.dumps({"id": run_id, "project": project}))
+def save_run(run_dir: str | os.PathLike, run_id: str, project: str, step: int = -1) -> None:
+    record = {"id": run_id, "project": project, "step": step}
+    write_atomically(Path(run_dir) / RUN_FILE, json.dumps(record))
 
 
-def continued_run_id(ckpt_path: str | os.PathLike | None, project: str) -> str | None:
-    """The id of the W&B run a resume from `ckpt_path` continues; None if its run logged none.
+def folder_run(
+    run_dir: str | os.PathLike, project: str, resume_from: str | os.PathLike | None
+) -> dict[str, Any]:
+    """The W&B run `run_dir` logs to, as `saved_run` gives it: the one the folder names, else
+    the one of the folder that `resume_from`, the checkpoint the run resumes from, was written
+    in, else a new one (its id chosen here, so that it is saved before W&B starts).
 
     Raises:
         WandbRunError: that run is in another W&B project than `project`.
     """
-    if ckpt_path is None:
-        return None
-    run_dir = run_dir_of(ckpt_path)
     run = saved_run(run_dir)
+    if run is not None:
+        if run["project"] != project:
+            raise WandbRunError(
+                f"this run folder logs to W&B run {run['id']} of project {run['project']!r} "
+                f"({Path(run_dir) / RUN_FILE}), not of logger.wandb.project={project!r}: set "
+                f"logger.wandb.project={run['project']} to go on with it, or start in a fresh "
+                "run folder (hydra.run.dir=<another folder>)"
+            )
+        return run
+    run = saved_run(run_dir_of(resume_from)) if resume_from is not None else None
     if run is None:
-        return None
+        return {"id": secrets.token_hex(4), "project": project, "step": -1}
     if run["project"] != project:
         raise WandbRunError(
-            f"ckpt_path={ckpt_path} continues W&B run {run['id']} of project "
-            f"{run['project']!r} ({run_dir / RUN_FILE}), not of logger.wandb.project="
-            f"{project!r}: set logger.wandb.project={run['project']} to continue it, or "
-            "logger.wandb.continue_run=false to start a new run"
+            f"ckpt_path={resume_from} continues W&B run {run['id']} of project "
+            f"{run['project']!r} ({run_dir_of(resume_from) / RUN_FILE}), not of "
+            f"logger.wandb.project={project!r}: set logger.wandb.project={run['project']} to "
+            "continue it, or init_from=<that checkpoint> to start a new run from its weights"
         )
-    return run["id"]
+    return run
 
 
 def _has_credentials() -> bool:

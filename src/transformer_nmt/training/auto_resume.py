@@ -1,9 +1,9 @@
 """A run started again in its own run folder goes on from its `last.ckpt`, with no `ckpt_path`.
 
 A requeued cluster job, or the same command run again after a pre-emption, finds the state the
-first start left: the SLURM recipe keys the run folder on the job id for this
-(README.md, "Training on a cluster"). The run plan (`run_plan.resume_point`) takes it, on
-global rank 0 for every rank.
+first start left: under SLURM the default run folder is named by the job for this
+(`runtime/run_names.py`). The run plan (`run_plan.resume_point`) takes it, on global rank 0 for
+every rank.
 """
 
 from pathlib import Path

@@ -12,7 +12,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from transformer_nmt.runtime.atomic import write_atomically
-from transformer_nmt.runtime.run_names import rank_log_suffix, slurm_job_suffix
+from transformer_nmt.runtime.run_names import rank_log_suffix, slurm_run_folder
 
 FOLDER = ".hydra"
 
@@ -37,7 +37,8 @@ def write_run_config(cfg: DictConfig) -> None:
 
 
 def register_resolvers() -> None:
-    """`${slurm_job_suffix:}` and `${rank_log_suffix:}`, for the configs Hydra composes."""
-    for resolve in (slurm_job_suffix, rank_log_suffix):
+    """`${slurm_run_folder:<elsewhere>}` and `${rank_log_suffix:}`, for the configs Hydra
+    composes."""
+    for resolve in (slurm_run_folder, rank_log_suffix):
         if not OmegaConf.has_resolver(resolve.__name__):
-            OmegaConf.register_new_resolver(resolve.__name__, lambda resolve=resolve: resolve())
+            OmegaConf.register_new_resolver(resolve.__name__, resolve)

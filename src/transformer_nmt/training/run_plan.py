@@ -27,7 +27,7 @@ from transformer_nmt.training.config_checks import (
     resume_problems,
     warn_about_positions,
 )
-from transformer_nmt.training.loggers import wandb_problems
+from transformer_nmt.training.loggers import planned_wandb_run, wandb_problems
 from transformer_nmt.training.lr_schedule import schedule_problems
 from transformer_nmt.training.precision import resolve_precision
 from transformer_nmt.training.resume import ResumePoint
@@ -62,6 +62,8 @@ class RunPlan:
         keep_last: periodic checkpoints kept (None: every one).
         auto_budget: whether `max_tokens` is `data.max_tokens=auto`'s, measured on the device
             (a resume confirms it still fits there).
+        wandb_run: the W&B run the run folder logs to (`runtime/wandb_run.py`): its id, project
+            and the last step its earlier starts logged; None without `logger=wandb`.
     """
 
     resume_from: str | None
@@ -77,6 +79,7 @@ class RunPlan:
     cooldown_minutes: float
     keep_last: int | None
     auto_budget: bool = False  # absent from the plans of older checkpoints
+    wandb_run: dict[str, Any] | None = None  # absent from the plans of older checkpoints
 
     def to_dict(self) -> dict[str, Any]:
         """Plain types only: a checkpoint holding it loads with `weights_only=True`."""
@@ -134,7 +137,7 @@ def check_config(cfg: DictConfig, resume: ResumePoint | None = None) -> None:
         *batch_problems(cfg),
         *retention_problems(cfg),
         *resume_problems(cfg, resume),
-        *wandb_problems(cfg),
+        *wandb_problems(cfg, resume),
     ]
     warn_about_positions(cfg)
     if problems:
@@ -173,6 +176,7 @@ def plan_run(cfg: DictConfig) -> RunPlan:
         cooldown_minutes=timed.get("minutes", 0),
         keep_last=policy.get("keep_last"),
         auto_budget=cfg.data.max_tokens == "auto",
+        wandb_run=planned_wandb_run(cfg, resume.path),
     )
 
 
