@@ -4,6 +4,7 @@ out of reach for longer than the heartbeat timeout; a real PostgreSQL server res
 mid-trial, and stopped for good."""
 
 import itertools
+import os
 import threading
 import time
 from datetime import datetime
@@ -42,7 +43,9 @@ from hydra_plugins.transformer_nmt_sweeper._trials import (
     this_worker,
     waiting_on,
 )
+from transformer_nmt.runtime.lock_file import STALE
 from transformer_nmt.runtime.processes import filesystem_now
+from transformer_nmt.training.run_lock import LOCK_NAME
 
 COMPLETE, RUNNING, WAITING = TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING
 INTERVAL, HEARTBEAT_TIMEOUT, STORAGE_TIMEOUT = 1, 5, 4  # seconds, short for tests
@@ -95,6 +98,10 @@ def test_a_worker_killed_on_another_host_is_resumed_only_after_its_heartbeat_tim
     a.kill()
     killed_at = datetime.now()
     a.wait(timeout=TIMEOUT)
+    # The lock a's run left in trial 0's folder, as a crashed host's is once stale: b takes it
+    # over then, rather than after waiting lock_file.STALE here.
+    stale = filesystem_now(tmp_path) - STALE - 1
+    os.utime(sweep / "0" / LOCK_NAME, (stale, stale))
     finish(tmp_path, "b", b)
 
     trials = study_of(storage).trials

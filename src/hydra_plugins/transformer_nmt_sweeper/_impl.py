@@ -22,6 +22,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TypeVar
 
 import optuna
@@ -35,12 +36,15 @@ from optuna.samplers import BaseSampler
 from optuna.trial import FrozenTrial, TrialState
 
 from transformer_nmt.runtime.atomic import write_atomically
+from transformer_nmt.runtime.lock_file import LockFile
+from transformer_nmt.training.run_lock import LOCK_NAME
 from transformer_nmt.training.stop import SIGNALS, exit_status
 
 from ._heartbeat import Beating, Silences, underlying
 from ._space import keep_search_space, search_space
 from ._storage import Contacts, StorageLost, open_storage, retrying, shown
 from ._trials import (
+    STOPS,
     claim_trials,
     counted_trials,
     finished_trials,
@@ -176,6 +180,9 @@ class StudyWorker:
         )
         # Between two runs too, a stop signal is only recorded: the worker puts its trials back.
         with SIGNALS.recording(), beating:
+            for trial in trials:
+                if trial.user_attrs.get(STOPS):
+                    self._wait_for_folder(trial.number)
             try:
                 returns = self.launcher.launch(overrides, initial_job_idx=trials[0].number)
             except SystemExit as stop:  # a run stopped: by a signal, or by the heartbeat
@@ -199,6 +206,14 @@ class StudyWorker:
                 f"{len(failed)} of {len(trials)} trials failed, more than "
                 f"hydra.sweeper.max_failure_rate={self.max_failure_rate}"
             ) from failed[0]
+
+    def _wait_for_folder(self, number: int) -> None:
+        """Waits until no run holds the resumed trial's folder: the worker that left it may live
+        on, cut off from the storage, until it finds its trial taken and stops; a crashed host's
+        lock is taken over once stale (`runtime/lock_file.py`)."""
+        lock = LockFile(Path(self.config.hydra.sweep.dir) / str(number) / LOCK_NAME)
+        lock.acquire_waiting()
+        lock.release()  # for the trial's run to take
 
     def _put_back(self, study: optuna.Study, trials: list[optuna.Trial], why: str) -> None:
         """Puts this worker's trials among `trials` back to wait, to be resumed first."""
