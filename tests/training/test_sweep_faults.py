@@ -165,6 +165,39 @@ def test_a_journal_out_of_reach_for_longer_than_the_heartbeat_timeout_fails_no_t
     assert "no longer this worker's" not in output(tmp_path, "a")
 
 
+@pytest.mark.slow
+def test_a_database_stopped_for_longer_than_the_heartbeat_timeout_fails_no_trial(
+    tmp_path, postgres, request
+):
+    database = create_database(postgres, database_name(request))
+    sweep = tmp_path / "toy" / "sweeps" / STUDY
+    release = tmp_path / "release"
+    settings = [*on(database, 2), *BEATING, LONG_OUTAGE]
+    a = start_worker(tmp_path, "a", [*settings, *hold_until(release)])
+    wait_for(sweep / "0" / "started")
+    b = start_worker(tmp_path, "b", settings)  # runs trial 1, then waits for trial 0
+    poll(lambda: "waiting for trial 0 on process" in output(tmp_path, "b"), TIMEOUT, lambda: "b")
+
+    pg_ctl(postgres, "stop")
+    stopped = time.monotonic()
+    poll(lambda: "Heartbeat to" in output(tmp_path, "a"), TIMEOUT, lambda: output(tmp_path, "a"))
+    poll(lambda: "failed (" in output(tmp_path, "b"), TIMEOUT, lambda: output(tmp_path, "b"))
+    poll(lambda: time.monotonic() - stopped > HEARTBEAT_TIMEOUT + 2 * INTERVAL, 60, str)
+    pg_ctl(postgres, "start")
+    again = "Storage reached again: the heartbeats of running trials 0 are timed from now"
+    poll(lambda: again in output(tmp_path, "b"), TIMEOUT, lambda: output(tmp_path, "b"))
+    release.touch()
+    finish(tmp_path, "a", a)
+    finish(tmp_path, "b", b)
+
+    trials = study_of(database).trials
+    assert [t.state for t in trials] == [COMPLETE, COMPLETE]
+    assert all(t.value is not None and STOPS not in t.user_attrs for t in trials)
+    for trial in trials:
+        assert float(lr_factor(sweep / str(trial.number))) == trial.params["module.lr_factor"]
+    assert "is dead" not in output(tmp_path, "b")
+
+
 def lr_factor(folder) -> str:
     overrides = OmegaConf.load(folder / ".hydra" / "overrides.yaml")
     return next(o for o in overrides if o.startswith("module.lr_factor=")).split("=")[1]

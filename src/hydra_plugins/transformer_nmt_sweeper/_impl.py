@@ -102,7 +102,10 @@ class StudyWorker:
         space, fixed = search_space([*(f"{k}={v}" for k, v in self.params.items()), *arguments])
         self.storage = open_storage(self.storage_spec, self.heartbeat_interval)
         self.contacts = Contacts()
-        silences = Silences(self.contacts, self.heartbeat_timeout)
+        # Without heartbeats only a process gone proves a worker dead: a live trial never beats.
+        silences = None
+        if self.heartbeat_interval is not None:
+            silences = Silences(self.contacts, self.heartbeat_timeout)
         study = self._retrying(lambda: self._join(space))
         fixed_overrides = [f"{name}={value}" for name, value in fixed.items()]
         said: tuple[float, list[int]] | None = None
