@@ -172,20 +172,32 @@ def test_a_database_stopped_for_longer_than_the_heartbeat_timeout_fails_no_trial
     database = create_database(postgres, database_name(request))
     sweep = tmp_path / "toy" / "sweeps" / STUDY
     release = tmp_path / "release"
-    settings = [*on(database, 2), *BEATING, LONG_OUTAGE]
-    a = start_worker(tmp_path, "a", [*settings, *hold_until(release)])
+    # a reaches the server's socket through a link of its own: its outage ends after b's.
+    via_a = tmp_path / "via_a"
+    via_a.symlink_to(postgres)
+    timeout = 8  # b looks while a is still cut off: a's first beat after it must come in time
+    settings = [
+        f"hydra.sweeper.heartbeat_interval={INTERVAL}",
+        f"hydra.sweeper.heartbeat_timeout={timeout}",
+        LONG_OUTAGE,
+    ]
+    on_a = on(database.replace(f"host={postgres}", f"host={via_a}"), 2)
+    a = start_worker(tmp_path, "a", [*on_a, *settings, *hold_until(release)])
     wait_for(sweep / "0" / "started")
-    b = start_worker(tmp_path, "b", settings)  # runs trial 1, then waits for trial 0
+    b = start_worker(tmp_path, "b", [*on(database, 2), *settings])  # trial 1, then waits for 0
     poll(lambda: "waiting for trial 0 on process" in output(tmp_path, "b"), TIMEOUT, lambda: "b")
 
     pg_ctl(postgres, "stop")
+    via_a.unlink()
     stopped = time.monotonic()
     poll(lambda: "Heartbeat to" in output(tmp_path, "a"), TIMEOUT, lambda: output(tmp_path, "a"))
     poll(lambda: "failed (" in output(tmp_path, "b"), TIMEOUT, lambda: output(tmp_path, "b"))
-    poll(lambda: time.monotonic() - stopped > HEARTBEAT_TIMEOUT + 2 * INTERVAL, 60, str)
+    poll(lambda: time.monotonic() - stopped > timeout + 2 * INTERVAL, 60, str)
     pg_ctl(postgres, "start")
+    # b judges trial 0 again, its silence timed from its own return to the server.
     again = "Storage reached again: the heartbeats of running trials 0 are timed from now"
     poll(lambda: again in output(tmp_path, "b"), TIMEOUT, lambda: output(tmp_path, "b"))
+    via_a.symlink_to(postgres)
     release.touch()
     finish(tmp_path, "a", a)
     finish(tmp_path, "b", b)
@@ -196,6 +208,7 @@ def test_a_database_stopped_for_longer_than_the_heartbeat_timeout_fails_no_trial
     for trial in trials:
         assert float(lr_factor(sweep / str(trial.number))) == trial.params["module.lr_factor"]
     assert "is dead" not in output(tmp_path, "b")
+    assert "no longer this worker's" not in output(tmp_path, "a")
 
 
 def lr_factor(folder) -> str:
