@@ -39,8 +39,7 @@ def postgres_server() -> Iterator[Path]:
             _as_server_user([_bin("initdb"), "-D", str(data), "-U", "postgres", "--auth=trust"]),
             **run,
         )
-        options = f"-k {folder} -c listen_addresses=''"  # the socket only
-        start = [_bin("pg_ctl"), "-D", str(data), "-l", str(folder / "log"), "-o", options, "-w"]
+        start = [*_pg_ctl(folder), "-o", _options(folder), "-w"]
         subprocess.run(_as_server_user([*start, "start"]), **run)  # -w: until it accepts
         try:
             yield folder
@@ -52,11 +51,20 @@ def postgres_server() -> Iterator[Path]:
 
 
 def pg_ctl(socket_folder: Path, action: str) -> None:
-    """`pg_ctl restart` or `stop` (fast: sessions cut, as a failover cuts them) on the server."""
-    # -l: a restarted server writes to its log, not to this call's pipes, which then close.
-    data, log = str(socket_folder / "data"), str(socket_folder / "log")
-    command = [_bin("pg_ctl"), "-D", data, "-l", log, "-m", "fast", "-w", action]
+    """`pg_ctl restart`, `stop` (fast: sessions cut, as a failover cuts them) or `start` on the
+    server."""
+    options = ["-o", _options(socket_folder)] if action == "start" else []
+    command = [*_pg_ctl(socket_folder), *options, "-m", "fast", "-w", action]
     subprocess.run(_as_server_user(command), check=True, capture_output=True)
+
+
+def _pg_ctl(folder: Path) -> list[str]:
+    # -l: a (re)started server writes to its log, not to the caller's pipes, which then close.
+    return [_bin("pg_ctl"), "-D", str(folder / "data"), "-l", str(folder / "log")]
+
+
+def _options(folder: Path) -> str:
+    return f"-k {folder} -c listen_addresses=''"  # the socket only
 
 
 def create_database(socket_folder: Path, name: str) -> str:

@@ -1,8 +1,10 @@
-"""A shared study that survives hosts and database blips: workers as two hosts (own hostname and
-PID namespace) on one journal file or one PostgreSQL study, one SIGKILLed mid-trial; a real
-PostgreSQL server restarted mid-trial, and stopped for good."""
+"""A shared study that survives hosts and storage outages: workers as two hosts (own hostname and
+PID namespace) on one journal file or one PostgreSQL study, one SIGKILLed mid-trial; a journal
+out of reach for longer than the heartbeat timeout; a real PostgreSQL server restarted
+mid-trial, and stopped for good."""
 
 import itertools
+import os
 import threading
 import time
 from datetime import datetime
@@ -30,17 +32,22 @@ from helpers.study_workers import (
 )
 from helpers.sweep_runs import dead_worker, wait_for
 from hydra_plugins.transformer_nmt_sweeper import _heartbeat
-from hydra_plugins.transformer_nmt_sweeper._heartbeat import HEARTBEAT, Beating, beat
-from hydra_plugins.transformer_nmt_sweeper._storage import StorageLost, retrying, shown
+from hydra_plugins.transformer_nmt_sweeper._heartbeat import Beating, Silences, beat
+from hydra_plugins.transformer_nmt_sweeper._storage import Contacts, StorageLost, retrying, shown
 from hydra_plugins.transformer_nmt_sweeper._trials import (
-    INTERRUPTED,
+    STOPS,
     WORKER,
-    fail_dead_trials,
+    owned_by_this_worker,
+    put_back,
+    resume_dead_trials,
+    this_worker,
     waiting_on,
 )
+from transformer_nmt.runtime.lock_file import STALE
 from transformer_nmt.runtime.processes import filesystem_now
+from transformer_nmt.training.run_lock import LOCK_NAME
 
-COMPLETE, FAIL, RUNNING = TrialState.COMPLETE, TrialState.FAIL, TrialState.RUNNING
+COMPLETE, RUNNING, WAITING = TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING
 INTERVAL, HEARTBEAT_TIMEOUT, STORAGE_TIMEOUT = 1, 5, 4  # seconds, short for tests
 BEATING = [
     f"hydra.sweeper.heartbeat_interval={INTERVAL}",
@@ -65,7 +72,7 @@ def study_of(storage: str) -> optuna.Study:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["journal", "postgresql"])
-def test_a_worker_killed_on_another_host_is_failed_only_after_its_heartbeat_timeout(
+def test_a_worker_killed_on_another_host_is_resumed_only_after_its_heartbeat_timeout(
     tmp_path, kind, request
 ):
     if (why := can_run_as_another_host()) is not None:
@@ -76,7 +83,8 @@ def test_a_worker_killed_on_another_host_is_failed_only_after_its_heartbeat_time
     else:
         storage = create_database(request.getfixturevalue("postgres"), database_name(request))
     settings = [*on(storage, 2), *BEATING]
-    # Host a's trial holds until it is killed; host b runs the other trial, then waits for a's.
+    # Host a's trial holds until it is killed; host b runs the other trial, then waits for a's,
+    # which it runs itself (without the hold) once it has put it back.
     a = start_worker(tmp_path, "a", [*settings, *hold_until(tmp_path / "never")], host="host-a")
     wait_for(sweep / "0" / "started")
     b = start_worker(tmp_path, "b", settings, host="host-b")
@@ -85,23 +93,127 @@ def test_a_worker_killed_on_another_host_is_failed_only_after_its_heartbeat_time
     waiting_since, overdue = filesystem_now(tmp_path), HEARTBEAT_TIMEOUT + 2 * INTERVAL
     poll(lambda: filesystem_now(tmp_path) - waiting_since > overdue, 60, str)
     assert [t.state for t in study_of(storage).trials] == [RUNNING, COMPLETE]
+    params = study_of(storage).trials[0].params
 
     a.kill()
     killed_at = datetime.now()
     a.wait(timeout=TIMEOUT)
+    # The lock a's run left in trial 0's folder, as a crashed host's is once stale: b takes it
+    # over then, rather than after waiting lock_file.STALE here.
+    stale = filesystem_now(tmp_path) - STALE - 1
+    os.utime(sweep / "0" / LOCK_NAME, (stale, stale))
     finish(tmp_path, "b", b)
 
     trials = study_of(storage).trials
-    assert [t.state for t in trials] == [FAIL, COMPLETE, COMPLETE]  # n_trials=2 COMPLETE
-    assert trials[0].user_attrs[INTERRUPTED]
-    # Failed a heartbeat timeout after its last beat, which came at most an interval before.
-    assert (trials[0].datetime_complete - killed_at).total_seconds() > HEARTBEAT_TIMEOUT - INTERVAL
-    assert "Trial 0: its worker process 1 on host-a is dead (no heartbeat for" in output(
-        tmp_path, "b"
-    )
+    assert [t.state for t in trials] == [COMPLETE, COMPLETE]  # n_trials=2, trial 0 resumed
+    assert trials[0].params == params
+    (stop,) = trials[0].user_attrs[STOPS]
+    assert stop.startswith("its worker process 1 on host-a is dead (no heartbeat for")
+    # Put back a heartbeat timeout after its last beat, which came at most an interval before.
+    assert (trials[0].datetime_start - killed_at).total_seconds() > HEARTBEAT_TIMEOUT - INTERVAL
+    assert "Trial 0 resumes in its folder" in output(tmp_path, "b")
     results = OmegaConf.load(sweep / "optimization_results.yaml")
-    assert results.best_value == min(t.value for t in trials[1:])
-    assert (sweep / "trials.csv").read_text().count("\n") == 4  # a header and 3 trials
+    assert results.best_value == min(t.value for t in trials)
+    assert (sweep / "trials.csv").read_text().count("\n") == 3  # a header and 2 trials
+
+
+@pytest.mark.slow
+def test_a_journal_out_of_reach_for_longer_than_the_heartbeat_timeout_fails_no_trial(tmp_path):
+    sweep = tmp_path / "toy" / "sweeps" / STUDY
+    study_folder, release = tmp_path / "study", tmp_path / "release"
+    study_folder.mkdir()
+    # Each worker reaches the journal through its own link: the outage ends for b first.
+    links = {name: tmp_path / f"via_{name}" for name in ("a", "b")}
+    for link in links.values():
+        link.symlink_to(study_folder)
+    timeout = 8  # b looks while a is still cut off: a's first beat after it must come in time
+    settings = {
+        name: [
+            *on(str(link / "optuna.journal"), 2),
+            f"hydra.sweeper.heartbeat_interval={INTERVAL}",
+            f"hydra.sweeper.heartbeat_timeout={timeout}",
+            LONG_OUTAGE,
+        ]
+        for name, link in links.items()
+    }
+    a = start_worker(tmp_path, "a", [*settings["a"], *hold_until(release)])
+    wait_for(sweep / "0" / "started")
+    b = start_worker(tmp_path, "b", settings["b"])  # runs trial 1, then waits for trial 0
+    poll(lambda: "waiting for trial 0 on process" in output(tmp_path, "b"), TIMEOUT, lambda: "b")
+
+    for link in links.values():
+        link.unlink()
+    cut_off = time.monotonic()
+    poll(lambda: "Heartbeat to" in output(tmp_path, "a"), TIMEOUT, lambda: output(tmp_path, "a"))
+    poll(lambda: "failed (" in output(tmp_path, "b"), TIMEOUT, lambda: output(tmp_path, "b"))
+    poll(lambda: time.monotonic() - cut_off > timeout + 2 * INTERVAL, 60, str)
+    links["b"].symlink_to(study_folder)
+    # b judges trial 0 again, its silence timed from its own return to the journal.
+    again = "Storage reached again: the heartbeats of running trials 0 are timed from now"
+    poll(lambda: again in output(tmp_path, "b"), TIMEOUT, lambda: output(tmp_path, "b"))
+    links["a"].symlink_to(study_folder)
+    release.touch()
+    finish(tmp_path, "a", a)
+    finish(tmp_path, "b", b)
+
+    trials = study_of(str(study_folder / "optuna.journal")).trials
+    assert [t.state for t in trials] == [COMPLETE, COMPLETE]
+    assert all(t.value is not None and STOPS not in t.user_attrs for t in trials)
+    for trial in trials:
+        assert float(lr_factor(sweep / str(trial.number))) == trial.params["module.lr_factor"]
+    assert "is dead" not in output(tmp_path, "b")
+    assert "no longer this worker's" not in output(tmp_path, "a")
+
+
+@pytest.mark.slow
+def test_a_database_stopped_for_longer_than_the_heartbeat_timeout_fails_no_trial(
+    tmp_path, postgres, request
+):
+    database = create_database(postgres, database_name(request))
+    sweep = tmp_path / "toy" / "sweeps" / STUDY
+    release = tmp_path / "release"
+    # a reaches the server's socket through a link of its own: its outage ends after b's.
+    via_a = tmp_path / "via_a"
+    via_a.symlink_to(postgres)
+    timeout = 8  # b looks while a is still cut off: a's first beat after it must come in time
+    settings = [
+        f"hydra.sweeper.heartbeat_interval={INTERVAL}",
+        f"hydra.sweeper.heartbeat_timeout={timeout}",
+        LONG_OUTAGE,
+    ]
+    on_a = on(database.replace(f"host={postgres}", f"host={via_a}"), 2)
+    a = start_worker(tmp_path, "a", [*on_a, *settings, *hold_until(release)])
+    wait_for(sweep / "0" / "started")
+    b = start_worker(tmp_path, "b", [*on(database, 2), *settings])  # trial 1, then waits for 0
+    poll(lambda: "waiting for trial 0 on process" in output(tmp_path, "b"), TIMEOUT, lambda: "b")
+
+    pg_ctl(postgres, "stop")
+    via_a.unlink()
+    stopped = time.monotonic()
+    poll(lambda: "Heartbeat to" in output(tmp_path, "a"), TIMEOUT, lambda: output(tmp_path, "a"))
+    poll(lambda: "failed (" in output(tmp_path, "b"), TIMEOUT, lambda: output(tmp_path, "b"))
+    poll(lambda: time.monotonic() - stopped > timeout + 2 * INTERVAL, 60, str)
+    pg_ctl(postgres, "start")
+    # b judges trial 0 again, its silence timed from its own return to the server.
+    again = "Storage reached again: the heartbeats of running trials 0 are timed from now"
+    poll(lambda: again in output(tmp_path, "b"), TIMEOUT, lambda: output(tmp_path, "b"))
+    via_a.symlink_to(postgres)
+    release.touch()
+    finish(tmp_path, "a", a)
+    finish(tmp_path, "b", b)
+
+    trials = study_of(database).trials
+    assert [t.state for t in trials] == [COMPLETE, COMPLETE]
+    assert all(t.value is not None and STOPS not in t.user_attrs for t in trials)
+    for trial in trials:
+        assert float(lr_factor(sweep / str(trial.number))) == trial.params["module.lr_factor"]
+    assert "is dead" not in output(tmp_path, "b")
+    assert "no longer this worker's" not in output(tmp_path, "a")
+
+
+def lr_factor(folder) -> str:
+    overrides = OmegaConf.load(folder / ".hydra" / "overrides.yaml")
+    return next(o for o in overrides if o.startswith("module.lr_factor=")).split("=")[1]
 
 
 def last_heartbeat(database: str) -> datetime | None:
@@ -161,24 +273,40 @@ def test_a_worker_whose_database_stopped_for_good_stops_naming_it(tmp_path, requ
     assert not (sweep / "optimization_results.yaml").exists()
 
 
-def test_a_journal_trial_is_judged_by_its_heartbeat_on_the_filesystem_s_clock(
-    tmp_path, monkeypatch
-):
-    storage = JournalStorage(JournalFileBackend(str(tmp_path / "optuna.journal")))
+def test_a_trial_s_silence_is_timed_only_while_its_judge_reaches_the_journal(tmp_path, monkeypatch):
+    folder = tmp_path / "study"
+    folder.mkdir()
+    storage = JournalStorage(JournalFileBackend(str(folder / "optuna.journal")))
     study = optuna.create_study(storage=storage)
     elsewhere = {**dead_worker(), "namespace": "another-boot/1"}  # nothing proves it dead
     beating, silent, unbeaten = (study.ask() for _ in range(3))
-    for trial in (beating, silent, unbeaten):
-        trial.set_user_attr(WORKER, elsewhere)
     for trial in (beating, silent):
+        trial.set_user_attr(WORKER, elsewhere)
         beat(storage, trial._trial_id)
-    then = filesystem_now(tmp_path) - HEARTBEAT_TIMEOUT - 1
-    storage.set_trial_system_attr(silent._trial_id, HEARTBEAT, then)
+    unbeaten.set_user_attr(WORKER, elsewhere)
     monkeypatch.setattr(time, "time", lambda: time.monotonic() + 10_000)  # this host runs ahead
+    contacts, timeout = Contacts(), 1
+    silences = Silences(contacts, timeout)
 
-    assert fail_dead_trials(study, storage, HEARTBEAT_TIMEOUT) == [silent.number]
-    assert [t.state for t in study.trials] == [RUNNING, FAIL, RUNNING]
-    assert study.trials[silent.number].user_attrs[INTERRUPTED]
+    def judge(storage_timeout: float = 60) -> list[int]:
+        call = lambda: resume_dead_trials(study, storage, silences)  # noqa: E731
+        return retrying(call, "optuna.journal", storage_timeout, contacts)
+
+    assert judge() == []  # silent: seen just now
+    folder.rename(tmp_path / "away")  # out of reach for longer than the timeout
+    cut_off = time.monotonic()
+    poll(lambda: time.monotonic() - cut_off > 2 * timeout, 60, str)
+    with pytest.raises(StorageLost):
+        judge(storage_timeout=0)
+    (tmp_path / "away").rename(folder)
+    assert judge() == []  # silent for longer, but not while this worker reached the journal
+
+    def judged() -> list[int]:
+        beat(storage, beating._trial_id)  # beats on, as its live worker does
+        return judge()
+
+    assert poll(judged, 60, lambda: "silent is never judged dead") == [silent.number]
+    assert [t.state for t in study.trials] == [RUNNING, WAITING, RUNNING]
     waiting = waiting_on(study, storage)
     assert waiting[unbeaten.number] == f"process {elsewhere['pid']} on {elsewhere['host']}"
     assert waiting[beating.number].startswith(f"{waiting[unbeaten.number]}, last heartbeat ")
@@ -216,12 +344,39 @@ def test_a_heartbeat_rides_out_failures_and_gives_up_once_past_the_timeout(tmp_p
 
     monkeypatch.setattr(_heartbeat, "beat", flaky_beat)
     stops = []
-    with Beating(storage, [trial], 0.01, "optuna.journal", 60, stop=lambda: stops.append(1)) as b:
+    settings = {"spec": "optuna.journal", "owns": lambda t: True, "stop": lambda: stops.append(1)}
+    with Beating(storage, [trial], 0.01, timeout=60, **settings) as b:
         assert beaten.wait(60)
     assert stops == [] and b.lost is None
 
     failures = itertools.count()  # fails for good
-    with Beating(storage, [trial], 0.01, "optuna.journal", 0, stop=lambda: stops.append(1)) as b:
+    with Beating(storage, [trial], 0.01, timeout=0, **settings) as b:
         poll(lambda: stops, 60, lambda: "no stop")
     assert stops == [1]
     assert b.lost.startswith("hydra.sweeper.storage=optuna.journal could not be reached")
+
+
+def test_a_worker_whose_trial_was_put_back_stops_its_run_and_says_so(tmp_path):
+    storage = JournalStorage(JournalFileBackend(str(tmp_path / "optuna.journal")))
+    trial = optuna.create_study(storage=storage).ask()
+    trial.set_user_attr(WORKER, this_worker())
+    stops = []
+    with Beating(
+        storage,
+        [trial],
+        0.01,
+        "optuna.journal",
+        60,
+        owned_by_this_worker,
+        stop=lambda: stops.append(1),
+    ) as b:
+        assert put_back(storage, storage.get_trial(trial._trial_id), "judged dead")
+        poll(lambda: stops, 60, lambda: "the run goes on")
+    assert (
+        stops == [1]
+        and b.lost is None
+        and b.taken.startswith(
+            f"Trial {trial.number} is no longer this worker's: another worker found its heartbeat "
+            "silent and put it back (waiting now). Its run stops here"
+        )
+    )

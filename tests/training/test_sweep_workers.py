@@ -2,6 +2,7 @@
 launcher, and the errors that a bad storage, search space or n_trials gets before any trial."""
 
 import functools
+import socket
 import subprocess
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from optuna.trial import FrozenTrial, TrialState
 from helpers.ddp import ddp_env
 from helpers.hold_until import hold_until
 from helpers.hydra_compose import ROOT
+from helpers.polling import poll
 from helpers.postgres_server import create_database, postgres_server
 from helpers.study_workers import (
     SEARCH,
@@ -25,6 +27,7 @@ from helpers.study_workers import (
     database_name,
     finish,
     on,
+    output,
     start_worker,
 )
 from helpers.sweep_runs import train_command, wait_for
@@ -35,7 +38,7 @@ from hydra_plugins.transformer_nmt_sweeper._space import (
     search_space,
 )
 from hydra_plugins.transformer_nmt_sweeper._storage import StorageUnreachable, open_storage
-from hydra_plugins.transformer_nmt_sweeper._trials import INTERRUPTED, SURPLUS
+from hydra_plugins.transformer_nmt_sweeper._trials import STOPS, SURPLUS
 
 COMPLETE, FAIL, RUNNING = TrialState.COMPLETE, TrialState.FAIL, TrialState.RUNNING
 
@@ -94,7 +97,9 @@ def test_two_workers_run_n_trials_together_each_trial_in_its_own_folder(tmp_path
 
 
 @pytest.mark.slow
-def test_a_killed_worker_s_trial_fails_and_the_study_still_ends_with_n_trials(tmp_path, database):
+def test_a_killed_worker_s_trial_is_resumed_first_and_the_study_ends_with_n_trials(
+    tmp_path, database
+):
     sweep = tmp_path / "toy" / "sweeps" / STUDY
     release = tmp_path / "release"
     held = [*on(database, 3), *hold_until(release)]  # every trial holds until released
@@ -106,26 +111,25 @@ def test_a_killed_worker_s_trial_fails_and_the_study_still_ends_with_n_trials(tm
     first.kill()
     first.wait(timeout=TIMEOUT)
     restarted = start_worker(tmp_path, "restarted", held)
-    wait_for(started, 3)  # trial 2: the restarted worker has looked for dead trials
+    # Trial 0 again, in its folder, before any new trial: the restarted worker took it back.
+    trial_0 = lambda: (sweep / "0" / "started").read_text() == str(restarted.pid)  # noqa: E731
+    poll(trial_0, TIMEOUT, lambda: output(tmp_path, "restarted"))
 
     study = optuna.load_study(study_name=STUDY, storage=database)
-    assert [(sweep / str(n) / "started").read_text() for n in (0, 1, 2)] == [
-        str(first.pid),
-        str(second.pid),
-        str(restarted.pid),
+    assert [t.state for t in study.trials] == [RUNNING, RUNNING]
+    assert study.trials[0].user_attrs[STOPS] == [
+        f"its worker process {first.pid} on {socket.gethostname()} is dead (its process gone "
+        "from this boot and PID namespace)"
     ]
-    assert [t.state for t in study.trials] == [FAIL, RUNNING, RUNNING]
-    assert study.trials[0].user_attrs[INTERRUPTED]
     release.touch()
     finish(tmp_path, "second", second)
     finish(tmp_path, "restarted", restarted)
 
     complete = study.get_trials(states=(COMPLETE,))
-    assert len(complete) == 3  # the study's n_trials, the dead trial not counted
-    assert [1, 2] == [t.number for t in complete[:2]]
-    assert_only_surplus_besides(study, [study.trials[0], *complete])
-    assert trial_folders(sweep) == [0, *(t.number for t in complete)]
-    assert "Optimized metric" not in (sweep / "0" / "train.log").read_text()
+    assert [t.number for t in complete] == [0, 1, 2]  # the study's n_trials, 0 resumed
+    assert_only_surplus_besides(study, complete)
+    assert trial_folders(sweep) == [0, 1, 2]
+    assert (sweep / "0" / "train.log").read_text().count("Optimized metric") == 1
 
 
 @pytest.mark.slow

@@ -2,12 +2,13 @@
 failed trials."""
 
 import itertools
+import signal
 import subprocess
 from pathlib import Path
 
 import optuna
 import pytest
-import sqlalchemy
+import torch
 import yaml
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf, open_dict, read_write
@@ -19,17 +20,22 @@ from wandb.sdk.launch.sweeps.utils import create_sweep_command_args
 
 from helpers import wandb_records
 from helpers.hydra_compose import ROOT, compose_train
+from helpers.polling import poll
+from helpers.signal_at_step import signal_at
+from helpers.study_workers import STUDY, TIMEOUT, finish, on, output, start_worker
 from helpers.sweep_runs import TOY_SPACE, dead_worker, train_command
+from hydra_plugins.transformer_nmt_sweeper._heartbeat import Silences
 from hydra_plugins.transformer_nmt_sweeper._space import search_space
+from hydra_plugins.transformer_nmt_sweeper._storage import Contacts
 from hydra_plugins.transformer_nmt_sweeper._trials import (
-    INTERRUPTED,
+    STOPS,
     SURPLUS,
     WORKER,
     claim_trials,
     counted_trials,
-    fail_dead_trials,
     finished_trials,
     keep_if_counted,
+    resume_dead_trials,
     this_worker,
 )
 from transformer_nmt.model.transformer.config import settings_problems
@@ -122,54 +128,76 @@ def test_grid_multirun_runs_every_combination(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_stopped_search_resumes_with_the_same_command_and_runs_only_the_missing_trials(
-    tmp_path,
-):
-    search = ["hparams_search=multi30k_de_en", *TOY_SPACE]
-    sweep = multirun(tmp_path, [*search, "hydra.sweeper.n_trials=2"])
-    # Where the search keeps its study by default.
+def test_a_trial_stopped_by_sigterm_is_resumed_first_in_its_folder_by_the_same_command(tmp_path):
+    sweep = tmp_path / "toy" / "sweeps" / STUDY
+    # SIGTERM as trial 0's step 1 starts: it stops after update 2 of 3, before validating.
+    stop = signal_at(1, signal.SIGTERM, once=str(tmp_path / "signalled"))
+    stopped = start_worker(tmp_path, "stopped", [*on(str(sweep / "optuna.journal"), 2), *stop])
+    assert stopped.wait(timeout=TIMEOUT) == 143, output(tmp_path, "stopped")[-3000:]
+
     storage = JournalStorage(JournalFileBackend(str(sweep / "optuna.journal")))
-    before = optuna.load_study(study_name="multi30k_de_en", storage=storage).trials
-    # A worker killed during its third trial leaves it RUNNING.
-    killed = optuna.load_study(study_name="multi30k_de_en", storage=storage).ask()
-    killed.set_user_attr(WORKER, dead_worker())
+    (waiting,) = optuna.load_study(study_name=STUDY, storage=storage).trials
+    assert waiting.state == TrialState.WAITING
+    assert waiting.user_attrs[STOPS] == ["stopped (exit status 143)"]
+    assert checkpoint_step(sweep / "0" / "checkpoints" / "last.ckpt") == 2
 
-    assert multirun(tmp_path, [*search, "hydra.sweeper.n_trials=3"]) == sweep
+    again = start_worker(tmp_path, "again", [*on(str(sweep / "optuna.journal"), 2), *stop])
+    finish(tmp_path, "again", again)
 
-    trials = optuna.load_study(study_name="multi30k_de_en", storage=storage).trials
-    complete, fail = TrialState.COMPLETE, TrialState.FAIL
-    assert [t.state for t in trials] == [complete, complete, fail, complete]
-    assert trials[2].user_attrs[INTERRUPTED]
-    assert trials[:2] == before  # kept as they were, not run again
-    # Not the first trial's parameters again, as the sampler seeded anew would ask.
-    assert trials[3].params not in [t.params for t in before]
-    # Each trial that ran did so once, in the folder named by its number.
-    assert sorted(p.name for p in sweep.iterdir() if p.is_dir()) == ["0", "1", "3"]
-    for trial in (trials[0], trials[1], trials[3]):
+    trials = optuna.load_study(study_name=STUDY, storage=storage).trials
+    assert [t.state for t in trials] == [TrialState.COMPLETE, TrialState.COMPLETE]
+    assert all(t.value is not None for t in trials)
+    assert (
+        trials[0].params == waiting.params
+        and trials[0].user_attrs[STOPS] == waiting.user_attrs[STOPS]
+    )
+    assert sorted(p.name for p in sweep.iterdir() if p.is_dir()) == ["0", "1"]
+    log = (sweep / "0" / "train.log").read_text()
+    assert "SIGTERM at step 2: saved" in log
+    assert f"Resuming from {sweep / '0' / 'checkpoints' / 'last.ckpt'}" in log
+    assert log.count("Optimized metric val/loss") == 1
+    assert checkpoint_step(sweep / "0" / "checkpoints" / "last.ckpt") == 3  # on from step 2
+    for trial in trials:  # each ran its own parameters, with the config's seed
         folder = sweep / str(trial.number)
-        assert (folder / "train.log").read_text().count("Optimized metric val/bleu") == 1
-        lr_factor = float(trial_overrides(folder)["module.lr_factor"])
-        assert lr_factor == trial.params["module.lr_factor"]
+        assert (
+            float(trial_overrides(folder)["module.lr_factor"]) == trial.params["module.lr_factor"]
+        )
+        assert OmegaConf.load(folder / ".hydra" / "config.yaml").seed == 1234
+    assert "Trial 0 resumes in its folder" in output(tmp_path, "again")
 
 
-def test_finished_trials_count_every_end_but_an_interruption():
+def checkpoint_step(path: Path) -> int:
+    return torch.load(path, map_location="cpu", weights_only=True)["global_step"]
+
+
+def test_a_dead_worker_s_trial_waits_to_be_resumed_first_and_still_counts():
     study = optuna.create_study()
-    complete, failed, running = (study.ask() for _ in range(3))
+    complete, failed, running = (study.ask({"x": FloatDistribution(0, 1)}) for _ in range(3))
     study.tell(complete, 1.0)
     study.tell(failed, state=TrialState.FAIL)
-    running.set_user_attr(WORKER, dead_worker())
+    dead = dead_worker()
+    running.set_user_attr(WORKER, dead)
 
-    assert fail_dead_trials(study, study._storage) == [running.number]
-    assert study.trials[running.number].state == TrialState.FAIL
+    assert resume_dead_trials(study, study._storage) == [running.number]
+    waiting = study.trials[running.number]
+    assert waiting.state == TrialState.WAITING
+    assert waiting.user_attrs[STOPS] == [
+        f"its worker process {dead['pid']} on {dead['host']} is dead (its process gone from "
+        "this boot and PID namespace)"
+    ]
     assert [t.number for t in finished_trials(study)] == [complete.number, failed.number]
-    assert fail_dead_trials(study, study._storage) == []  # nothing is left running
+    assert len(counted_trials(study)) == 3
+    assert resume_dead_trials(study, study._storage) == []  # nothing is left running
+    space = {"x": FloatDistribution(0, 1)}
+    (resumed,) = claim_trials(study, n_trials=3, batch=1, space=space)  # before any new one
+    assert (resumed.number, resumed.params) == (running.number, waiting.params)
 
 
 @pytest.mark.filterwarnings(
     "ignore::optuna.exceptions.ExperimentalWarning", "ignore:Heartbeat of storage:UserWarning"
 )
-def test_only_trials_whose_worker_is_provably_dead_are_failed(tmp_path):
-    storage = RDBStorage(f"sqlite:///{tmp_path}/optuna.db", heartbeat_interval=60)
+def test_only_trials_whose_worker_is_provably_dead_are_resumed(tmp_path):
+    storage = RDBStorage(f"sqlite:///{tmp_path}/optuna.db", heartbeat_interval=1)
     study = optuna.create_study(storage=storage)
     gone, alive, elsewhere, silent, unowned = (study.ask() for _ in range(5))
     gone.set_user_attr(WORKER, dead_worker())
@@ -179,16 +207,18 @@ def test_only_trials_whose_worker_is_provably_dead_are_failed(tmp_path):
     silent.set_user_attr(WORKER, {**dead_worker(), "namespace": "another-boot/1"})
     for trial in (elsewhere, silent):
         storage.record_heartbeat(trial._trial_id)
-    with storage.engine.begin() as db:  # silent's last heartbeat was long ago
-        db.execute(
-            sqlalchemy.text("UPDATE trial_heartbeats SET heartbeat = :then WHERE trial_id = :id"),
-            {"then": "2000-01-01 00:00:00.000000", "id": silent._trial_id},
-        )
+    # SQLite stamps beats to the second: a timeout of a few seconds tells a beat from none.
+    silences = Silences(Contacts(), timeout=3)
 
-    assert fail_dead_trials(study, storage) == [gone.number, silent.number]
+    assert resume_dead_trials(study, storage, silences) == [gone.number]  # silent: seen just now
+
+    def judged() -> list[int]:
+        storage.record_heartbeat(elsewhere._trial_id)  # beats on, as its live worker does
+        return resume_dead_trials(study, storage, silences)
+
+    assert poll(judged, 60, lambda: "silent is never judged dead") == [silent.number]
     for trial in (gone, silent):
-        assert study.trials[trial.number].state == TrialState.FAIL
-        assert study.trials[trial.number].user_attrs[INTERRUPTED]
+        assert study.trials[trial.number].state == TrialState.WAITING
     for trial in (alive, elsewhere, unowned):
         assert study.trials[trial.number].state == TrialState.RUNNING
 

@@ -1,13 +1,17 @@
-"""A running trial's heartbeat, on a database or a journal file, judged by the storage's clock.
+"""A running trial's heartbeat, and how long a worker has seen it silent.
 
 A database stamps a trial's heartbeat with its own clock (Optuna's `trial_heartbeats`); a journal
 file keeps it as a trial attribute, the time its filesystem gives a file made at the beat
-(`processes.filesystem_now`). Either way a trial's silence is judged by that one clock, never by
-the judging host's, which may run ahead of the beating host's.
+(`processes.filesystem_now`). A judging worker reads a stamp only to see whether a new beat came:
+it times the silence on its own monotonic clock, and only over time in which it reached the
+storage itself (`Contacts`). A storage outage is no one's silence, however long: after it every
+trial's silence starts again from zero. No two hosts' clocks are ever compared.
 
 A worker's beats go on through storage faults, tried again with backoff. After
 `storage_timeout` seconds without one the worker stops: it names the storage and sends itself
 SIGTERM, so its run saves and ends as at any stop, and its trial is left to the other workers.
+A worker that finds its trial taken from it (judged dead, wrongly, while only it was cut off)
+stops the trial's run at once, saying so: its last checkpoint goes on wherever the trial runs.
 """
 
 import logging
@@ -23,10 +27,19 @@ from optuna.exceptions import UpdateFinishedTrialError
 from optuna.storages import BaseStorage, RDBStorage
 from optuna.storages._cached_storage import _CachedStorage
 from optuna.trial import FrozenTrial, TrialState
+from sqlalchemy import bindparam, text
 
 from transformer_nmt.runtime.processes import filesystem_now
 
-from ._storage import FIRST_RETRY, STORAGE_ERRORS, journal_folder, lost_message, reason, shown
+from ._storage import (
+    FIRST_RETRY,
+    STORAGE_ERRORS,
+    Contacts,
+    journal_folder,
+    lost_message,
+    reason,
+    shown,
+)
 
 log = logging.getLogger(__name__)
 
@@ -43,24 +56,67 @@ def beat(storage: BaseStorage, trial_id: int) -> None:
         storage.set_trial_system_attr(trial_id, HEARTBEAT, filesystem_now(folder))
 
 
-def silent_trials(study: optuna.Study, storage: BaseStorage, timeout: float) -> dict[int, str]:
-    """The running trials silent for longer than `timeout` s, by id: how long, in words.
+class Silences:
+    """How long this worker has seen each running trial without a new beat, while it reached the
+    storage (`contacts`); the trials silent for longer than `timeout` s are dead."""
 
-    A database judges by the grace period it was opened with (`open_storage` gives it `timeout`).
-    """
+    def __init__(self, contacts: Contacts, timeout: float) -> None:
+        self.contacts, self.timeout = contacts, timeout
+        # By trial id: the beat and start last read, and when this worker first read them.
+        self._seen: dict[int, tuple[object, float]] = {}
+        self._back = contacts.back_since
+
+    def silent_trials(self, study: optuna.Study, storage: BaseStorage) -> dict[int, str]:
+        """The running trials silent for longer than the timeout, by id: how long, in words."""
+        beats = last_beats(study, storage)
+        self.contacts.reached()  # before the silences: a read after an outage ends it
+        now = time.monotonic()
+        if self.contacts.back_since != self._back and beats:
+            log.info(
+                "Storage reached again: the heartbeats of running trials %s are timed from now",
+                ", ".join(str(t.number) for t in _running(study) if t._trial_id in beats),
+            )
+        self._back = self.contacts.back_since
+        self._seen = {id_: self._since(id_, beat, now) for id_, beat in beats.items()}
+        silent = {
+            trial_id: now - max(since, self.contacts.back_since)
+            for trial_id, (_, since) in self._seen.items()
+        }
+        return {
+            trial_id: f"no heartbeat for {seconds:.1f} s while this worker reached the storage"
+            for trial_id, seconds in silent.items()
+            if seconds > self.timeout
+        }
+
+    def _since(self, trial_id: int, beat: object, now: float) -> tuple[object, float]:
+        before = self._seen.get(trial_id)
+        return before if before is not None and before[0] == beat else (beat, now)
+
+
+def last_beats(study: optuna.Study, storage: BaseStorage) -> dict[int, tuple[object, object]]:
+    """The running trials that have beaten, by id: their last beat's stamp and their start (a
+    trial resumed is a new story, even before its first beat there)."""
     storage = underlying(storage)
+    running = _running(study)
     if isinstance(storage, RDBStorage):
-        if storage.heartbeat_interval is None:
+        if storage.heartbeat_interval is None or not running:
             return {}
-        grace = storage.grace_period or 2 * storage.heartbeat_interval
-        silent = f"no heartbeat for over {grace:g} s by the database's clock"
-        return dict.fromkeys(storage._get_stale_trial_ids(study._study_id), silent)
-    ages = heartbeat_ages(study, storage)
+        query = text("SELECT trial_id, heartbeat FROM trial_heartbeats WHERE trial_id IN :ids")
+        query = query.bindparams(bindparam("ids", expanding=True))
+        with storage.engine.connect() as db:
+            rows = db.execute(query, {"ids": [t._trial_id for t in running]}).all()
+        stamps = dict(rows)
+    else:
+        stamps = {t._trial_id: t.system_attrs.get(HEARTBEAT) for t in running}
     return {
-        trial_id: f"no heartbeat for {age:.1f} s by the journal's filesystem clock"
-        for trial_id, age in ages.items()
-        if age > timeout
+        t._trial_id: (stamps[t._trial_id], t.datetime_start)
+        for t in running
+        if stamps.get(t._trial_id) is not None
     }
+
+
+def _running(study: optuna.Study) -> list[FrozenTrial]:
+    return study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
 
 
 def heartbeat_ages(study: optuna.Study, storage: BaseStorage) -> dict[int, float]:
@@ -87,8 +143,10 @@ def stop_this_process() -> None:
 class Beating:
     """While the block runs, beats for `trials` every `interval` s in a thread, riding out faults.
 
-    `lost` is the message naming the storage once it failed for longer than `timeout` s; the
-    worker has then been stopped by `stop`. No stop is sent once the block has ended.
+    `lost` is the message naming the storage once it failed for longer than `timeout` s; `taken`
+    the one naming a trial that is no longer this worker's (`owns` says whose it is). Either way
+    the worker has been stopped by `stop`. No stop is sent once the block has ended. `contacts`
+    learns of each beat that reached the storage and each that did not.
     """
 
     def __init__(
@@ -98,11 +156,15 @@ class Beating:
         interval: float | None,
         spec: str | None,
         timeout: float,
+        owns: Callable[[FrozenTrial], bool],
+        contacts: Contacts | None = None,
         stop: Callable[[], None] = stop_this_process,
     ) -> None:
         self.storage, self.trial_ids = storage, [t._trial_id for t in trials]
         self.interval, self.spec, self.timeout, self.stop = interval, spec, timeout, stop
+        self.owns, self.contacts = owns, contacts or Contacts()
         self.lost: str | None = None
+        self.taken: str | None = None
         self._done = threading.Event()
         self._ending = threading.Lock()
         self._thread = threading.Thread(target=self._run, daemon=True, name="trial heartbeat")
@@ -127,8 +189,9 @@ class Beating:
         last, delay = time.monotonic(), self.interval
         while not self._done.wait(delay):
             try:
-                self._beat_all()
+                taken = self._beat_all()
             except STORAGE_ERRORS as e:
+                self.contacts.missed()
                 if time.monotonic() - last > self.timeout:
                     self._give_up(e)
                     return
@@ -144,19 +207,44 @@ class Beating:
                     delay,
                 )
                 continue
+            self.contacts.reached()
+            if taken is not None:
+                self._end(taken=taken_message(taken))
+                return
             last, delay = time.monotonic(), self.interval
 
-    def _beat_all(self) -> None:
-        for trial_id in list(self.trial_ids):
+    def _beat_all(self) -> FrozenTrial | None:
+        """Beats for each trial while it is this worker's; the first that is not, if any."""
+        for trial_id in self.trial_ids:
+            trial = underlying(self.storage).get_trial(trial_id)
+            if not self.owns(trial):
+                return trial
             try:
                 beat(self.storage, trial_id)
-            except UpdateFinishedTrialError:  # another worker took it for dead: nothing to keep
-                self.trial_ids.remove(trial_id)
+            except UpdateFinishedTrialError:  # told by another worker since it was read
+                return underlying(self.storage).get_trial(trial_id)
+        return None
 
     def _give_up(self, error: BaseException) -> None:
+        self._end(lost=lost_message(self.spec, self.timeout, error))
+
+    def _end(self, lost: str | None = None, taken: str | None = None) -> None:
         with self._ending:
             if self._done.is_set():
                 return
-            self.lost = lost_message(self.spec, self.timeout, error)
-            log.error("%s", self.lost)
+            self.lost, self.taken = lost, taken
+            log.error("%s", lost or taken)
             self.stop()
+
+
+def taken_message(trial: FrozenTrial) -> str:
+    goes_on = (
+        "was told by the worker that resumed it"
+        if trial.state.is_finished()
+        else "goes on wherever the trial is asked next"
+    )
+    return (
+        f"Trial {trial.number} is no longer this worker's: another worker found its heartbeat "
+        f"silent and put it back ({trial.state.name.lower()} now). Its run stops here, with its "
+        f"last checkpoint, and {goes_on}"
+    )

@@ -4,18 +4,25 @@ Each worker asks the study for trials while its `n_trials` leave any free, runs 
 Hydra's launcher (one after another, or `n_jobs` at once with a parallel launcher such as
 `hydra/launcher=submitit_local`), and tells the study their values. A trial runs in the sweep
 folder named by its number in the study, so workers never share a folder. While other workers'
-trials run and none is free, it waits, failing those whose worker is provably dead (see
+trials run and none is free, it waits, putting back those whose worker is provably dead (see
 `_trials.py`), so that the study ends with its `n_trials` and its results files.
+
+A trial that did not end is resumed before any new trial is asked: a worker stopped by a signal
+(SIGTERM, SIGUSR1, Ctrl-C) puts its trials back to wait as its runs save their `last.ckpt`, and
+the next worker that asks (this command started again, or another) runs each again in its own
+folder with its own parameters and seed, which goes on from that checkpoint.
 
 Storage faults are ridden out: every call is tried again with backoff, and a worker that cannot
 reach the storage for `storage_timeout` seconds stops, naming it (`StorageLost`), its running
-trials left to the others.
+trials left to the others. A worker that finds its trial taken from it stops that trial's run
+and goes on asking.
 """
 
 import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TypeVar
 
 import optuna
@@ -29,16 +36,21 @@ from optuna.samplers import BaseSampler
 from optuna.trial import FrozenTrial, TrialState
 
 from transformer_nmt.runtime.atomic import write_atomically
+from transformer_nmt.runtime.lock_file import LockFile
+from transformer_nmt.training.run_lock import LOCK_NAME
+from transformer_nmt.training.stop import SIGNALS, exit_status
 
-from ._heartbeat import Beating
+from ._heartbeat import Beating, Silences, underlying
 from ._space import keep_search_space, search_space
-from ._storage import StorageLost, open_storage, retrying, shown
+from ._storage import Contacts, StorageLost, open_storage, retrying, shown
 from ._trials import (
-    INTERRUPTED,
+    STOPS,
     claim_trials,
     counted_trials,
-    fail_dead_trials,
     finished_trials,
+    owned_by_this_worker,
+    put_back,
+    resume_dead_trials,
     waiting_on,
 )
 
@@ -88,14 +100,17 @@ class StudyWorker:
 
     def sweep(self, arguments: list[str]) -> None:
         space, fixed = search_space([*(f"{k}={v}" for k, v in self.params.items()), *arguments])
-        self.storage = open_storage(
-            self.storage_spec, self.heartbeat_interval, self.heartbeat_timeout
-        )
+        self.storage = open_storage(self.storage_spec, self.heartbeat_interval)
+        self.contacts = Contacts()
+        # Without heartbeats only a process gone proves a worker dead: a live trial never beats.
+        silences = None
+        if self.heartbeat_interval is not None:
+            silences = Silences(self.contacts, self.heartbeat_timeout)
         study = self._retrying(lambda: self._join(space))
         fixed_overrides = [f"{name}={value}" for name, value in fixed.items()]
         said: tuple[float, list[int]] | None = None
         while True:
-            self._retrying(lambda: fail_dead_trials(study, self.storage, self.heartbeat_timeout))
+            self._retrying(lambda: resume_dead_trials(study, self.storage, silences))
             trials = self._retrying(lambda: claim_trials(study, self.n_trials, self.n_jobs, space))
             if trials:
                 self._run(study, trials, fixed_overrides)
@@ -122,7 +137,7 @@ class StudyWorker:
         return study
 
     def _retrying(self, call: Callable[[], T]) -> T:
-        return retrying(call, self.storage_spec, self.storage_timeout)
+        return retrying(call, self.storage_spec, self.storage_timeout, self.contacts)
 
     def _check_n_trials(self, study: optuna.Study) -> None:
         done = len(finished_trials(study))
@@ -143,6 +158,12 @@ class StudyWorker:
         )
 
     def _run(self, study: optuna.Study, trials: list[optuna.Trial], fixed: list[str]) -> None:
+        """Runs the trials through the launcher and tells their values.
+
+        A stop signal stops the runs (each saves its `last.ckpt`), puts the trials back to wait
+        and stops this worker; a trial taken from this worker stops them too, and the worker
+        goes on asking.
+        """
         overrides = [
             (
                 *(f"{name}={value}" for name, value in trial.params.items()),
@@ -152,14 +173,27 @@ class StudyWorker:
             for trial in trials
         ]
         beating = Beating(
-            self.storage, trials, self.heartbeat_interval, self.storage_spec, self.storage_timeout
+            self.storage,
+            trials,
+            self.heartbeat_interval,
+            self.storage_spec,
+            self.storage_timeout,
+            owns=owned_by_this_worker,
+            contacts=self.contacts,
         )
-        with beating:
+        # Between two runs too, a stop signal is only recorded: the worker puts its trials back.
+        with SIGNALS.recording(), beating:
+            for trial in trials:
+                if trial.user_attrs.get(STOPS):
+                    self._wait_for_folder(trial.number)
             try:
                 returns = self.launcher.launch(overrides, initial_job_idx=trials[0].number)
-            except SystemExit:  # the stop the lost heartbeat sent, or another
+            except SystemExit as stop:  # a run stopped: by a signal, or by the heartbeat
                 if beating.lost:
                     raise StorageLost(beating.lost) from None
+                self._put_back(study, trials, beating.taken or f"stopped (exit status {stop.code})")
+                if beating.taken:
+                    return
                 raise
         if beating.lost:
             raise StorageLost(beating.lost)
@@ -167,12 +201,38 @@ class StudyWorker:
             self._retrying(lambda t=trial, r=ret: _tell(study, t, r))
             for trial, ret in zip(trials, returns, strict=True)
         ]
+        if SIGNALS.received and not beating.taken:  # came as the last run ended: told, then stop
+            raise SystemExit(exit_status(SIGNALS.received[0]))
         failed = [e for e in errors if e is not None]
         if len(failed) / len(trials) > self.max_failure_rate:
             raise RuntimeError(
                 f"{len(failed)} of {len(trials)} trials failed, more than "
                 f"hydra.sweeper.max_failure_rate={self.max_failure_rate}"
             ) from failed[0]
+
+    def _wait_for_folder(self, number: int) -> None:
+        """Waits until no run holds the resumed trial's folder: the worker that left it may live
+        on, cut off from the storage, until it finds its trial taken and stops; a crashed host's
+        lock is taken over once stale (`runtime/lock_file.py`)."""
+        lock = LockFile(Path(self.config.hydra.sweep.dir) / str(number) / LOCK_NAME)
+        lock.acquire_waiting()
+        lock.release()  # for the trial's run to take
+
+    def _put_back(self, study: optuna.Study, trials: list[optuna.Trial], why: str) -> None:
+        """Puts this worker's trials among `trials` back to wait, to be resumed first."""
+
+        def put_back_own() -> list[int]:
+            own = [underlying(self.storage).get_trial(t._trial_id) for t in trials]
+            own = [t for t in own if owned_by_this_worker(t)]
+            return [t.number for t in own if put_back(self.storage, t, why)]
+
+        if numbers := self._retrying(put_back_own):
+            log.warning(
+                "Trials %s %s: put back to wait, to be resumed from their last checkpoints by "
+                "the next worker that asks (the same command again)",
+                ", ".join(map(str, numbers)),
+                why,
+            )
 
     def _report(self, study: optuna.Study) -> None:
         """Writes the study's table and best trial to the sweep folder once every trial has ended.
@@ -207,16 +267,19 @@ def _tell(study: optuna.Study, trial: optuna.Trial, ret: JobReturn) -> Exception
     except Exception as e:
         log.warning("Trial %d failed: %r", trial.number, e)
         error, value = e, None
+    storage = study._storage
+    if storage.get_trial(trial._trial_id).state == TrialState.WAITING:
+        # Put back meanwhile (its heartbeat judged silent): it ended all the same, so its end is
+        # told, not run again, unless another worker has just taken it.
+        storage.set_trial_state_values(trial._trial_id, state=TrialState.RUNNING)
     try:
         # A value that is not finite fails the trial too (Optuna's rule).
         study.tell(trial, value, state=TrialState.FAIL if error else None)
     except (ValueError, UpdateFinishedTrialError):
-        # Either an earlier try stored it before its connection dropped, or another worker took
-        # it for dead when its heartbeat stopped and the value comes too late.
-        if study._storage.get_trial(trial._trial_id).user_attrs.get(INTERRUPTED):
-            log.warning(
-                "Trial %d had been marked failed; its value %s is lost", trial.number, value
-            )
+        # An earlier try stored it before its connection dropped, or another worker resumed the
+        # trial from this run's last checkpoint and told the same end first.
+        told = storage.get_trial(trial._trial_id)
+        log.info("Trial %d was told before: %s, %s", trial.number, told.state.name, told.value)
     return error
 
 

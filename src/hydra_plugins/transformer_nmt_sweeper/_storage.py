@@ -39,15 +39,33 @@ class StorageLost(CompactHydraException, RuntimeError):
     prints the message, which names it, without a traceback."""
 
 
-def open_storage(
-    storage: str | None, heartbeat_interval: int | None = None, heartbeat_timeout: int | None = None
-) -> BaseStorage:
+class Contacts:
+    """When this worker last came back to the storage after a failed call.
+
+    A running trial's silence is counted from then at the earliest: while this worker could not
+    reach the storage, the trial's worker may not have reached it either.
+    """
+
+    def __init__(self) -> None:
+        self.back_since = time.monotonic()
+        self._failing = False
+
+    def reached(self) -> None:
+        if self._failing:
+            self._failing = False
+            self.back_since = time.monotonic()
+
+    def missed(self) -> None:
+        self._failing = True
+
+
+def open_storage(storage: str | None, heartbeat_interval: int | None = None) -> BaseStorage:
     """The storage that `hydra.sweeper.storage` names.
 
     A URL (`postgresql://user@host:5432/db`, `sqlite:///path.db`) is an Optuna RDB storage,
     whose connections are tested before use (a restarted server's are not handed out) and whose
     heartbeats, stamped by the server's clock every `heartbeat_interval` seconds, let any worker
-    fail the trials of a worker silent for `heartbeat_timeout`; a path is an Optuna journal file,
+    resume the trials of a silent worker (`_heartbeat.Silences`); a path is an Optuna journal file,
     which the workers of one machine (or of several, on a shared filesystem) append to under a
     lock file; None keeps the study in this process's memory only.
     """
@@ -60,20 +78,14 @@ def open_storage(
     if url.get_backend_name() == "sqlite" and url.database:
         Path(url.database).parent.mkdir(parents=True, exist_ok=True)  # SQLite makes no folders
     try:
-        return _rdb_storage(storage, heartbeat_interval, heartbeat_timeout)
+        return _rdb_storage(storage, heartbeat_interval)
     except sqlalchemy.exc.OperationalError as e:
         raise StorageUnreachable(_unreachable(url, e)) from e
 
 
-def _rdb_storage(
-    storage: str, heartbeat_interval: int | None, heartbeat_timeout: int | None, tries: int = 3
-) -> RDBStorage:
+def _rdb_storage(storage: str, heartbeat_interval: int | None, tries: int = 3) -> RDBStorage:
     """An RDBStorage, tried again when another worker creates the same tables at the same time."""
-    settings = {
-        "engine_kwargs": {"pool_pre_ping": True},
-        "heartbeat_interval": heartbeat_interval,
-        "grace_period": heartbeat_timeout,
-    }
+    settings = {"engine_kwargs": {"pool_pre_ping": True}, "heartbeat_interval": heartbeat_interval}
     with warnings.catch_warnings():  # heartbeats are "experimental" since Optuna 2.9
         warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
         for attempt in range(tries - 1):
@@ -91,16 +103,21 @@ def journal_folder(storage: BaseStorage) -> Path | None:
     return None
 
 
-def retrying(call: Callable[[], T], storage: str | None, timeout: float) -> T:
+def retrying(
+    call: Callable[[], T], storage: str | None, timeout: float, contacts: Contacts | None = None
+) -> T:
     """`call()`, tried again with backoff while the storage fails, for up to `timeout` seconds.
 
-    Raises `StorageLost`, naming the storage, once it has failed for longer.
+    Raises `StorageLost`, naming the storage, once it has failed for longer. `contacts` learns of
+    each failure and success.
     """
     first_failure, delay = None, FIRST_RETRY
     while True:
         try:
-            return call()
+            result = call()
         except STORAGE_ERRORS as e:
+            if contacts is not None:
+                contacts.missed()
             now = time.monotonic()
             first_failure = first_failure or now
             if now - first_failure > timeout:
@@ -108,6 +125,10 @@ def retrying(call: Callable[[], T], storage: str | None, timeout: float) -> T:
             log.warning(
                 "Storage %s failed (%s): trying again in %.1f s", shown(storage), reason(e), delay
             )
+        else:
+            if contacts is not None:
+                contacts.reached()
+            return result
         time.sleep(delay)
         delay = min(2 * delay, MAX_RETRY)
 
@@ -116,8 +137,8 @@ def lost_message(storage: str | None, timeout: float, error: BaseException) -> s
     return (
         f"hydra.sweeper.storage={shown(storage)} could not be reached for more than "
         f"hydra.sweeper.storage_timeout={timeout:g} s ({reason(error)}): this worker stops. Its "
-        "running trials are left to the other workers, which fail them once their heartbeat is "
-        "older than hydra.sweeper.heartbeat_timeout; start the server again and run the same "
+        "running trials are left to the other workers, which resume them once their heartbeat has "
+        "been silent for hydra.sweeper.heartbeat_timeout; start the server again and run the same "
         "command to go on with the study."
     )
 

@@ -1,14 +1,20 @@
-"""The trials of a study that several workers share: which count, who runs them, which are dead.
+"""The trials of a study that several workers share: which count, who runs them, which go on.
 
 Every worker asks its trials of the one study and tells their results; nothing else is shared.
-A study's `n_trials` counts every trial but those a dead worker left (`interrupted`) and those a
-worker withdrew when another took the last free one first (`surplus`), so the workers together
-run exactly `n_trials`, however many there are.
+A study's `n_trials` counts every trial but those a worker withdrew when another took the last
+free one first (`surplus`), so the workers together run exactly `n_trials`, however many there
+are.
+
+A trial that did not end goes on, under its own number, in its own folder, with its own
+parameters and seed, from its `last.ckpt`: its worker was stopped (a signal, a pre-emption, a
+lost storage) or provably died. It is put back to wait (`WAITING`, with the reason added to its
+`stops`), and Optuna hands waiting trials out before it samples a new one. One record per trial
+keeps the dashboard's numbers those of the sweep folders; `stops` keeps each interruption.
 
 A running trial's worker is dead when it provably is: its heartbeat silent for longer than
-`heartbeat_timeout` by the storage's clock, or its process gone as seen from the worker's own
-boot and PID namespace (a hostname proves nothing: containers share one). Any other running
-trial is waited for, and the log says on whom.
+`heartbeat_timeout` while the judging worker reached the storage (`_heartbeat.Silences`), or its
+process gone as seen from the worker's own boot and PID namespace (a hostname proves nothing:
+containers share one). Any other running trial is waited for, and the log says on whom.
 """
 
 import logging
@@ -23,13 +29,13 @@ from optuna.trial import FrozenTrial, TrialState
 
 from transformer_nmt.runtime.processes import is_gone, this_process
 
-from ._heartbeat import beat, heartbeat_ages, silent_trials
+from ._heartbeat import Silences, beat, heartbeat_ages, underlying
 
 log = logging.getLogger(__name__)
 
 # User attributes of a trial.
 WORKER = "worker"  # who runs it: {"host", "namespace", "pid", "start"}
-INTERRUPTED = "interrupted"  # its worker died while it ran: it does not count
+STOPS = "stops"  # why it was put back to wait, once per interruption, oldest first
 SURPLUS = "surplus"  # asked when another worker had taken the last free trial: it does not count
 
 
@@ -50,9 +56,7 @@ def counted_trials(study: optuna.Study) -> list[FrozenTrial]:
 
 
 def _uncounted(trial: FrozenTrial) -> bool:
-    # By state too: a worker that told its result as another marked it dead still counts it.
-    marked = trial.user_attrs.get(INTERRUPTED) or trial.user_attrs.get(SURPLUS)
-    return bool(marked) and trial.state == TrialState.FAIL
+    return bool(trial.user_attrs.get(SURPLUS)) and trial.state == TrialState.FAIL
 
 
 def finished_trials(study: optuna.Study) -> list[FrozenTrial]:
@@ -70,32 +74,52 @@ def _why_dead(trial: FrozenTrial, silent: dict[int, str]) -> str | None:
     return None
 
 
-def fail_dead_trials(
-    study: optuna.Study, storage: BaseStorage, heartbeat_timeout: float = 120
-) -> list[int]:
-    """Marks failed and interrupted the running trials whose worker is provably dead.
+def owned_by_this_worker(trial: FrozenTrial) -> bool:
+    return trial.state == TrialState.RUNNING and trial.user_attrs.get(WORKER) == this_worker()
 
-    Dead is: its heartbeat silent for longer than `heartbeat_timeout` seconds, or its process
-    gone as seen from this boot and PID namespace. A live worker's trial, in this namespace or
-    another, is never touched. Returns the numbers of the trials failed.
+
+def resume_dead_trials(
+    study: optuna.Study, storage: BaseStorage, silences: Silences | None = None
+) -> list[int]:
+    """Puts back to wait, to be resumed first, the running trials whose worker is provably dead.
+
+    Dead is: its heartbeat silent for longer than the timeout of `silences`, or its process gone
+    as seen from this boot and PID namespace. A live worker's trial, in this namespace or
+    another, is never touched. Returns the numbers of the trials put back.
     """
-    silent = silent_trials(study, storage, heartbeat_timeout)
-    failed = []
+    silent = silences.silent_trials(study, storage) if silences else {}
+    resumed = []
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         why = _why_dead(trial, silent)
         if why is None:
             continue
-        try:
-            storage.set_trial_user_attr(trial._trial_id, INTERRUPTED, True)
-            storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL)
-        except UpdateFinishedTrialError:
-            continue  # another worker failed it first, or its worker told it just now
         worker = describe(trial.user_attrs.get(WORKER))
+        if not put_back(storage, trial, f"its worker {worker} is dead ({why})"):
+            continue
         log.warning(
-            "Trial %d: its worker %s is dead (%s); marked failed", trial.number, worker, why
+            "Trial %d: its worker %s is dead (%s); it waits to be resumed from its last checkpoint",
+            trial.number,
+            worker,
+            why,
         )
-        failed.append(trial.number)
-    return failed
+        resumed.append(trial.number)
+    return resumed
+
+
+def put_back(storage: BaseStorage, trial: FrozenTrial, why: str) -> bool:
+    """Puts a running trial back to wait, adding `why` to its stops; whether it was.
+
+    Not if it has been told or started again since `trial` was read: read again just before.
+    """
+    now = underlying(storage).get_trial(trial._trial_id)
+    if now.state != TrialState.RUNNING or now.datetime_start != trial.datetime_start:
+        return False
+    try:
+        storage.set_trial_user_attr(trial._trial_id, STOPS, [*now.user_attrs.get(STOPS, []), why])
+        storage.set_trial_state_values(trial._trial_id, state=TrialState.WAITING)
+    except UpdateFinishedTrialError:
+        return False  # its worker told it just now
+    return True
 
 
 def waiting_on(study: optuna.Study, storage: BaseStorage) -> dict[int, str]:
@@ -112,8 +136,10 @@ def waiting_on(study: optuna.Study, storage: BaseStorage) -> dict[int, str]:
 def claim_trials(
     study: optuna.Study, n_trials: int, batch: int, space: dict[str, BaseDistribution]
 ) -> list[optuna.Trial]:
-    """Asks up to `batch` trials, as many as the study's n_trials still leave free."""
-    free = n_trials - len(counted_trials(study))
+    """Asks up to `batch` trials, as many as the study's n_trials still leave free: first those
+    waiting to be resumed, with their parameters, then new ones."""
+    waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+    free = n_trials - len(counted_trials(study)) + len(waiting)  # a waiting trial is counted
     claimed = []
     for _ in range(min(batch, free)):
         with warnings.catch_warnings():  # that heartbeats are for Study.optimize: ours run them
@@ -123,6 +149,12 @@ def claim_trials(
         beat(study._storage, trial._trial_id)  # from its start: a silent trial is a dead one
         if not keep_if_counted(study, trial, n_trials):
             break
+        if stops := study._storage.get_trial(trial._trial_id).user_attrs.get(STOPS):
+            log.info(
+                "Trial %d resumes in its folder, from its last checkpoint (stopped: %s)",
+                trial.number,
+                stops[-1],
+            )
         claimed.append(trial)
     return claimed
 
