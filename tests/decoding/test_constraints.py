@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from transformer_nmt.decoding.constraints import Progress, constrained_beam_search
+from transformer_nmt.decoding.constraints import Phrases, Progress, constrained_beam_search
 from transformer_nmt.model import RNNAttention
 
 VOCAB, PAD, BOS, EOS = 50, 0, 1, 2  # as in conftest's tiny models
@@ -14,16 +14,26 @@ def contains(tokens: list[int], phrase: list[int]) -> bool:
 
 
 def test_progress_counts_met_ids_and_loses_an_abandoned_phrase():
-    constraints = [[7, 8, 9], [20]]
+    phrases = Phrases.of([[7, 8, 9], [20]])
     start = Progress((False, False))
-    assert start.wanted(constraints) == {7, 20}
-    halfway = start.after(7, constraints).after(8, constraints)
-    assert halfway.met_ids(constraints) == 2 and halfway.wanted(constraints) == {9}
-    assert halfway.after(5, constraints).met_ids(constraints) == 0  # abandoned
-    restarted = halfway.after(7, constraints)  # abandons, and starts the phrase again
-    assert restarted.met_ids(constraints) == 1
-    done = halfway.after(9, constraints).after(20, constraints)
-    assert done.all_met() and done.met_ids(constraints) == 4 and done.wanted(constraints) == set()
+    assert start.wanted(phrases, True) == {7, 20}
+    halfway = start.after(7, phrases, True).after(8, phrases, False)
+    assert halfway.met_ids(phrases) == 2 and halfway.wanted(phrases, False) == {9}
+    assert halfway.after(5, phrases, False).met_ids(phrases) == 0  # abandoned
+    restarted = halfway.after(7, phrases, False)  # abandons, and starts the phrase again
+    assert restarted.met_ids(phrases) == 1
+    done = halfway.after(9, phrases, False).after(20, phrases, False)
+    assert done.all_met() and done.met_ids(phrases) == 4 and done.wanted(phrases, False) == set()
+
+
+def test_a_phrase_is_met_in_its_first_word_form_at_the_start_and_its_inside_form_later():
+    phrases = Phrases([[4, 7, 8]], first=[[7, 9]])
+    start = Progress((False,))
+    assert start.wanted(phrases, True) == {7} and start.wanted(phrases, False) == {4}
+    assert start.after(7, phrases, True).after(9, phrases, False).all_met()
+    assert not start.after(7, phrases, False).after(9, phrases, False).all_met()
+    later = start.after(4, phrases, False).after(7, phrases, False).after(8, phrases, False)
+    assert later.all_met() and later.met_ids(phrases) == 3  # the longer form's size
 
 
 @pytest.mark.parametrize("family", ["transformer", "rnn_attention"])

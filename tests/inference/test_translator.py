@@ -315,6 +315,20 @@ def test_a_constraint_is_met_as_a_whole_word_where_the_model_would_go_on_with_it
     assert "zweie" in unruled.translate(["one two"], **options)[0]
 
 
+def test_a_constraint_met_as_the_first_word_is_written_as_the_tokenizer_writes_one(tmp_path):
+    tokenizer = BPETokenizer.train(SENTENCES, vocab_size=280, min_frequency=1)
+    path = write_checkpoint(tmp_path / "zwei.ckpt", tokenizer, output_bias=True)
+    checkpoint = torch.load(path, weights_only=True)
+    bias = checkpoint["state_dict"]["model.generator.bias"]
+    for i in tokenizer.encode_batch(["zwei"], side="target")[0]:  # "zwei" as a first word
+        bias[i] = 12.0
+    bias[TARGET_FRAME["eos_id"]] = 11.0
+    torch.save(checkpoint, path)
+    translator = Translator.from_checkpoint(path, device="cpu")
+    got = translator.translate(["one two", "drei"], max_len_b=4, constraints=[["zwei"]] * 2)
+    assert got == ["zwei", "zwei"]  # not " zwei", nor "w zwei" around the inside form
+
+
 def test_every_constraint_appears_and_an_unmeetable_one_is_reported_by_line(folder, caplog):
     translator = Translator.from_checkpoint(folder / "step1.ckpt", device="cpu")
     constraints = [["sechs sieben", "zwei"], [], ["four five six seven one two"], [], [], [], []]

@@ -93,10 +93,12 @@ class TorchSearch:
         target_prefixes: list[list[list[int]]] | None = None,
         constraints: list[list[list[list[int]]]] | None = None,
         continuing: list[int] | None = None,
+        first_words: list[list[list[list[int]]]] | None = None,
     ) -> Iterator[list[list[Hypothesis]]]:
         """Beam search, with `constraints` (per batch, per sentence, its phrases' ids) beam
         search with dynamic beam allocation (none of the `continuing` ids, which go on a word,
-        right after a constraint), or with `sampling` sampling; each batch's `indices`
+        right after a constraint; `first_words` the phrases' ids as a sentence's first word),
+        or with `sampling` sampling; each batch's `indices`
         (each sentence's 0-based line) seed the samples and name lines in warnings;
         `target_prefixes` per batch, per sentence."""
         for b, tokens in enumerate(batches):
@@ -112,7 +114,7 @@ class TorchSearch:
                     phrases = constraints[b]
                     found, missed = constrained_beam_search(
                         self.model, src, **TARGET_FRAME, constraints=phrases,
-                        continuing=continuing, **common, **options,
+                        continuing=continuing, first_words=first_words[b], **common, **options,
                     )  # fmt: skip
                     _report_missed(missed, indices[b])
                 elif sampling is None:
@@ -407,7 +409,8 @@ class Translator:
             extra["sampling"] = sampling
         if constraints is not None:
             phrases = {i: self._phrase_ids(constraints[i]) for i in todo}
-            extra["constraints"] = [[phrases[i] for i in b] for b in batches]
+            extra["constraints"] = [[phrases[i][0] for i in b] for b in batches]
+            extra["first_words"] = [[phrases[i][1] for i in b] for b in batches]
             extra["continuing"] = self._continuing
         if prefixes is not None:
             forced = self._prefix_ids(prefixes, tokens, first_line, options["max_len_b"])
@@ -490,10 +493,14 @@ class Translator:
         """The ids that go on a word: none may follow a constraint, which stays a whole word."""
         return [i for i, goes_on in enumerate(self.tokenizer.continues_word()) if goes_on]
 
-    def _phrase_ids(self, phrases: Sequence[str]) -> list[list[int]]:
-        """Each phrase's ids as a word inside a sentence: after a space (byte-level BPE's Ġ)."""
-        texts = [" " + phrase.strip() for phrase in phrases if phrase.strip()]
-        return self.tokenizer.encode_batch(texts, side="target") if texts else []
+    def _phrase_ids(self, phrases: Sequence[str]) -> tuple[list[list[int]], list[list[int]]]:
+        """Each phrase's ids as a word inside a sentence, after a space (byte-level BPE's Ġ),
+        and as the sentence's first word, which the tokenizer writes without one."""
+        texts = [phrase.strip() for phrase in phrases if phrase.strip()]
+        if not texts:
+            return [], []
+        inside = self.tokenizer.encode_batch([" " + text for text in texts], side="target")
+        return inside, self.tokenizer.encode_batch(texts, side="target")
 
     def _prefix_ids(
         self, prefixes: list[str], tokens: dict[int, list[int]], first_line: int, max_len_b: int
