@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from transformer_nmt.decoding import beam_search
 from transformer_nmt.decoding.constraints import Phrases, Progress, constrained_beam_search
 from transformer_nmt.model import RNNAttention
 
@@ -69,3 +70,23 @@ def test_a_constraint_longer_than_the_output_may_be_is_reported_not_dropped(
 def test_more_best_hypotheses_than_the_beam_holds_are_refused(make_model, make_tokens):
     with pytest.raises(ValueError, match=r"n_best must be between 1 and beam_size \(2\), got 3"):
         constrained_beam_search(make_model(), make_tokens([3]), BOS, EOS, [[]], 2, n_best=3)
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+@pytest.mark.parametrize("seed", range(6))
+def test_a_batch_without_constraints_is_searched_exactly_as_beam_search(
+    beam_size, seed, make_model, make_tokens
+):
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(1, 8, (5,), generator=g).tolist()
+    model, src = make_model(seed=seed), make_tokens(lengths, seed=seed)
+    options = dict(beam_size=beam_size, max_len_b=int(torch.randint(1, 12, (1,), generator=g)))
+    options |= dict(n_best=beam_size, alpha=[0.0, 0.6, 1.0][seed % 3])
+    found, missed = constrained_beam_search(model, src, BOS, EOS, [[]] * len(lengths), **options)
+    assert missed == [[]] * len(lengths)
+    expected = beam_search(model, src, BOS, EOS, **options)
+    assert [[h.tokens for h in hs] for hs in found] == [[h.tokens for h in hs] for hs in expected]
+    # Beam search drops finished sentences from the batch, which moves the last float bits.
+    for got, want in zip(sum(found, []), sum(expected, []), strict=True):
+        assert got.score == pytest.approx(want.score, rel=1e-6)
+        assert got.log_prob == pytest.approx(want.log_prob, rel=1e-6)

@@ -101,6 +101,7 @@ class _Beam:
     tokens: list[int]
     progress: Progress
     row: int = 0  # the beam slot it grew from, at the step before
+    ends: bool = False  # its last id is EOS: a candidate that ranks, never a beam
 
 
 @torch.no_grad()
@@ -203,18 +204,20 @@ class _Step:
     def __init__(self, phrases: Phrases, beams: list, log_probs: Tensor, t: int):
         self.phrases, self.beams, self.log_probs, self.t = phrases, beams, log_probs, t
 
-    def candidates(self, K: int) -> set[tuple[int, int]]:
-        """(beam, id) pairs: the 2K best overall, each beam's wanted ids and its best id."""
+    def candidates(self, K: int) -> list[tuple[float, int, int]]:
+        """(log_prob, beam, id) of the 2K best overall, each beam's wanted ids and its best id,
+        best first; summed in float32 as `beam_search` sums, so that their scores agree."""
         live = [k for k, beam in enumerate(self.beams) if beam is not None]
         totals = torch.stack([self.log_probs[k] + self.beams[k].log_prob for k in live])
         V = totals.size(-1)
         best = totals.view(-1).topk(min(2 * K, totals.numel())).indices.tolist()
-        pairs = {(live[i // V], i % V) for i in best}
-        for k in live:
+        pairs = {(j, i % V) for i in best for j in [i // V]}
+        for j, k in enumerate(live):
             wanted = self.beams[k].progress.wanted(self.phrases, self.t == 0)
-            pairs |= {(k, token) for token in wanted}
-            pairs.add((k, int(self.log_probs[k].argmax())))
-        return pairs
+            pairs |= {(j, token) for token in wanted}
+            pairs.add((j, int(self.log_probs[k].argmax())))
+        found = [(float(totals[j, token]), live[j], token) for j, token in pairs]
+        return sorted(found, key=lambda c: (-c[0], c[1], c[2]))
 
     def advance(
         self,
@@ -227,32 +230,36 @@ class _Step:
     ) -> list[_Beam]:
         """The beams to go on with, best first; hypotheses that end are stored.
 
+        As in `beam_search`, a hypothesis that ends finishes only among the K best candidates
+        of its bank (the bank of every constraint met), so that without constraints this is
+        beam search.
+
         ranking: (alpha, penalty) of the length penalty finished hypotheses are ranked by.
         """
         at_max = self.t + 1 >= max_len
         banks: dict[int, list[_Beam]] = {}
-        for k, token in self.candidates(K):
-            beam = self.beams[k]
-            log_prob = beam.log_prob + float(self.log_probs[k, token])
+        for log_prob, k, token in self.candidates(K):
             if log_prob == float("-inf"):
                 continue
+            beam = self.beams[k]
             tokens, progress = [*beam.tokens, token], beam.progress
             if token != eos_id:
                 progress = progress.after(token, self.phrases, self.t == 0)
+            bank = banks.setdefault(progress.met_ids(self.phrases), [])
             if token == eos_id or at_max:
                 score = log_prob / length_penalty(len(tokens), *ranking)
                 hypothesis = Hypothesis(tokens, score, log_prob)
-                if progress.all_met() and len(finished) < K:
+                if progress.all_met() and len(bank) < K and len(finished) < K:
                     finished.append(hypothesis)
                 elif not progress.all_met() and at_max:
                     fallback.append((progress.met_ids(self.phrases), hypothesis, progress))
-                continue  # EOS before every constraint is met ends nothing
-            bank = progress.met_ids(self.phrases)
-            banks.setdefault(bank, []).append(_Beam(log_prob, tokens, progress, row=k))
+            # EOS before every constraint is met ends nothing, yet ranks in its bank.
+            bank.append(_Beam(log_prob, tokens, progress, row=k, ends=token == eos_id))
         if at_max:
             return []
         C = sum(self.phrases.size(i) for i in range(len(self.phrases.inside)))
-        return _allocate(banks, K, C)
+        going_on = {b: [beam for beam in c if not beam.ends] for b, c in banks.items()}
+        return _allocate(going_on, K, C)
 
 
 def _allocate(banks: dict[int, list[_Beam]], K: int, C: int) -> list[_Beam]:
