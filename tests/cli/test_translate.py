@@ -1,7 +1,8 @@
 import pytest
 import torch
 
-from helpers.checkpoint_files import TINY
+from helpers.checkpoint_files import SENTENCES as WORDS
+from helpers.checkpoint_files import TINY, write_checkpoint
 from transformer_nmt.cli.average import main as average_main
 from transformer_nmt.cli.evaluate import main as evaluate_main
 from transformer_nmt.cli.translate import main as translate_main
@@ -172,3 +173,24 @@ def test_a_constraint_on_a_line_the_input_lacks_is_refused_before_loading(tmp_pa
     with pytest.raises(SystemExit):
         translate_main(["some.ckpt", "--constraints", "c.tsv", "--sample", "2"])
     assert "--constraints steer beam search: not with --sample" in capsys.readouterr().err
+
+
+def test_a_prefix_too_long_is_refused_before_the_first_line_naming_line_and_limit(tmp_path, capsys):
+    tokenizer = BPETokenizer.train(WORDS, vocab_size=280, min_frequency=1)
+    ckpt = str(write_checkpoint(tmp_path / "m.ckpt", tokenizer, max_positions=24))
+    (tmp_path / "in.txt").write_text("one two\nthree\nfour five\n")
+    common = [ckpt, str(tmp_path / "in.txt"), "--batch-size", "1", "--max-len-b", "2"]
+    for prefix, expected in [
+        ("one two " * 4, r"line 3: its prefix has \d+ tokens, more than the \d+ its translation "
+         r"may have \(source length \+ max_len_b 2\); shorten the prefix or raise max_len_b"),
+        (" ".join(["sieben"] * 9), r"line 3: its prefix has \d+ tokens, more than the model's 24 "
+         r"positions hold; shorten the prefix$"),
+    ]:  # fmt: skip
+        (tmp_path / "p.txt").write_text(f"\n\n{prefix}\n")
+        with pytest.raises(SystemExit, match=expected):
+            translate_main([*common, "--prefix", str(tmp_path / "p.txt")])
+        assert capsys.readouterr().out == ""  # lines 1 and 2 were not written
+        (tmp_path / "in.tsv").write_text(f"one two\t\nthree\t\nfour five\t{prefix}\n")
+        with pytest.raises(SystemExit, match=expected):
+            translate_main([ckpt, str(tmp_path / "in.tsv"), *common[2:], "--prefix-column"])
+        assert capsys.readouterr().out == ""

@@ -86,7 +86,11 @@ def main(argv: list[str] | None = None) -> None:
             total = len(lines)
             by_line = sampling_args.read_constraints(args.constraints, len(lines))
             constraints = [by_line.get(n, []) for n in range(1, len(lines) + 1)]
-    except (CheckpointError, DataError, ExportError, OSError) as e:  # ExportError: --engine ct2
+        if prefixes is not None and args.input is not None:  # refused before the first line
+            lines, prefixes = list(lines), list(prefixes)
+            translator.check_prefixes(lines, prefixes, args.max_len_b)
+    # ExportError: --engine ct2; ValueError: a prefix too long, named by its line
+    except (CheckpointError, DataError, ExportError, OSError, ValueError) as e:
         sys.exit(f"error: {e}")
     sampling = sampling_args.sampling(args)
     per_line = args.n_best if sampling is None else sampling.n

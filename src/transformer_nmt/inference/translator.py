@@ -300,7 +300,8 @@ class Translator:
                 on the batches. Excludes n_best: its n samples are the scored lists.
             prefixes: one per sentence, text its translation starts with ("" none), forced
                 before the search goes on (engine "torch"); longer than the translation may be
-                (its source's length + max_len_b tokens) is an error naming its line.
+                (its source's length + max_len_b tokens, within the model's positions) is an
+                error naming its line, raised before any sentence is decoded.
             constraints: one list of phrases per sentence ([] none) its translation must
                 contain, each as a whole word inside the sentence (after a space, and followed
                 by no letter or digit that would go on its word), by beam search with
@@ -316,6 +317,9 @@ class Translator:
         if sampling is not None and n_best is not None:
             raise ValueError("n_best is beam search's: sampling gives sampling.n scored samples")
         count = n_best or (sampling.n if sampling is not None else 1)
+        if prefixes is not None:  # every prefix checked before any line is decoded
+            sentences, prefixes = list(sentences), list(prefixes)
+            self.check_prefixes(sentences, prefixes, max_len_b)
         results = self.stream(
             sentences, beam_size, alpha, penalty, max_len_b, batch_size, count, max_tokens,
             sampling=sampling, prefixes=prefixes, constraints=constraints,
@@ -502,6 +506,41 @@ class Translator:
         inside = self.tokenizer.encode_batch([" " + text for text in texts], side="target")
         return inside, self.tokenizer.encode_batch(texts, side="target")
 
+    def check_prefixes(
+        self,
+        sentences: Sequence[str],
+        prefixes: Sequence[str],
+        max_len_b: int = 50,
+        start: int = 0,
+    ) -> None:
+        """Refuse, before any output, a prefix longer than its translation may be.
+
+        Raises:
+            ValueError: naming the first such line (1-based, counted from `start`) and its limit.
+        """
+        todo = [i for i, sentence in enumerate(sentences[: len(prefixes)]) if sentence.strip()]
+        sources = self.tokenizer.encode_batch([sentences[i].strip() for i in todo])
+        texts = [prefixes[i].strip() for i in todo]
+        forced = self.tokenizer.encode_batch(texts, side="target")
+        for i, source, prefix in zip(todo, sources, forced, strict=True):
+            self._check_prefix(start + i + 1, len(source), len(prefix), max_len_b)
+
+    def _check_prefix(self, line: int, source: int, prefix: int, max_len_b: int) -> None:
+        """Refuse a prefix of `prefix` ids on a line whose source has `source` ids."""
+        limit = self.search.max_positions
+        if prefix > limit:
+            raise ValueError(
+                f"line {line}: its prefix has {prefix} tokens, more than the model's {limit} "
+                "positions hold; shorten the prefix"
+            )
+        longest = min(min(source + ADDED_TOKENS, limit) + max_len_b, limit)
+        if prefix > longest:
+            raise ValueError(
+                f"line {line}: its prefix has {prefix} tokens, more than the {longest} its "
+                f"translation may have (source length + max_len_b {max_len_b}); shorten the "
+                "prefix or raise max_len_b (--max-len-b)"
+            )
+
     def _prefix_ids(
         self, prefixes: list[str], tokens: dict[int, list[int]], first_line: int, max_len_b: int
     ) -> dict[int, list[int]]:
@@ -509,15 +548,8 @@ class Translator:
         todo = list(tokens)
         texts = [prefixes[i].strip() for i in todo]
         ids = dict(zip(todo, self.tokenizer.encode_batch(texts, side="target"), strict=True))
-        limit = self.search.max_positions
         for i, prefix in ids.items():
-            longest = min(min(len(tokens[i]) + ADDED_TOKENS, limit) + max_len_b, limit)
-            if len(prefix) > longest:
-                raise ValueError(
-                    f"line {first_line + i}: its prefix has {len(prefix)} tokens, more than the "
-                    f"{longest} its translation may have (source length + max_len_b); shorten "
-                    "the prefix or raise max_len_b"
-                )
+            self._check_prefix(first_line + i, len(tokens[i]), len(prefix), max_len_b)
         return ids
 
     def _encode(self, sentences: list[str], lines: list[int]) -> list[list[int]]:
