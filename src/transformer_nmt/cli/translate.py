@@ -69,6 +69,7 @@ def main(argv: list[str] | None = None) -> None:
             sampling_args.read_constraints(args.constraints, line_count(args.input))
         first = resolve_checkpoints([args.checkpoint], args.average_last)
         translator = ensemble_args.load(first, args)
+        alignment_args.check_alignment_layer(translator.model, args)
         if args.input is None:
             # Bytes, not text: invalid UTF-8 is replaced per line, and only "\n" ends a line.
             lines = decode_lines(sys.stdin.buffer, "stdin", replace_invalid=True)
