@@ -340,3 +340,16 @@ def test_every_constraint_appears_and_an_unmeetable_one_is_reported_by_line(fold
         translator.translate(MIXED, sampling=Sampling(), constraints=constraints)
     with pytest.raises(ValueError, match="line 4: no constraint list, the constraint lists ended"):
         translator.translate(MIXED, batch_size=1, constraints=constraints[:3])
+
+
+def test_prefixes_and_constraints_of_empty_lines_are_warned_of_by_line(folder, caplog):
+    translator = Translator.from_checkpoint(folder / "step1.ckpt", device="cpu")
+    sentences = ["one two", "", " ", "zwei"]
+    got = translator.translate(sentences, max_len_b=3, prefixes=["one", "drei", "", "vier"])
+    assert got[1:3] == ["", ""]
+    assert "line 2: empty, so its prefix is not used (an empty line translates" in caplog.text
+    caplog.clear()
+    constraints = [["two"], [], ["sechs", "sieben"], []]
+    translator.translate(sentences, max_len_b=3, constraints=constraints, batch_size=1)
+    assert "line 3: empty, so its constraints are not used" in caplog.text
+    assert "line 2:" not in caplog.text

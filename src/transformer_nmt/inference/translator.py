@@ -402,6 +402,7 @@ class Translator:
         """
         results = [[("", 0.0)] * n_best for _ in chunk]
         todo = [i for i, sentence in enumerate(chunk) if sentence]
+        _report_unused(chunk, first_line, prefixes, constraints)
         ids = self._encode([chunk[i] for i in todo], [first_line + i for i in todo])
         tokens = dict(zip(todo, ids, strict=True))
         by_length = sorted(todo, key=lambda i: len(tokens[i]))
@@ -583,6 +584,30 @@ def _aligned(items: Iterator, n: int, first_line: int, what: str) -> list:
         line, one = first_line + len(chunk), what.removesuffix("es").removesuffix("s")
         raise ValueError(f"line {line}: no {one}, the {what} ended before")
     return chunk
+
+
+def _report_unused(
+    chunk: list[str],
+    first_line: int,
+    prefixes: list[str] | None,
+    constraints: list[Sequence[str]] | None,
+) -> None:
+    """Warn, naming the lines, of prefixes and constraints given to empty lines."""
+    for what, items in (("prefix is", prefixes), ("constraints are", constraints)):
+        if items is None:
+            continue
+        lines = [first_line + i for i, s in enumerate(chunk) if not s and _given(items[i])]
+        if lines:
+            log.warning(
+                "line %s: empty, so its %s not used (an empty line translates to an empty one)",
+                ", ".join(map(str, lines)),
+                what,
+            )
+
+
+def _given(item: str | Sequence[str]) -> bool:
+    """A prefix, or a constraint list, with some text in it."""
+    return any(x.strip() for x in ([item] if isinstance(item, str) else item))
 
 
 def _report_missed(missed: list[list[int]], indices: list[int]) -> None:
