@@ -194,3 +194,40 @@ def test_a_prefix_too_long_is_refused_before_the_first_line_naming_line_and_limi
         with pytest.raises(SystemExit, match=expected):
             translate_main([ckpt, str(tmp_path / "in.tsv"), *common[2:], "--prefix-column"])
         assert capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--mbr", "1"], "--mbr 1: MBR needs N >= 2 samples a sentence"),
+        (["--mbr", "4", "--n-best", "5", "--beam-size", "8"], "--n-best 5 exceeds --mbr 4"),
+        (["--mbr", "4", "--mbr-utility", "meteor"], "argument --mbr-utility: invalid choice"),
+        (["--mbr", "4", "--sample", "2"], "--mbr samples its own pseudo-references"),
+        (["--mbr-utility", "bleu"], "--mbr-utility choose how MBR decodes: add --mbr N"),
+        (["--epsilon", "0.02"], "--epsilon shape sampling: add --sample N or --mbr N"),
+        (["--mbr", "4", "--epsilon", "1"], "argument --epsilon: must be a number in [0, 1)"),
+        (["--mbr", "4", "--engine", "ct2"], "--mbr decodes with --engine torch"),
+        (["--mbr", "4", "--constraints", "c.tsv"], "--constraints steer beam search"),
+    ],
+)
+def test_mbr_options_that_cannot_work_are_refused_in_one_line(args, expected, capsys):
+    with pytest.raises(SystemExit) as info:
+        translate_main(["some.ckpt", *args])
+    assert info.value.code == 2
+    assert expected in capsys.readouterr().err.splitlines()[-1]
+
+
+def test_mbr_prints_one_line_an_input_the_same_for_the_same_seed(tmp_path, capsys):
+    tokenizer = BPETokenizer.train(WORDS, vocab_size=280, min_frequency=1)
+    ckpt = str(write_checkpoint(tmp_path / "m.ckpt", tokenizer))
+    (tmp_path / "in.txt").write_text("one two\n\nthree four\n")
+    common = [ckpt, str(tmp_path / "in.txt"), "--max-len-b", "3", "--threads", "1"]
+    outputs = []
+    for seed in ("1", "1", "2"):
+        translate_main([*common, "--mbr", "4", "--epsilon", "0.01", "--seed", seed])
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[1] and len(outputs[0].split("\n")) == 4
+    assert outputs[2] != outputs[0]
+    translate_main([*common, "--mbr", "3", "--mbr-candidates", "both", "--n-best", "2"])
+    rows = capsys.readouterr().out.split("\n")[:-1]
+    assert [row.split("\t")[0] for row in rows] == ["0", "0", "1", "1", "2", "2"]

@@ -18,6 +18,7 @@ from transformer_nmt.data.framing import TARGET_FRAME, source_batch
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.decoding import beam_search
 from transformer_nmt.decoding.ensemble import Ensemble
+from transformer_nmt.decoding.mbr import MBR, select
 from transformer_nmt.decoding.sampling import Sampling
 from transformer_nmt.inference import translator as translator_module
 
@@ -353,3 +354,50 @@ def test_prefixes_and_constraints_of_empty_lines_are_warned_of_by_line(folder, c
     translator.translate(sentences, max_len_b=3, constraints=constraints, batch_size=1)
     assert "line 3: empty, so its constraints are not used" in caplog.text
     assert "line 2:" not in caplog.text
+
+
+@pytest.fixture
+def single_thread():
+    """Tiny models gain nothing from intra-op threads, which a busy machine makes costly."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.usefixtures("single_thread")
+@pytest.mark.parametrize("candidates", ["sample", "beam", "both"])
+def test_mbr_picks_by_mean_utility_over_the_seeded_samples_in_any_batches(folder, candidates):
+    translator = Translator.from_checkpoint(folder / "step1.ckpt", device="cpu")
+    drawn = Sampling(n=4, seed=7, epsilon=0.01)
+    mbr = MBR(drawn, candidates=candidates, utility="chrf++")
+    options = dict(max_len_b=4, beam_size=3, prefixes=["one", "", "", "", "zwei"])
+    got = translator.translate(INPUTS, n_best=2, batch_size=2, mbr=mbr, **options)
+    samples = translator.translate(INPUTS, sampling=drawn, **options)
+    beams = translator.translate(INPUTS, n_best=3, **options)
+    for sentence, out, sampled, found in zip(INPUTS, got, samples, beams, strict=True):
+        if not sentence:
+            assert out == [("", 0.0)] * 2
+            continue
+        pool = mbr.pool(texts(sampled), texts(found))
+        assert out == select(pool, texts(sampled), "chrf++", n_best=2)
+        assert out[0][0].startswith("one") or sentence != "one two three"
+    alone = translator.translate(INPUTS, n_best=2, batch_size=1, mbr=mbr, **options)
+    assert alone == got  # reproducible: the seed and the line, not the batches, fix the samples
+    other = MBR(Sampling(n=4, seed=8, epsilon=0.01), candidates, "chrf++")
+    assert translator.translate(INPUTS, n_best=2, mbr=other, **options) != got
+
+
+@pytest.mark.usefixtures("single_thread")
+def test_mbr_decodes_with_an_ensemble_and_refuses_what_it_cannot_do(folder):
+    members = [folder / "step1.ckpt", folder / "step2.ckpt"]
+    ensemble = Translator.from_ensemble(members, device="cpu")
+    mbr = MBR(Sampling(n=3, seed=1), candidates="both")
+    got = ensemble.translate(INPUTS, max_len_b=3, mbr=mbr)
+    samples = ensemble.translate(INPUTS, max_len_b=3, sampling=mbr.sampling)
+    assert len(got) == len(INPUTS) and got[1] == ""
+    assert all(out in texts(s) or out for out, s in zip(got, samples, strict=True))
+    with pytest.raises(ValueError, match="n_best 4 exceeds MBR's 3 samples"):
+        ensemble.translate(INPUTS, n_best=4, mbr=mbr)
+    with pytest.raises(ValueError, match="MBR samples as its `mbr.sampling` says"):
+        ensemble.translate(INPUTS, sampling=Sampling(n=2), mbr=mbr)

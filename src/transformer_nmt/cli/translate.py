@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> None:
     sampling_args.check_sampling_args(parser, args)
     alignment_args.check_alignment_args(parser, args)
     devices = shard_args.shard_devices(parser, args)
-    if args.n_best > args.beam_size:
+    if args.n_best > args.beam_size and args.mbr is None:
         parser.error(
             f"--n-best {args.n_best} exceeds --beam-size {args.beam_size}: the beam holds only "
             "beam-size hypotheses; raise --beam-size or lower --n-best"
@@ -96,6 +96,7 @@ def main(argv: list[str] | None = None) -> None:
     sampling = sampling_args.sampling(args)
     per_line = args.n_best if sampling is None else sampling.n
     options = dict(n_best=args.n_best, sampling=sampling, **search_options(args))
+    options["mbr"] = sampling_args.mbr(args)
     alignment = alignment_args.alignment(args)
     if alignment is not None:  # each output's source, read as the translator reads it
         lines, sources = tee(lines)

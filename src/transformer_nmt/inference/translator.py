@@ -27,6 +27,7 @@ from transformer_nmt.data.tokenizer import SubwordTokenizer
 from transformer_nmt.decoding import Hypothesis, beam_search
 from transformer_nmt.decoding.constraints import constrained_beam_search
 from transformer_nmt.decoding.ensemble import Ensemble, normalized_weights
+from transformer_nmt.decoding.mbr import MBR, select
 from transformer_nmt.decoding.sampling import Sampling, sample
 from transformer_nmt.inference.alignment import Alignment
 from transformer_nmt.inference.scoring import TargetScore, score_stream
@@ -279,6 +280,7 @@ class Translator:
         sampling: Sampling | None = None,
         prefixes: Iterable[str] | None = None,
         constraints: Iterable[Sequence[str]] | None = None,
+        mbr: MBR | None = None,
     ) -> list[str] | list[Scored]:
         """Translate sentences, in input order; the defaults are the paper's (section 6.1).
 
@@ -308,6 +310,10 @@ class Translator:
                 dynamic beam allocation (engine "torch", not with sampling or prefixes); one a
                 translation cannot meet within its length limit is logged as a warning naming
                 the line, and the translation meeting the most is given.
+            mbr: minimum Bayes risk decoding (`MBR`: its sampling, candidates and utility,
+                engine "torch", not with sampling or constraints): each sentence's candidate of
+                the highest mean utility against its samples; with n_best, its n_best (at most
+                N, fewer where fewer texts differ), each scored by that mean (0 to 100).
 
         Returns:
             One translation per sentence, or one list of n_best scored translations (of n
@@ -316,13 +322,15 @@ class Translator:
         """
         if sampling is not None and n_best is not None:
             raise ValueError("n_best is beam search's: sampling gives sampling.n scored samples")
+        if mbr is not None and n_best is not None and n_best > mbr.sampling.n:
+            raise ValueError(f"n_best {n_best} exceeds MBR's {mbr.sampling.n} samples")
         count = n_best or (sampling.n if sampling is not None else 1)
         if prefixes is not None:  # every prefix checked before any line is decoded
             sentences, prefixes = list(sentences), list(prefixes)
             self.check_prefixes(sentences, prefixes, max_len_b)
         results = self.stream(
             sentences, beam_size, alpha, penalty, max_len_b, batch_size, count, max_tokens,
-            sampling=sampling, prefixes=prefixes, constraints=constraints,
+            sampling=sampling, prefixes=prefixes, constraints=constraints, mbr=mbr,
         )  # fmt: skip
         if n_best is None and count == 1:
             return [hypotheses[0][0] for hypotheses in results]
@@ -342,6 +350,7 @@ class Translator:
         prefixes: Iterable[str] | None = None,
         constraints: Iterable[Sequence[str]] | None = None,
         start: int = 0,
+        mbr: MBR | None = None,
     ) -> Iterator[Scored]:
         """`translate` lazily, in input order: yields each sentence's n-best (or samples).
 
@@ -358,13 +367,17 @@ class Translator:
         for name, value in (("batch_size", batch_size), ("max_tokens", max_tokens)):
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be >= 1, got {value}")
-        asked = [sampling, prefixes, constraints]
+        asked = [sampling, prefixes, constraints, mbr]
         if self.engine != "torch" and any(x is not None for x in asked):
             raise ValueError(
-                f"sampling, prefixes and constraints need engine 'torch', not {self.engine!r}"
+                f"sampling, prefixes, constraints and MBR need engine 'torch', not {self.engine!r}"
             )
         if constraints is not None and (sampling is not None or prefixes is not None):
             raise ValueError("constraints steer beam search: not with sampling or prefixes")
+        if mbr is not None and (sampling is not None or constraints is not None):
+            raise ValueError(
+                "MBR samples as its `mbr.sampling` says: not with sampling or constraints"
+            )
         options = dict(beam_size=beam_size, alpha=alpha, penalty=penalty, max_len_b=max_len_b)
         options |= dict(n_best=n_best if sampling is None else sampling.n, sampling=sampling)
         size = chunk_size(batch_size, max_tokens)
@@ -378,7 +391,12 @@ class Translator:
                 w: _aligned(items, len(chunk), first_line, w) for w, items in aligned.items()
             }
             forced, phrases = per_line.get("prefixes"), per_line.get("constraint lists")
-            yield from self._translate_chunk(chunk, first_line, sizes, forced, phrases, **options)
+            if mbr is None:
+                yield from self._translate_chunk(
+                    chunk, first_line, sizes, forced, phrases, **options
+                )
+            else:
+                yield from self._mbr_chunk(chunk, first_line, sizes, forced, mbr, **options)
             first_line += len(chunk)
         for what, items in aligned.items():
             if next(items, None) is not None:
@@ -430,6 +448,37 @@ class Translator:
                     (LINE_BREAKING.sub(" ", t), h.score)
                     for t, h in zip(texts, hypotheses, strict=True)
                 ]
+        return results
+
+    def _mbr_chunk(
+        self,
+        chunk: list[str],
+        first_line: int,
+        sizes: tuple,
+        prefixes: list[str] | None,
+        mbr: MBR,
+        n_best: int,
+        **options,
+    ) -> list[Scored]:
+        """Each sentence of `chunk`'s MBR n-best: its candidates ranked against its samples."""
+        del options["sampling"]  # None: MBR samples as mbr.sampling says
+        where = (chunk, first_line, sizes, prefixes, None)
+        samples = self._translate_chunk(
+            *where, n_best=mbr.sampling.n, sampling=mbr.sampling, **options
+        )
+        beams = [[]] * len(chunk)
+        if mbr.uses_beam:
+            beams = self._translate_chunk(
+                *where, n_best=options["beam_size"], sampling=None, **options
+            )
+        results = []
+        for sentence, drawn, found in zip(chunk, samples, beams, strict=True):
+            if not sentence:
+                results.append([("", 0.0)] * n_best)
+                continue
+            references = [text for text, _ in drawn]
+            candidates = mbr.pool(references, [text for text, _ in found])
+            results.append(select(candidates, references, mbr.utility, n_best))
         return results
 
     def score(
