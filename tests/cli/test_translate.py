@@ -1,5 +1,9 @@
+import json
+
 import pytest
+import sacrebleu
 import torch
+from sacrebleu.metrics import CHRF, TER
 
 from helpers.checkpoint_files import SENTENCES as WORDS
 from helpers.checkpoint_files import TINY, write_checkpoint
@@ -231,3 +235,37 @@ def test_mbr_prints_one_line_an_input_the_same_for_the_same_seed(tmp_path, capsy
     translate_main([*common, "--mbr", "3", "--mbr-candidates", "both", "--n-best", "2"])
     rows = capsys.readouterr().out.split("\n")[:-1]
     assert [row.split("\t")[0] for row in rows] == ["0", "0", "1", "1", "2", "2"]
+
+
+def test_evaluate_reports_chrf_plus_plus_and_ter_and_writes_sentence_scores(tmp_path, capsys):
+    tokenizer = BPETokenizer.train(WORDS, vocab_size=280, min_frequency=1)
+    ckpt = str(write_checkpoint(tmp_path / "m.ckpt", tokenizer))
+    (tmp_path / "src.txt").write_text("one two\nthree four\nfünf\n")
+    references = ["eins zwei", "drei vier .", "five"]
+    (tmp_path / "ref.txt").write_text("\n".join(references) + "\n")
+    files = ["--src", str(tmp_path / "src.txt"), "--ref", str(tmp_path / "ref.txt")]
+    table = tmp_path / "scores.tsv"
+    options = ["--output-dir", str(tmp_path / "eval"), "--max-len-b", "3", "--threads", "1"]
+    evaluate_main([ckpt, *files, *options, "--sentence-scores", str(table)])
+    out = capsys.readouterr().out
+    report = json.loads((tmp_path / "eval" / "report.json").read_text())
+    hypotheses = (tmp_path / "eval" / "hypotheses.txt").read_text().split("\n")[:-1]
+    for name, metric in [("chrF2++", CHRF(word_order=2)), ("TER", TER())]:
+        expected = metric.corpus_score(hypotheses, [references])
+        assert report[name]["score"] == expected.score
+        assert report[name]["signature"] == str(metric.get_signature())
+        assert f"{expected}\n  signature: {metric.get_signature()}" in out
+    rows = [line.split("\t") for line in table.read_text().splitlines()]
+    assert rows[0] == ["line", "BLEU", "chrF", "chrF++", "TER"]
+    for row, h, r in zip(rows[1:], hypotheses, references, strict=True):
+        expected = [
+            sacrebleu.sentence_bleu(h, [r]).score,
+            sacrebleu.sentence_chrf(h, [r]).score,
+            sacrebleu.sentence_chrf(h, [r], word_order=2).score,
+            sacrebleu.sentence_ter(h, [r]).score,
+        ]
+        assert [float(x) for x in row[1:]] == pytest.approx(expected, abs=5e-5)
+    assert [row[0] for row in rows[1:]] == ["1", "2", "3"]
+    with pytest.raises(SystemExit):
+        evaluate_main([ckpt, *files, "--alpha", "0.6", "1", "--sentence-scores", str(table)])
+    assert "--sentence-scores writes one setting's scores" in capsys.readouterr().err
