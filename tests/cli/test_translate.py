@@ -246,6 +246,11 @@ def test_evaluate_reports_chrf_plus_plus_and_ter_and_writes_sentence_scores(tmp_
     files = ["--src", str(tmp_path / "src.txt"), "--ref", str(tmp_path / "ref.txt")]
     table = tmp_path / "scores.tsv"
     options = ["--output-dir", str(tmp_path / "eval"), "--max-len-b", "3", "--threads", "1"]
+    evaluate_main([ckpt, *files, *options])  # the outputs, to make references near them
+    first, second, _ = (tmp_path / "eval" / "hypotheses.txt").read_text().split("\n")[:3]
+    references = [first, second[: len(second) // 2] + " x", "five"]  # 100, some, none
+    (tmp_path / "ref.txt").write_text("\n".join(references) + "\n")
+    capsys.readouterr()
     evaluate_main([ckpt, *files, *options, "--sentence-scores", str(table)])
     out = capsys.readouterr().out
     report = json.loads((tmp_path / "eval" / "report.json").read_text())
@@ -265,6 +270,7 @@ def test_evaluate_reports_chrf_plus_plus_and_ter_and_writes_sentence_scores(tmp_
             sacrebleu.sentence_ter(h, [r]).score,
         ]
         assert [float(x) for x in row[1:]] == pytest.approx(expected, abs=5e-5)
+    assert float(rows[1][1]) == 100.0 and 0 < float(rows[2][2]) < 100
     assert [row[0] for row in rows[1:]] == ["1", "2", "3"]
     with pytest.raises(SystemExit):
         evaluate_main([ckpt, *files, "--alpha", "0.6", "1", "--sentence-scores", str(table)])
