@@ -203,7 +203,7 @@ def test_a_prefix_too_long_is_refused_before_the_first_line_naming_line_and_limi
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["--mbr", "1"], "--mbr 1: MBR needs N >= 2 samples a sentence"),
+        (["--mbr", "1"], "argument --mbr: must be an integer >= 2, got '1'"),
         (["--mbr", "4", "--n-best", "5", "--beam-size", "8"], "--n-best 5 exceeds --mbr 4"),
         (["--mbr", "4", "--mbr-utility", "meteor"], "argument --mbr-utility: invalid choice"),
         (["--mbr", "4", "--sample", "2"], "--mbr samples its own pseudo-references"),

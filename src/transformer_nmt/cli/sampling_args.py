@@ -8,6 +8,7 @@ from itertools import tee
 from pathlib import Path
 
 from transformer_nmt.cli.search_args import (
+    at_least,
     non_negative_int,
     positive_float,
     positive_int,
@@ -62,12 +63,12 @@ def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
     mbr = parser.add_argument_group("minimum Bayes risk decoding")
     mbr.add_argument(
         "--mbr",
-        type=positive_int,
+        type=samples_to_compare,
         metavar="N",
-        help="MBR decoding: N >= 2 samples a sentence (shaped by --temperature, --top-k, "
-        "--top-p, --epsilon, seeded by --seed) are the pseudo-references; the candidate of the "
-        "highest mean utility against them is printed (with --n-best, 'line<TAB>mean "
-        "utility<TAB>text')",
+        help="MBR decoding: N samples a sentence (shaped by --temperature, --top-k, --top-p, "
+        "--epsilon, seeded by --seed) are the pseudo-references; the candidate of the highest "
+        "mean utility against them is printed (with --n-best, 'line<TAB>mean utility<TAB>text'); "
+        "N >= 2 (default: no MBR)",
     )
     mbr.add_argument(
         "--mbr-candidates",
@@ -135,8 +136,6 @@ def check_mbr_args(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         parser.error(f"{' '.join(chosen)} choose how MBR decodes: add --mbr N")
     if args.mbr is None:
         return
-    if args.mbr < 2:
-        parser.error(f"--mbr {args.mbr}: MBR needs N >= 2 samples a sentence to compare")
     if args.sample is not None:
         parser.error("--mbr samples its own pseudo-references: leave out --sample")
     if args.n_best > args.mbr:
@@ -163,6 +162,11 @@ def mbr(args: argparse.Namespace) -> MBR | None:
 
 def _shaping(args: argparse.Namespace) -> dict:
     return {name: getattr(args, name) for name in SHAPING if getattr(args, name) is not None}
+
+
+def samples_to_compare(text: str) -> int:
+    """argparse type: MBR's samples a sentence, an integer >= 2 (one has nothing to compare)."""
+    return at_least(text, 2)
 
 
 def epsilon(text: str) -> float:
