@@ -2,23 +2,21 @@
 
 MBR decoding scores N candidates against N pseudo-references: N x N sentence scores, which
 sacreBLEU computes one pair at a time in Python. Here each sentence's n-grams are counted once,
-into a dense (sentences, n-grams) count matrix per order, and the matches of every pair are the
-sum of element-wise minima, in numpy; the scores then follow sacreBLEU's formulas exactly
+into a dense (sentences, n-grams) count matrix per order, and the clipped matches of every pair
+come from a few matrix products in numpy; the scores then follow sacreBLEU's formulas exactly
 (`sentence_chrf`, chrF++ with word_order=2, `sentence_bleu` with its exp smoothing and
 effective order), as the tests hold on random pairs.
 """
 
-from collections import Counter
 from collections.abc import Callable
 
 import numpy as np
+import torch
 from sacrebleu.metrics.chrf import CHRF
 from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
 UTILITIES = ("chrf", "chrf++", "bleu")
 CHAR_ORDER, BETA, BLEU_ORDER = 6, 2, 4
-# Element-wise minima computed at once: rows of hypotheses x references x n-grams, at most.
-BLOCK = 1 << 22
 
 _PUNCTUATION = frozenset(CHRF._PUNCTS)
 _tokenize_13a = Tokenizer13a()
@@ -34,30 +32,39 @@ def utility_matrix(hypotheses: list[str], references: list[str], utility: str) -
 
 
 def _counts(
-    hypotheses: list[str], references: list[str], ngrams: Callable[[str], Counter]
+    hypotheses: list[str], references: list[str], ngrams: Callable[[str], list]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """One order's (H, R) matches, (H,) and (R,) n-gram totals, and (R,) reference n-grams."""
-    hyp, ref = [ngrams(s) for s in hypotheses], [ngrams(s) for s in references]
+    """One order's (H, R) matches, (H,) and (R,) n-gram totals, and (R,) reference n-grams.
+
+    Each distinct sentence is counted once (MBR's references are its candidates, often
+    repeated), into a dense (sentences, n-grams) matrix.
+    """
+    sentences = list(dict.fromkeys(hypotheses + references))
+    row_of = {sentence: row for row, sentence in enumerate(sentences)}
     index: dict = {}
-    for counter in hyp + ref:
-        for gram in counter:
-            index.setdefault(gram, len(index))
-    H, R = _dense(hyp, index), _dense(ref, index)  # (H, G), (R, G)
-    matches = np.zeros((len(hyp), len(ref)), dtype=np.int64)
-    rows = max(1, BLOCK // max(1, R.size))
-    for start in range(0, len(hyp), rows):  # (rows, R, G) minima at a time
-        block = H[start : start + rows, None, :]
-        matches[start : start + rows] = np.minimum(block, R[None]).sum(axis=-1)
-    return matches, H.sum(axis=1), R.sum(axis=1), (R > 0).any(axis=1)
-
-
-def _dense(counters: list[Counter], index: dict) -> np.ndarray:
-    """(len(counters), len(index)) counts."""
-    out = np.zeros((len(counters), max(1, len(index))), dtype=np.int32)
-    for row, counter in enumerate(counters):
-        for gram, count in counter.items():
-            out[row, index[gram]] = count
-    return out
+    rows, columns = [], []
+    for row, sentence in enumerate(sentences):
+        grams = ngrams(sentence)
+        columns += [index.setdefault(gram, len(index)) for gram in grams]
+        rows += [row] * len(grams)
+    G = max(1, len(index))
+    flat = np.asarray(rows, dtype=np.int64) * G + np.asarray(columns, dtype=np.int64)
+    counts = np.bincount(flat, minlength=len(sentences) * G).reshape(len(sentences), G)
+    hyp = np.array([row_of[s] for s in hypotheses], dtype=np.int64)
+    ref = np.array([row_of[s] for s in references], dtype=np.int64)
+    hyp_rows, hyp_back = np.unique(hyp, return_inverse=True)
+    ref_rows, ref_back = np.unique(ref, return_inverse=True)
+    H, R = counts[hyp_rows], counts[ref_rows]  # (H', G), (R', G)
+    # sum_g min(h_g, r_g) = sum_k sum_g [h_g >= k][r_g >= k]: one matrix product per count level.
+    # float32 products, exact below 2^24, on the threads the process gave torch (numpy's BLAS
+    # would take every core, whatever --threads says).
+    H_t, R_t = torch.from_numpy(H), torch.from_numpy(R)
+    matches_t = torch.zeros(len(H), len(R))
+    for k in range(1, int(counts.max(initial=0)) + 1):
+        matches_t += (H_t >= k).float() @ (R_t >= k).float().T
+    matches = matches_t.round().long().numpy()
+    totals = counts.sum(axis=1)
+    return matches[hyp_back][:, ref_back], totals[hyp], totals[ref], totals[ref] > 0
 
 
 def _chrf(hypotheses: list[str], references: list[str], word_order: int) -> np.ndarray:
@@ -83,18 +90,18 @@ def _chrf(hypotheses: list[str], references: list[str], word_order: int) -> np.n
     return np.where(denominator > 0, 100 * score, 0.0)
 
 
-def _char_ngrams(n: int) -> Callable[[str], Counter]:
-    def grams(sentence: str) -> Counter:
+def _char_ngrams(n: int) -> Callable[[str], list[str]]:
+    def grams(sentence: str) -> list[str]:
         line = "".join(sentence.split())
-        return Counter(line[i : i + n] for i in range(len(line) - n + 1))
+        return [line[i : i + n] for i in range(len(line) - n + 1)]
 
     return grams
 
 
-def _word_ngrams(n: int) -> Callable[[str], Counter]:
-    def grams(sentence: str) -> Counter:
+def _word_ngrams(n: int) -> Callable[[str], list[str]]:
+    def grams(sentence: str) -> list[str]:
         words = _chrf_words(sentence)
-        return Counter(" ".join(words[i : i + n]) for i in range(len(words) - n + 1))
+        return [" ".join(words[i : i + n]) for i in range(len(words) - n + 1)]
 
     return grams
 
@@ -139,9 +146,9 @@ def _bleu(hypotheses: list[str], references: list[str]) -> np.ndarray:
     return np.where(any_correct, score, 0.0)
 
 
-def _token_ngrams(n: int) -> Callable[[str], Counter]:
-    def grams(sentence: str) -> Counter:
+def _token_ngrams(n: int) -> Callable[[str], list[tuple[str, ...]]]:
+    def grams(sentence: str) -> list[tuple[str, ...]]:
         tokens = sentence.split()
-        return Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
+        return [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
 
     return grams
