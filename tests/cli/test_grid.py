@@ -27,12 +27,15 @@ def test_folder_names_say_the_setting():
 
 def test_the_table_marks_the_best_bleu():
     def scores(bleu: float) -> dict:
-        return {"BLEU": {"score": bleu}, "chrF2": {"score": 60.0}}
+        return {"BLEU": {"score": bleu}, "chrF2": {"score": 60.0}} | {
+            "chrF2++": {"score": 58.0},
+            "TER": {"score": 40.5},
+        }
 
     rows = [(Setting(5, 4, 1.0), scores(42.1)), (Setting(10, 4, 2.0), scores(43.204))]
     lines = table(rows).splitlines()
-    assert lines[2] == "| 5 | 4 | 1 | 42.10 | 60.00 |"
-    assert lines[3] == "| 10 | 4 | 2 | **43.20** | 60.00 |"
+    assert lines[2] == "| 5 | 4 | 1 | 42.10 | 60.00 | 58.00 | 40.50 |"
+    assert lines[3] == "| 10 | 4 | 2 | **43.20** | 60.00 | 58.00 | 40.50 |"
 
 
 def test_a_grid_on_the_test_split_is_warned_about(tmp_path, capsys):

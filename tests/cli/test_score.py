@@ -2,8 +2,10 @@
 
 import pytest
 
+from helpers.checkpoint_files import SENTENCES, write_checkpoint
 from transformer_nmt.cli.score import main as score_main
 from transformer_nmt.cli.translate import main as translate_main
+from transformer_nmt.data.tokenizer import BPETokenizer
 
 
 @pytest.mark.parametrize(
@@ -42,3 +44,21 @@ def test_translate_refuses_alignments_it_cannot_make(capsys):
         with pytest.raises(SystemExit):
             translate_main(["some.ckpt", *args])
         assert expected in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("family", ["transformer", "rnn_attention"])
+def test_an_alignment_layer_the_decoder_lacks_is_refused_before_any_line(family, tmp_path, capsys):
+    tokenizer = BPETokenizer.train(SENTENCES, vocab_size=280, min_frequency=1)
+    layers = {"transformer": dict(N=2), "rnn_attention": {}}[family]
+    ckpt = str(write_checkpoint(tmp_path / "m.ckpt", tokenizer, family=family, **layers))
+    count = 2 if family == "transformer" else 1
+    (tmp_path / "in.txt").write_text("one two\nthree\n")
+    expected = f"--align-layer 5: the decoder has {count} layers; choose 1 to {count}"
+    source = str(tmp_path / "in.txt")
+    with pytest.raises(SystemExit, match=expected):
+        translate_main([ckpt, source, "--align", "--align-layer", "5", "--batch-size", "1"])
+    with pytest.raises(SystemExit, match=expected):
+        score_main([ckpt, "--src", source, "--tgt", source, "--align", "--align-layer", "5"])
+    assert capsys.readouterr().out == ""
+    translate_main([ckpt, source, "--align", "--align-layer", str(count), "--max-len-b", "2"])
+    assert len(capsys.readouterr().out.splitlines()) == 2

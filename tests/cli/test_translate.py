@@ -1,7 +1,12 @@
-import pytest
-import torch
+import json
 
-from helpers.checkpoint_files import TINY
+import pytest
+import sacrebleu
+import torch
+from sacrebleu.metrics import CHRF, TER
+
+from helpers.checkpoint_files import SENTENCES as WORDS
+from helpers.checkpoint_files import TINY, write_checkpoint
 from transformer_nmt.cli.average import main as average_main
 from transformer_nmt.cli.evaluate import main as evaluate_main
 from transformer_nmt.cli.translate import main as translate_main
@@ -172,3 +177,101 @@ def test_a_constraint_on_a_line_the_input_lacks_is_refused_before_loading(tmp_pa
     with pytest.raises(SystemExit):
         translate_main(["some.ckpt", "--constraints", "c.tsv", "--sample", "2"])
     assert "--constraints steer beam search: not with --sample" in capsys.readouterr().err
+
+
+def test_a_prefix_too_long_is_refused_before_the_first_line_naming_line_and_limit(tmp_path, capsys):
+    tokenizer = BPETokenizer.train(WORDS, vocab_size=280, min_frequency=1)
+    ckpt = str(write_checkpoint(tmp_path / "m.ckpt", tokenizer, max_positions=24))
+    (tmp_path / "in.txt").write_text("one two\nthree\nfour five\n")
+    common = [ckpt, str(tmp_path / "in.txt"), "--batch-size", "1", "--max-len-b", "2"]
+    for prefix, expected in [
+        ("one two " * 4, r"line 3: its prefix has \d+ tokens, more than the \d+ its translation "
+         r"may have \(source length \+ max_len_b 2\); shorten the prefix or raise max_len_b"),
+        (" ".join(["sieben"] * 9), r"line 3: its prefix has \d+ tokens, more than the model's 24 "
+         r"positions hold; shorten the prefix$"),
+    ]:  # fmt: skip
+        (tmp_path / "p.txt").write_text(f"\n\n{prefix}\n")
+        with pytest.raises(SystemExit, match=expected):
+            translate_main([*common, "--prefix", str(tmp_path / "p.txt")])
+        assert capsys.readouterr().out == ""  # lines 1 and 2 were not written
+        (tmp_path / "in.tsv").write_text(f"one two\t\nthree\t\nfour five\t{prefix}\n")
+        with pytest.raises(SystemExit, match=expected):
+            translate_main([ckpt, str(tmp_path / "in.tsv"), *common[2:], "--prefix-column"])
+        assert capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--mbr", "1"], "argument --mbr: must be an integer >= 2, got '1'"),
+        (["--mbr", "4", "--n-best", "5", "--beam-size", "8"], "--n-best 5 exceeds --mbr 4"),
+        (["--mbr", "4", "--mbr-utility", "meteor"], "argument --mbr-utility: invalid choice"),
+        (["--mbr", "4", "--sample", "2"], "--mbr samples its own pseudo-references"),
+        (["--mbr-utility", "bleu"], "--mbr-utility choose how MBR decodes: add --mbr N"),
+        (["--epsilon", "0.02"], "--epsilon shape sampling: add --sample N or --mbr N"),
+        (["--mbr", "4", "--epsilon", "1"], "argument --epsilon: must be a number in [0, 1)"),
+        (["--mbr", "4", "--engine", "ct2"], "--mbr decodes with --engine torch"),
+        (["--mbr", "4", "--constraints", "c.tsv"], "--constraints steer beam search"),
+    ],
+)
+def test_mbr_options_that_cannot_work_are_refused_in_one_line(args, expected, capsys):
+    with pytest.raises(SystemExit) as info:
+        translate_main(["some.ckpt", *args])
+    assert info.value.code == 2
+    assert expected in capsys.readouterr().err.splitlines()[-1]
+
+
+def test_mbr_prints_one_line_an_input_the_same_for_the_same_seed(tmp_path, capsys):
+    tokenizer = BPETokenizer.train(WORDS, vocab_size=280, min_frequency=1)
+    ckpt = str(write_checkpoint(tmp_path / "m.ckpt", tokenizer))
+    (tmp_path / "in.txt").write_text("one two\n\nthree four\n")
+    common = [ckpt, str(tmp_path / "in.txt"), "--max-len-b", "3", "--threads", "1"]
+    outputs = []
+    for seed in ("1", "1", "2"):
+        translate_main([*common, "--mbr", "4", "--epsilon", "0.01", "--seed", seed])
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[1] and len(outputs[0].split("\n")) == 4
+    assert outputs[2] != outputs[0]
+    translate_main([*common, "--mbr", "3", "--mbr-candidates", "both", "--n-best", "2"])
+    rows = capsys.readouterr().out.split("\n")[:-1]
+    assert [row.split("\t")[0] for row in rows] == ["0", "0", "1", "1", "2", "2"]
+
+
+def test_evaluate_reports_chrf_plus_plus_and_ter_and_writes_sentence_scores(tmp_path, capsys):
+    tokenizer = BPETokenizer.train(WORDS, vocab_size=280, min_frequency=1)
+    ckpt = str(write_checkpoint(tmp_path / "m.ckpt", tokenizer))
+    (tmp_path / "src.txt").write_text("one two\nthree four\nfünf\n")
+    references = ["eins zwei", "drei vier .", "five"]
+    (tmp_path / "ref.txt").write_text("\n".join(references) + "\n")
+    files = ["--src", str(tmp_path / "src.txt"), "--ref", str(tmp_path / "ref.txt")]
+    table = tmp_path / "scores.tsv"
+    options = ["--output-dir", str(tmp_path / "eval"), "--max-len-b", "3", "--threads", "1"]
+    evaluate_main([ckpt, *files, *options])  # the outputs, to make references near them
+    first, second, _ = (tmp_path / "eval" / "hypotheses.txt").read_text().split("\n")[:3]
+    references = [first, second[: len(second) // 2] + " x", "five"]  # 100, some, none
+    (tmp_path / "ref.txt").write_text("\n".join(references) + "\n")
+    capsys.readouterr()
+    evaluate_main([ckpt, *files, *options, "--sentence-scores", str(table)])
+    out = capsys.readouterr().out
+    report = json.loads((tmp_path / "eval" / "report.json").read_text())
+    hypotheses = (tmp_path / "eval" / "hypotheses.txt").read_text().split("\n")[:-1]
+    for name, metric in [("chrF2++", CHRF(word_order=2)), ("TER", TER())]:
+        expected = metric.corpus_score(hypotheses, [references])
+        assert report[name]["score"] == expected.score
+        assert report[name]["signature"] == str(metric.get_signature())
+        assert f"{expected}\n  signature: {metric.get_signature()}" in out
+    rows = [line.split("\t") for line in table.read_text().splitlines()]
+    assert rows[0] == ["line", "BLEU", "chrF", "chrF++", "TER"]
+    for row, h, r in zip(rows[1:], hypotheses, references, strict=True):
+        expected = [
+            sacrebleu.sentence_bleu(h, [r]).score,
+            sacrebleu.sentence_chrf(h, [r]).score,
+            sacrebleu.sentence_chrf(h, [r], word_order=2).score,
+            sacrebleu.sentence_ter(h, [r]).score,
+        ]
+        assert [float(x) for x in row[1:]] == pytest.approx(expected, abs=5e-5)
+    assert float(rows[1][1]) == 100.0 and 0 < float(rows[2][2]) < 100
+    assert [row[0] for row in rows[1:]] == ["1", "2", "3"]
+    with pytest.raises(SystemExit):
+        evaluate_main([ckpt, *files, "--alpha", "0.6", "1", "--sentence-scores", str(table)])
+    assert "--sentence-scores writes one setting's scores" in capsys.readouterr().err

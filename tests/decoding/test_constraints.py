@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from transformer_nmt.decoding.constraints import Progress, constrained_beam_search
+from transformer_nmt.decoding import beam_search
+from transformer_nmt.decoding.constraints import Phrases, Progress, constrained_beam_search
 from transformer_nmt.model import RNNAttention
 
 VOCAB, PAD, BOS, EOS = 50, 0, 1, 2  # as in conftest's tiny models
@@ -14,16 +15,26 @@ def contains(tokens: list[int], phrase: list[int]) -> bool:
 
 
 def test_progress_counts_met_ids_and_loses_an_abandoned_phrase():
-    constraints = [[7, 8, 9], [20]]
+    phrases = Phrases.of([[7, 8, 9], [20]])
     start = Progress((False, False))
-    assert start.wanted(constraints) == {7, 20}
-    halfway = start.after(7, constraints).after(8, constraints)
-    assert halfway.met_ids(constraints) == 2 and halfway.wanted(constraints) == {9}
-    assert halfway.after(5, constraints).met_ids(constraints) == 0  # abandoned
-    restarted = halfway.after(7, constraints)  # abandons, and starts the phrase again
-    assert restarted.met_ids(constraints) == 1
-    done = halfway.after(9, constraints).after(20, constraints)
-    assert done.all_met() and done.met_ids(constraints) == 4 and done.wanted(constraints) == set()
+    assert start.wanted(phrases, True) == {7, 20}
+    halfway = start.after(7, phrases, True).after(8, phrases, False)
+    assert halfway.met_ids(phrases) == 2 and halfway.wanted(phrases, False) == {9}
+    assert halfway.after(5, phrases, False).met_ids(phrases) == 0  # abandoned
+    restarted = halfway.after(7, phrases, False)  # abandons, and starts the phrase again
+    assert restarted.met_ids(phrases) == 1
+    done = halfway.after(9, phrases, False).after(20, phrases, False)
+    assert done.all_met() and done.met_ids(phrases) == 4 and done.wanted(phrases, False) == set()
+
+
+def test_a_phrase_is_met_in_its_first_word_form_at_the_start_and_its_inside_form_later():
+    phrases = Phrases([[4, 7, 8]], first=[[7, 9]])
+    start = Progress((False,))
+    assert start.wanted(phrases, True) == {7} and start.wanted(phrases, False) == {4}
+    assert start.after(7, phrases, True).after(9, phrases, False).all_met()
+    assert not start.after(7, phrases, False).after(9, phrases, False).all_met()
+    later = start.after(4, phrases, False).after(7, phrases, False).after(8, phrases, False)
+    assert later.all_met() and later.met_ids(phrases) == 3  # the longer form's size
 
 
 @pytest.mark.parametrize("family", ["transformer", "rnn_attention"])
@@ -59,3 +70,23 @@ def test_a_constraint_longer_than_the_output_may_be_is_reported_not_dropped(
 def test_more_best_hypotheses_than_the_beam_holds_are_refused(make_model, make_tokens):
     with pytest.raises(ValueError, match=r"n_best must be between 1 and beam_size \(2\), got 3"):
         constrained_beam_search(make_model(), make_tokens([3]), BOS, EOS, [[]], 2, n_best=3)
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+@pytest.mark.parametrize("seed", range(6))
+def test_a_batch_without_constraints_is_searched_exactly_as_beam_search(
+    beam_size, seed, make_model, make_tokens
+):
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(1, 8, (5,), generator=g).tolist()
+    model, src = make_model(seed=seed), make_tokens(lengths, seed=seed)
+    options = dict(beam_size=beam_size, max_len_b=int(torch.randint(1, 12, (1,), generator=g)))
+    options |= dict(n_best=beam_size, alpha=[0.0, 0.6, 1.0][seed % 3])
+    found, missed = constrained_beam_search(model, src, BOS, EOS, [[]] * len(lengths), **options)
+    assert missed == [[]] * len(lengths)
+    expected = beam_search(model, src, BOS, EOS, **options)
+    assert [[h.tokens for h in hs] for hs in found] == [[h.tokens for h in hs] for hs in expected]
+    # Beam search drops finished sentences from the batch, which moves the last float bits.
+    for got, want in zip(sum(found, []), sum(expected, []), strict=True):
+        assert got.score == pytest.approx(want.score, rel=1e-6)
+        assert got.log_prob == pytest.approx(want.log_prob, rel=1e-6)

@@ -40,6 +40,10 @@ def test_draws_follow_the_distribution_cut_by_top_k_and_top_p_and_sharpened_by_t
         (Sampling(top_p=0.01), [0, 1000, 0, 0]),  # the most likely always stays
         # Temperature 0.5 squares the probabilities: 0.0025, 0.25, 0.0225, 0.09 of 0.365.
         (Sampling(temperature=0.5), [7, 685, 62, 247]),
+        (Sampling(epsilon=0.1), [0, 526, 158, 316]),  # 0.05 < epsilon dropped
+        (Sampling(epsilon=0.6), [0, 1000, 0, 0]),  # the most likely always stays
+        # epsilon cuts after temperature: 0.0225 / 0.365 = 0.062 stays, 0.007 goes.
+        (Sampling(temperature=0.5, epsilon=0.05), [0, 690, 62, 248]),
     ]
     for sampling, counts in cases:
         assert grid_draws(probs, sampling) == approx(counts, abs=1), sampling
@@ -113,6 +117,8 @@ def test_every_search_keeps_a_prefix_verbatim(make_model, make_tokens, device):
         ("top_p", 0.0, "in (0, 1]"),
         ("top_p", 1.5, "in (0, 1]"),
         ("seed", -1, ">= 0"),
+        ("epsilon", 1.0, "in [0, 1)"),
+        ("epsilon", -0.1, "in [0, 1)"),
     ],
 )
 def test_sampling_options_out_of_range_are_refused_naming_them(option, value, rule):

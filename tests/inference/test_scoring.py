@@ -133,7 +133,7 @@ def test_scoring_refuses_what_it_cannot_do_naming_it(tokenizer):
         Alignment(layer=0)
     with pytest.raises(ValueError, match="alignment heads must be one of"):
         Alignment(heads="max")
-    with pytest.raises(ValueError, match="layer 1: the decoder has 1 attention layers"):
+    with pytest.raises(ValueError, match="alignment layer 2: the decoder has 1 layers"):
         translator.score(["one"], ["two"], alignment=Alignment(layer=2))
     with pytest.raises(ValueError, match="line 2: a source without a target"):
         translator.score(["one", "two"], ["eins"])

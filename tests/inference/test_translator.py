@@ -18,6 +18,7 @@ from transformer_nmt.data.framing import TARGET_FRAME, source_batch
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.decoding import beam_search
 from transformer_nmt.decoding.ensemble import Ensemble
+from transformer_nmt.decoding.mbr import MBR, select
 from transformer_nmt.decoding.sampling import Sampling
 from transformer_nmt.inference import translator as translator_module
 
@@ -315,6 +316,20 @@ def test_a_constraint_is_met_as_a_whole_word_where_the_model_would_go_on_with_it
     assert "zweie" in unruled.translate(["one two"], **options)[0]
 
 
+def test_a_constraint_met_as_the_first_word_is_written_as_the_tokenizer_writes_one(tmp_path):
+    tokenizer = BPETokenizer.train(SENTENCES, vocab_size=280, min_frequency=1)
+    path = write_checkpoint(tmp_path / "zwei.ckpt", tokenizer, output_bias=True)
+    checkpoint = torch.load(path, weights_only=True)
+    bias = checkpoint["state_dict"]["model.generator.bias"]
+    for i in tokenizer.encode_batch(["zwei"], side="target")[0]:  # "zwei" as a first word
+        bias[i] = 12.0
+    bias[TARGET_FRAME["eos_id"]] = 11.0
+    torch.save(checkpoint, path)
+    translator = Translator.from_checkpoint(path, device="cpu")
+    got = translator.translate(["one two", "drei"], max_len_b=4, constraints=[["zwei"]] * 2)
+    assert got == ["zwei", "zwei"]  # not " zwei", nor "w zwei" around the inside form
+
+
 def test_every_constraint_appears_and_an_unmeetable_one_is_reported_by_line(folder, caplog):
     translator = Translator.from_checkpoint(folder / "step1.ckpt", device="cpu")
     constraints = [["sechs sieben", "zwei"], [], ["four five six seven one two"], [], [], [], []]
@@ -326,3 +341,63 @@ def test_every_constraint_appears_and_an_unmeetable_one_is_reported_by_line(fold
         translator.translate(MIXED, sampling=Sampling(), constraints=constraints)
     with pytest.raises(ValueError, match="line 4: no constraint list, the constraint lists ended"):
         translator.translate(MIXED, batch_size=1, constraints=constraints[:3])
+
+
+def test_prefixes_and_constraints_of_empty_lines_are_warned_of_by_line(folder, caplog):
+    translator = Translator.from_checkpoint(folder / "step1.ckpt", device="cpu")
+    sentences = ["one two", "", " ", "zwei"]
+    got = translator.translate(sentences, max_len_b=3, prefixes=["one", "drei", "", "vier"])
+    assert got[1:3] == ["", ""]
+    assert "line 2: empty, so its prefix is not used (an empty line translates" in caplog.text
+    caplog.clear()
+    constraints = [["two"], [], ["sechs", "sieben"], []]
+    translator.translate(sentences, max_len_b=3, constraints=constraints, batch_size=1)
+    assert "line 3: empty, so its constraints are not used" in caplog.text
+    assert "line 2:" not in caplog.text
+
+
+@pytest.fixture
+def single_thread():
+    """Tiny models gain nothing from intra-op threads, which a busy machine makes costly."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.usefixtures("single_thread")
+@pytest.mark.parametrize("candidates", ["sample", "beam", "both"])
+def test_mbr_picks_by_mean_utility_over_the_seeded_samples_in_any_batches(folder, candidates):
+    translator = Translator.from_checkpoint(folder / "step1.ckpt", device="cpu")
+    drawn = Sampling(n=4, seed=7, epsilon=0.01)
+    mbr = MBR(drawn, candidates=candidates, utility="chrf++")
+    options = dict(max_len_b=4, beam_size=3, prefixes=["one", "", "", "", "zwei"])
+    got = translator.translate(INPUTS, n_best=2, batch_size=2, mbr=mbr, **options)
+    samples = translator.translate(INPUTS, sampling=drawn, **options)
+    beams = translator.translate(INPUTS, n_best=3, **options)
+    for sentence, out, sampled, found in zip(INPUTS, got, samples, beams, strict=True):
+        if not sentence:
+            assert out == [("", 0.0)] * 2
+            continue
+        pool = mbr.pool(texts(sampled), texts(found))
+        assert out == select(pool, texts(sampled), "chrf++", n_best=2)
+        assert out[0][0].startswith("one") or sentence != "one two three"
+    alone = translator.translate(INPUTS, n_best=2, batch_size=1, mbr=mbr, **options)
+    assert alone == got  # reproducible: the seed and the line, not the batches, fix the samples
+    other = MBR(Sampling(n=4, seed=8, epsilon=0.01), candidates, "chrf++")
+    assert translator.translate(INPUTS, n_best=2, mbr=other, **options) != got
+
+
+@pytest.mark.usefixtures("single_thread")
+def test_mbr_decodes_with_an_ensemble_and_refuses_what_it_cannot_do(folder):
+    members = [folder / "step1.ckpt", folder / "step2.ckpt"]
+    ensemble = Translator.from_ensemble(members, device="cpu")
+    mbr = MBR(Sampling(n=3, seed=1), candidates="both")
+    got = ensemble.translate(INPUTS, max_len_b=3, mbr=mbr)
+    samples = ensemble.translate(INPUTS, max_len_b=3, sampling=mbr.sampling)
+    assert len(got) == len(INPUTS) and got[1] == ""
+    assert all(out in texts(s) or out for out, s in zip(got, samples, strict=True))
+    with pytest.raises(ValueError, match="n_best 4 exceeds MBR's 3 samples"):
+        ensemble.translate(INPUTS, n_best=4, mbr=mbr)
+    with pytest.raises(ValueError, match="MBR samples as its `mbr.sampling` says"):
+        ensemble.translate(INPUTS, sampling=Sampling(n=2), mbr=mbr)

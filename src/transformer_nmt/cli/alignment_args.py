@@ -1,9 +1,12 @@
 """`--align`, `--align-layer` and `--align-heads`, shared by nmt-translate and nmt-score."""
 
 import argparse
+import sys
 
 from transformer_nmt.cli.search_args import positive_int
+from transformer_nmt.decoding.forced import attention_layers
 from transformer_nmt.inference.alignment import HEADS, Alignment
+from transformer_nmt.model import EncoderDecoder
 
 
 def add_alignment_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,3 +43,14 @@ def alignment(args: argparse.Namespace) -> Alignment | None:
     if not args.align:
         return None
     return Alignment(-1 if args.align_layer is None else args.align_layer, args.align_heads)
+
+
+def check_alignment_layer(model: EncoderDecoder, args: argparse.Namespace) -> None:
+    """Refuse, once the model is loaded and before decoding, a layer its decoder lacks."""
+    if args.align and args.align_layer is not None:
+        layers = attention_layers(model)
+        if args.align_layer > layers:
+            sys.exit(
+                f"error: --align-layer {args.align_layer}: the decoder has {layers} layers; "
+                f"choose 1 to {layers} (default: the last)"
+            )

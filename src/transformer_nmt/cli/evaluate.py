@@ -1,4 +1,5 @@
-"""`nmt-evaluate`: sacreBLEU and chrF of a checkpoint (or an average of several) on a test set.
+"""`nmt-evaluate`: sacreBLEU, chrF, chrF++ and TER of a checkpoint (or an average of several)
+on a test set.
 
 The test set is either two line-aligned files (`--src/--ref`) or a split of any data config,
 read by the corpus class training uses, with Hydra overrides after the checkpoints:
@@ -15,7 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from sacrebleu.metrics import BLEU, CHRF
+from sacrebleu.metrics import BLEU, CHRF, TER
 from sacremoses import MosesTokenizer
 
 from transformer_nmt.checkpoint import CheckpointError, resolve_checkpoints
@@ -32,6 +33,7 @@ from transformer_nmt.cli.shard_args import logged_progress
 from transformer_nmt.data.bitext import read_lines
 from transformer_nmt.data.corpus import DataError
 from transformer_nmt.evaluation import significance
+from transformer_nmt.evaluation.sentence_scores import write_sentence_scores
 from transformer_nmt.export import ExportError
 from transformer_nmt.inference.translator import Translator
 from transformer_nmt.runtime.atomic import write_atomically
@@ -48,7 +50,7 @@ COMPOUND = re.compile(r"(\S)-(\S)")
 
 
 def score(hypotheses: list[str], references: list[str], lang: str = "en") -> dict[str, Any]:
-    """Corpus BLEU and chrF with sacreBLEU's defaults, each with its signature.
+    """Corpus BLEU, chrF, chrF++ and TER with sacreBLEU's defaults, each with its signature.
 
     Also BLEU-lc, sacreBLEU's `-lc` on the same output: comparable with the lowercased BLEU
     that many papers report. And BLEU-tok, the tokenized BLEU behind the paper's 27.3 (the
@@ -70,6 +72,8 @@ def score(hypotheses: list[str], references: list[str], lang: str = "en") -> dic
         # Tokenized on purpose: force, or sacreBLEU warns that it looks undetokenized.
         "BLEU-tok": (BLEU(tokenize="none", force=True), *tokenized),
         "chrF2": (CHRF(), hypotheses, references),
+        "chrF2++": (CHRF(word_order=2), hypotheses, references),
+        "TER": (TER(), hypotheses, references),
     }
     report = {}
     for name, (metric, hyps, refs) in runs.items():
@@ -208,6 +212,14 @@ def parse_arguments(argv: list[str] | None) -> tuple[argparse.Namespace, list[st
         metavar="N",
         help="resamples (bs) or trials (ar), N >= 1 (default: 1000 resamples, 10000 trials)",
     )
+    parser.add_argument(
+        "--sentence-scores",
+        type=Path,
+        metavar="FILE",
+        help="also write each sentence's sacreBLEU scores to FILE, a TSV of 'line<TAB>BLEU<TAB>"
+        "chrF<TAB>chrF++<TAB>TER' (lines from 1, under a header; BLEU with its effective order, "
+        "as sentence_bleu)",
+    )
     ensemble_args.add_ensemble_arguments(parser)
     add_search_arguments(parser, grid=True)
     args = parse_search_args(parser, argv, intermixed=True)
@@ -220,6 +232,11 @@ def parse_arguments(argv: list[str] | None) -> tuple[argparse.Namespace, list[st
             "first, then evaluate it alone with --wandb"
         )
     grid = settings(args.average_last, args.beam_size, args.alpha)
+    if args.sentence_scores is not None and len(grid) > 1:
+        parser.error(
+            "--sentence-scores writes one setting's scores: choose the setting on a grid first, "
+            "then evaluate it alone"
+        )
     if args.paired is not None and len(args.systems) + len(grid) < 2:
         parser.error(
             "--paired compares systems: add --systems FILE|CKPT (the baseline), or decode a grid"
@@ -379,6 +396,8 @@ def main(argv: list[str] | None = None) -> None:
             cell = output_dir if len(grid) == 1 else output_dir / setting.name
             write_atomically(cell / "hypotheses.txt", "".join(f"{h}\n" for h in hypotheses))
             write_atomically(cell / "report.json", json.dumps(report, indent=2) + "\n")
+            if args.sentence_scores is not None:
+                write_sentence_scores(args.sentence_scores, hypotheses, references)
         except (CheckpointError, ExportError, OSError) as e:  # ExportError: --engine ct2
             sys.exit(f"error: {e}")
         rows.append((setting, scores))
@@ -390,6 +409,8 @@ def main(argv: list[str] | None = None) -> None:
         for name, metric in scores.items():
             print(f"{name}: {metric['result']}\n  signature: {metric['signature']}")
         print(f"hypotheses: {output_dir / 'hypotheses.txt'}\nreport: {output_dir / 'report.json'}")
+        if args.sentence_scores is not None:
+            print(f"sentence scores: {args.sentence_scores}")
         if args.wandb:
             summary = {f"evaluate/{name}": metric["score"] for name, metric in scores.items()}
             try:

@@ -34,9 +34,13 @@ def settings(
 
 
 def table(rows: list[tuple[Setting, dict[str, Any]]]) -> str:
-    """A Markdown table of each cell's BLEU and chrF2 (`score`'s), the best BLEU in bold."""
+    """A Markdown table of each cell's BLEU, chrF2, chrF2++ and TER (`score`'s), the best BLEU
+    in bold."""
     best = max(scores["BLEU"]["score"] for _, scores in rows)
-    lines = ["| average | beam | alpha | BLEU | chrF2 |", "|---|---|---|---|---|"]
+    lines = [
+        "| average | beam | alpha | BLEU | chrF2 | chrF2++ | TER |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for setting, scores in rows:
         bleu = f"{scores['BLEU']['score']:.2f}"
         if scores["BLEU"]["score"] == best:
@@ -44,6 +48,7 @@ def table(rows: list[tuple[Setting, dict[str, Any]]]) -> str:
         average = "-" if setting.average_last is None else setting.average_last
         lines.append(
             f"| {average} | {setting.beam_size} | {setting.alpha:g} | {bleu} "
-            f"| {scores['chrF2']['score']:.2f} |"
+            f"| {scores['chrF2']['score']:.2f} | {scores['chrF2++']['score']:.2f} "
+            f"| {scores['TER']['score']:.2f} |"
         )
     return "\n".join(lines)

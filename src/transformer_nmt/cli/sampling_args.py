@@ -1,5 +1,6 @@
-"""`nmt-translate`'s sampling, prefix and constraint options: --sample N, --temperature,
---top-k, --top-p, --seed, --prefix FILE or --prefix-column, --constraints FILE."""
+"""`nmt-translate`'s sampling, MBR, prefix and constraint options: --sample N, --mbr N,
+--temperature, --top-k, --top-p, --epsilon, --seed, --prefix FILE or --prefix-column,
+--constraints FILE."""
 
 import argparse
 from collections.abc import Iterable, Iterator
@@ -7,6 +8,7 @@ from itertools import tee
 from pathlib import Path
 
 from transformer_nmt.cli.search_args import (
+    at_least,
     non_negative_int,
     positive_float,
     positive_int,
@@ -14,9 +16,12 @@ from transformer_nmt.cli.search_args import (
 )
 from transformer_nmt.data.bitext import read_lines
 from transformer_nmt.data.corpus import DataError
+from transformer_nmt.decoding.mbr import CANDIDATES, MBR
 from transformer_nmt.decoding.sampling import Sampling
+from transformer_nmt.evaluation.utility import UTILITIES
 
-SHAPING = ("temperature", "top_k", "top_p", "seed")  # what means nothing without --sample
+# What means nothing without --sample or --mbr.
+SHAPING = ("temperature", "top_k", "top_p", "epsilon", "seed")
 
 
 def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
@@ -47,7 +52,32 @@ def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="P",
         help="draw among the fewest ids whose mass reaches P, P in (0, 1] (default: 1, all)",
     )
+    group.add_argument(
+        "--epsilon",
+        type=epsilon,
+        metavar="E",
+        help="draw among the ids of probability >= E only, E in [0, 1) (epsilon sampling, "
+        "e.g. 0.02 for MBR's candidates; default: 0, all)",
+    )
     group.add_argument("--seed", type=non_negative_int, help="an integer >= 0 (default: 0)")
+    mbr = parser.add_argument_group("minimum Bayes risk decoding")
+    mbr.add_argument(
+        "--mbr",
+        type=samples_to_compare,
+        metavar="N",
+        help="MBR decoding: N samples a sentence (shaped by --temperature, --top-k, --top-p, "
+        "--epsilon, seeded by --seed) are the pseudo-references; the candidate of the highest "
+        "mean utility against them is printed (with --n-best, 'line<TAB>mean utility<TAB>text'); "
+        "N >= 2 (default: no MBR)",
+    )
+    mbr.add_argument(
+        "--mbr-candidates",
+        choices=CANDIDATES,
+        help="the N samples, the beam's --beam-size n-best, or both (default: sample)",
+    )
+    mbr.add_argument(
+        "--mbr-utility", choices=UTILITIES, help="sentence chrF, chrF++ or BLEU (default: chrf)"
+    )
     prefix = parser.add_mutually_exclusive_group()
     prefix.add_argument(
         "--prefix",
@@ -75,12 +105,14 @@ def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
 def check_sampling_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Refuse, before loading, options that cannot work together."""
     given = [f"--{name.replace('_', '-')}" for name in SHAPING if getattr(args, name) is not None]
-    if given and args.sample is None:
-        parser.error(f"{' '.join(given)} shape sampling: add --sample N")
+    if given and args.sample is None and args.mbr is None:
+        parser.error(f"{' '.join(given)} shape sampling: add --sample N or --mbr N")
     if args.sample is not None and args.n_best > 1:
         parser.error("--n-best is beam search's: --sample N prints N samples a sentence")
+    check_mbr_args(parser, args)
     flags = (
         ("--sample", args.sample is not None),
+        ("--mbr", args.mbr is not None),
         ("--prefix", args.prefix is not None),
         ("--prefix-column", args.prefix_column),
         ("--constraints", args.constraints is not None),
@@ -93,12 +125,59 @@ def check_sampling_args(parser: argparse.ArgumentParser, args: argparse.Namespac
         parser.error("--constraints steer beam search: not with --sample or a prefix")
 
 
+def check_mbr_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse, before loading, MBR options that cannot work."""
+    chosen = [
+        f"--{name.replace('_', '-')}"
+        for name in ("mbr_candidates", "mbr_utility")
+        if getattr(args, name) is not None
+    ]
+    if chosen and args.mbr is None:
+        parser.error(f"{' '.join(chosen)} choose how MBR decodes: add --mbr N")
+    if args.mbr is None:
+        return
+    if args.sample is not None:
+        parser.error("--mbr samples its own pseudo-references: leave out --sample")
+    if args.n_best > args.mbr:
+        parser.error(f"--n-best {args.n_best} exceeds --mbr {args.mbr}: raise N or lower --n-best")
+    if args.constraints is not None:
+        parser.error("--constraints steer beam search: not with --mbr")
+
+
 def sampling(args: argparse.Namespace) -> Sampling | None:
-    """The `Sampling` the options ask for, or None for beam search."""
+    """The `Sampling` the options ask for, or None for beam search (and MBR)."""
     if args.sample is None:
         return None
-    shaping = {name: getattr(args, name) for name in SHAPING if getattr(args, name) is not None}
-    return Sampling(n=args.sample, **shaping)
+    return Sampling(n=args.sample, **_shaping(args))
+
+
+def mbr(args: argparse.Namespace) -> MBR | None:
+    """The `MBR` the options ask for, or None."""
+    if args.mbr is None:
+        return None
+    chosen = {"candidates": args.mbr_candidates, "utility": args.mbr_utility}
+    chosen = {name: value for name, value in chosen.items() if value is not None}
+    return MBR(Sampling(n=args.mbr, **_shaping(args)), **chosen)
+
+
+def _shaping(args: argparse.Namespace) -> dict:
+    return {name: getattr(args, name) for name in SHAPING if getattr(args, name) is not None}
+
+
+def samples_to_compare(text: str) -> int:
+    """argparse type: MBR's samples a sentence, an integer >= 2 (one has nothing to compare)."""
+    return at_least(text, 2)
+
+
+def epsilon(text: str) -> float:
+    """argparse type: a number in [0, 1)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be a number in [0, 1), got {text!r}")
+    return value
 
 
 def split_prefix_column(lines: Iterable[str], where: str) -> tuple[Iterator[str], Iterator[str]]:

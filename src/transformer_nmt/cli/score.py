@@ -154,6 +154,7 @@ def main(argv: list[str] | None = None) -> None:
         sources, targets, before = read_pairs(args)
         first = resolve_checkpoints([args.checkpoint], args.average_last)
         translator = ensemble_args.load(first, args)
+        alignment_args.check_alignment_layer(translator.model, args)
     except (CheckpointError, DataError, OSError) as e:
         sys.exit(f"error: {e}")
     if args.reverse:

@@ -11,15 +11,16 @@ import torch
 
 def positive_int(text: str) -> int:
     """An argparse type: an integer >= 1."""
-    return _at_least(text, 1)
+    return at_least(text, 1)
 
 
 def non_negative_int(text: str) -> int:
     """An argparse type: an integer >= 0."""
-    return _at_least(text, 0)
+    return at_least(text, 0)
 
 
-def _at_least(text: str, minimum: int) -> int:
+def at_least(text: str, minimum: int) -> int:
+    """An argparse type's check: an integer >= minimum."""
     try:
         if (value := int(text)) >= minimum:
             return value

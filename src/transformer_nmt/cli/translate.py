@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> None:
     sampling_args.check_sampling_args(parser, args)
     alignment_args.check_alignment_args(parser, args)
     devices = shard_args.shard_devices(parser, args)
-    if args.n_best > args.beam_size:
+    if args.n_best > args.beam_size and args.mbr is None:
         parser.error(
             f"--n-best {args.n_best} exceeds --beam-size {args.beam_size}: the beam holds only "
             "beam-size hypotheses; raise --beam-size or lower --n-best"
@@ -69,6 +69,7 @@ def main(argv: list[str] | None = None) -> None:
             sampling_args.read_constraints(args.constraints, line_count(args.input))
         first = resolve_checkpoints([args.checkpoint], args.average_last)
         translator = ensemble_args.load(first, args)
+        alignment_args.check_alignment_layer(translator.model, args)
         if args.input is None:
             # Bytes, not text: invalid UTF-8 is replaced per line, and only "\n" ends a line.
             lines = decode_lines(sys.stdin.buffer, "stdin", replace_invalid=True)
@@ -86,11 +87,16 @@ def main(argv: list[str] | None = None) -> None:
             total = len(lines)
             by_line = sampling_args.read_constraints(args.constraints, len(lines))
             constraints = [by_line.get(n, []) for n in range(1, len(lines) + 1)]
-    except (CheckpointError, DataError, ExportError, OSError) as e:  # ExportError: --engine ct2
+        if prefixes is not None and args.input is not None:  # refused before the first line
+            lines, prefixes = list(lines), list(prefixes)
+            translator.check_prefixes(lines, prefixes, args.max_len_b)
+    # ExportError: --engine ct2; ValueError: a prefix too long, named by its line
+    except (CheckpointError, DataError, ExportError, OSError, ValueError) as e:
         sys.exit(f"error: {e}")
     sampling = sampling_args.sampling(args)
     per_line = args.n_best if sampling is None else sampling.n
     options = dict(n_best=args.n_best, sampling=sampling, **search_options(args))
+    options["mbr"] = sampling_args.mbr(args)
     alignment = alignment_args.alignment(args)
     if alignment is not None:  # each output's source, read as the translator reads it
         lines, sources = tee(lines)

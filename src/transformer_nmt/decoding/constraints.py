@@ -11,7 +11,9 @@ not. A hypothesis may end (EOS) only once every constraint is met. A constraint 
 loses its progress. Given the ids that go on a word (`continuing`), none may follow a constraint's
 last id, so that a constraint is met as a whole word ("employee", never "employeeing"). When no
 hypothesis meets every constraint within the maximum length, the one meeting the most is
-returned, and the constraints it misses are reported.
+returned, and the constraints it misses are reported. A phrase may have a second form, its ids as
+a sentence's first word (a tokenizer writes that word without the space before it): met at the
+first position, a constraint is met in that form, anywhere else in the other.
 """
 
 from dataclasses import dataclass
@@ -31,6 +33,26 @@ from transformer_nmt.model.masks import padding_mask
 
 
 @dataclass(frozen=True)
+class Phrases:
+    """One sentence's constraints: each phrase's ids inside a sentence, and as its first word."""
+
+    inside: list[list[int]]
+    first: list[list[int]]
+
+    @classmethod
+    def of(cls, inside: list[list[int]], first: list[list[int]] | None = None) -> "Phrases":
+        """first None: a phrase is the same at the start of a sentence as inside it."""
+        return cls(inside, inside if first is None else first)
+
+    def ids(self, i: int, initial: bool) -> list[int]:
+        return (self.first if initial else self.inside)[i]
+
+    def size(self, i: int) -> int:
+        """The ids constraint i counts for in its bank, whichever form meets it."""
+        return max(len(self.inside[i]), len(self.first[i]))
+
+
+@dataclass(frozen=True)
 class Progress:
     """A hypothesis' progress through its sentence's constraints."""
 
@@ -38,34 +60,38 @@ class Progress:
     current: int | None = None  # the constraint in progress
     matched: int = 0  # its ids matched so far
     completed: bool = False  # a constraint's last id was the last one appended
+    initial: bool = False  # the constraint in progress began the sentence: its first-word form
 
-    def met_ids(self, constraints: list[list[int]]) -> int:
+    def met_ids(self, phrases: Phrases) -> int:
         """Constraint ids met: the bank of the hypothesis."""
-        done = sum(len(c) for c, met in zip(constraints, self.met, strict=True) if met)
+        done = sum(phrases.size(i) for i, met in enumerate(self.met) if met)
         return done + self.matched
 
     def all_met(self) -> bool:
         return all(self.met)
 
-    def wanted(self, constraints: list[list[int]]) -> set[int]:
-        """The ids that would advance a constraint."""
+    def wanted(self, phrases: Phrases, at_start: bool) -> set[int]:
+        """The ids that would advance a constraint; at_start: as the sentence's first id."""
         if self.current is not None:
-            return {constraints[self.current][self.matched]}
-        return {c[0] for c, met in zip(constraints, self.met, strict=True) if not met}
+            return {phrases.ids(self.current, self.initial)[self.matched]}
+        return {phrases.ids(i, at_start)[0] for i, met in enumerate(self.met) if not met}
 
-    def after(self, token: int, constraints: list[list[int]]) -> "Progress":
-        """The progress once `token` is appended."""
-        if self.current is not None and token == constraints[self.current][self.matched]:
-            return self._matched(self.current, self.matched + 1, constraints)
+    def after(self, token: int, phrases: Phrases, at_start: bool) -> "Progress":
+        """The progress once `token` is appended; at_start: as the sentence's first id."""
+        if self.current is not None:
+            ids = phrases.ids(self.current, self.initial)
+            if token == ids[self.matched]:
+                return self._matched(self.current, self.matched + 1, ids, self.initial)
         # Any constraint in progress is abandoned: its ids count no more.
-        for i, (phrase, met) in enumerate(zip(constraints, self.met, strict=True)):
-            if not met and token == phrase[0]:
-                return self._matched(i, 1, constraints)
+        for i, met in enumerate(self.met):
+            ids = phrases.ids(i, at_start)
+            if not met and token == ids[0]:
+                return self._matched(i, 1, ids, at_start)
         return Progress(self.met)
 
-    def _matched(self, i: int, matched: int, constraints: list[list[int]]) -> "Progress":
-        if matched < len(constraints[i]):
-            return Progress(self.met, i, matched)
+    def _matched(self, i: int, matched: int, ids: list[int], initial: bool) -> "Progress":
+        if matched < len(ids):
+            return Progress(self.met, i, matched, initial=initial)
         return Progress(tuple(m or j == i for j, m in enumerate(self.met)), completed=True)
 
 
@@ -75,6 +101,7 @@ class _Beam:
     tokens: list[int]
     progress: Progress
     row: int = 0  # the beam slot it grew from, at the step before
+    ends: bool = False  # its last id is EOS: a candidate that ranks, never a beam
 
 
 @torch.no_grad()
@@ -90,6 +117,7 @@ def constrained_beam_search(
     penalty: str = "gnmt",
     n_best: int = 1,
     continuing: list[int] | None = None,
+    first_words: list[list[list[int]]] | None = None,
 ) -> tuple[list[list[Hypothesis]], list[list[int]]]:
     """Beam search whose outputs contain each sentence's constraints (dynamic beam allocation).
 
@@ -102,6 +130,8 @@ def constrained_beam_search(
         constraints: per sentence, its phrases as id lists (none: []).
         continuing: the ids whose text goes on the word before them, never appended right after
             a constraint; None allows any.
+        first_words: per sentence, its phrases' ids as the sentence's first word, the form a
+            constraint met at the first position takes; None: the same ids as inside.
 
     Returns:
         Per sentence, its n_best hypotheses, best first; and the indices of the constraints its
@@ -118,6 +148,10 @@ def constrained_beam_search(
     cache = model.new_cache()
     prefixes = torch.full((B * K, 1), bos_id, dtype=torch.long, device=src.device)
     never = _never_ids(model, bos_id, src.device)
+    phrases = [
+        Phrases.of(c, None if first_words is None else first_words[b])
+        for b, c in enumerate(constraints)
+    ]
     start = [Progress(tuple(False for _ in c)) for c in constraints]
     beams = [[_Beam(0.0, [], start[b])] + [None] * (K - 1) for b in range(B)]
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]
@@ -141,7 +175,7 @@ def constrained_beam_search(
         order, tokens = [], []
         for b in range(B):
             if not done[b]:
-                step = _Step(constraints[b], beams[b], log_probs[b * K : (b + 1) * K], t)
+                step = _Step(phrases[b], beams[b], log_probs[b * K : (b + 1) * K], t)
                 kept = step.advance(
                     K, eos_id, max_lens[b], (alpha, penalty), finished[b], fallback[b]
                 )
@@ -167,20 +201,23 @@ def constrained_beam_search(
 class _Step:
     """One sentence's candidates at one step, and the beams dynamic allocation keeps."""
 
-    def __init__(self, constraints: list[list[int]], beams: list, log_probs: Tensor, t: int):
-        self.constraints, self.beams, self.log_probs, self.t = constraints, beams, log_probs, t
+    def __init__(self, phrases: Phrases, beams: list, log_probs: Tensor, t: int):
+        self.phrases, self.beams, self.log_probs, self.t = phrases, beams, log_probs, t
 
-    def candidates(self, K: int) -> set[tuple[int, int]]:
-        """(beam, id) pairs: the 2K best overall, each beam's wanted ids and its best id."""
+    def candidates(self, K: int) -> list[tuple[float, int, int]]:
+        """(log_prob, beam, id) of the 2K best overall, each beam's wanted ids and its best id,
+        best first; summed in float32 as `beam_search` sums, so that their scores agree."""
         live = [k for k, beam in enumerate(self.beams) if beam is not None]
         totals = torch.stack([self.log_probs[k] + self.beams[k].log_prob for k in live])
         V = totals.size(-1)
         best = totals.view(-1).topk(min(2 * K, totals.numel())).indices.tolist()
-        pairs = {(live[i // V], i % V) for i in best}
-        for k in live:
-            pairs |= {(k, token) for token in self.beams[k].progress.wanted(self.constraints)}
-            pairs.add((k, int(self.log_probs[k].argmax())))
-        return pairs
+        pairs = {(j, i % V) for i in best for j in [i // V]}
+        for j, k in enumerate(live):
+            wanted = self.beams[k].progress.wanted(self.phrases, self.t == 0)
+            pairs |= {(j, token) for token in wanted}
+            pairs.add((j, int(self.log_probs[k].argmax())))
+        found = [(float(totals[j, token]), live[j], token) for j, token in pairs]
+        return sorted(found, key=lambda c: (-c[0], c[1], c[2]))
 
     def advance(
         self,
@@ -193,31 +230,36 @@ class _Step:
     ) -> list[_Beam]:
         """The beams to go on with, best first; hypotheses that end are stored.
 
+        As in `beam_search`, a hypothesis that ends finishes only among the K best candidates
+        of its bank (the bank of every constraint met), so that without constraints this is
+        beam search.
+
         ranking: (alpha, penalty) of the length penalty finished hypotheses are ranked by.
         """
         at_max = self.t + 1 >= max_len
         banks: dict[int, list[_Beam]] = {}
-        for k, token in self.candidates(K):
-            beam = self.beams[k]
-            log_prob = beam.log_prob + float(self.log_probs[k, token])
+        for log_prob, k, token in self.candidates(K):
             if log_prob == float("-inf"):
                 continue
+            beam = self.beams[k]
             tokens, progress = [*beam.tokens, token], beam.progress
             if token != eos_id:
-                progress = progress.after(token, self.constraints)
+                progress = progress.after(token, self.phrases, self.t == 0)
+            bank = banks.setdefault(progress.met_ids(self.phrases), [])
             if token == eos_id or at_max:
                 score = log_prob / length_penalty(len(tokens), *ranking)
                 hypothesis = Hypothesis(tokens, score, log_prob)
-                if progress.all_met() and len(finished) < K:
+                if progress.all_met() and len(bank) < K and len(finished) < K:
                     finished.append(hypothesis)
                 elif not progress.all_met() and at_max:
-                    fallback.append((progress.met_ids(self.constraints), hypothesis, progress))
-                continue  # EOS before every constraint is met ends nothing
-            bank = progress.met_ids(self.constraints)
-            banks.setdefault(bank, []).append(_Beam(log_prob, tokens, progress, row=k))
+                    fallback.append((progress.met_ids(self.phrases), hypothesis, progress))
+            # EOS before every constraint is met ends nothing, yet ranks in its bank.
+            bank.append(_Beam(log_prob, tokens, progress, row=k, ends=token == eos_id))
         if at_max:
             return []
-        return _allocate(banks, K, sum(map(len, self.constraints)))
+        C = sum(self.phrases.size(i) for i in range(len(self.phrases.inside)))
+        going_on = {b: [beam for beam in c if not beam.ends] for b, c in banks.items()}
+        return _allocate(going_on, K, C)
 
 
 def _allocate(banks: dict[int, list[_Beam]], K: int, C: int) -> list[_Beam]:

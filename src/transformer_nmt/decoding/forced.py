@@ -32,8 +32,22 @@ def cross_attention(model: EncoderDecoder, src: Tensor, tgt_in: Tensor, layer: i
     """(B, h, T, S) encoder-decoder attention weights of decoder layer `layer` (0-based; -1 the
     last) as each target position predicts the next id; a one-layer, one-head family gives h = 1.
     """
-    memory = model.encode(src)
-    _, _, weights = model.decode(tgt_in, memory, padding_mask(src, model.config.pad_id), None, True)
+    weights = cross_layers(model, src, tgt_in)
     if not -len(weights) <= layer < len(weights):
-        raise ValueError(f"layer {layer}: the decoder has {len(weights)} attention layers")
+        shown = layer + 1 if layer >= 0 else layer  # 1-based, as --align-layer counts
+        raise ValueError(f"alignment layer {shown}: the decoder has {len(weights)} layers")
     return weights[layer].float()
+
+
+@torch.no_grad()
+def attention_layers(model: EncoderDecoder) -> int:
+    """The decoder's layers with encoder-decoder attention, counted on a one-token pass."""
+    device = next(model.parameters()).device
+    token = torch.tensor([[1 if model.config.pad_id == 0 else 0]], device=device)  # not PAD
+    return len(cross_layers(model, token, token))
+
+
+def cross_layers(model: EncoderDecoder, src: Tensor, tgt_in: Tensor) -> list[Tensor]:
+    """Each decoder layer's (B, h, T, S) encoder-decoder attention weights."""
+    memory = model.encode(src)
+    return model.decode(tgt_in, memory, padding_mask(src, model.config.pad_id), None, True)[2]

@@ -1,4 +1,5 @@
-"""Sampling translations (back-translation, diversity): temperature, top-k and top-p (nucleus).
+"""Sampling translations (back-translation, diversity, MBR's candidates): temperature, top-k,
+top-p (nucleus) and epsilon sampling.
 
 Each sample draws its ids from its own random stream, seeded by (seed, the sentence's index in
 the input, the sample's number): the same input gives the same samples whatever the batches it is
@@ -37,6 +38,9 @@ class Sampling:
         top_p: sample among the fewest most likely ids whose probability reaches p (Holtzman et
             al., 2020); 1: all.
         seed: with the sentence's index and the sample's number, seeds each sample's stream.
+        epsilon: sample among the ids of probability at least epsilon only (after temperature),
+            the most likely always kept (Hewitt et al., 2022; the candidates Freitag et al., 2023
+            found best for MBR); 0: all.
     """
 
     n: int = 1
@@ -44,6 +48,7 @@ class Sampling:
     top_k: int | None = None
     top_p: float = 1.0
     seed: int = 0
+    epsilon: float = 0.0
 
     def __post_init__(self) -> None:
         rules = {  # name: (holds, the rule)
@@ -52,6 +57,7 @@ class Sampling:
             "top_k": (self.top_k is None or self.top_k >= 1, ">= 1 (or None: no limit)"),
             "top_p": (0 < self.top_p <= 1, "in (0, 1]"),
             "seed": (self.seed >= 0, ">= 0"),
+            "epsilon": (0 <= self.epsilon < 1, "in [0, 1)"),
         }
         for name, (holds, rule) in rules.items():
             if not holds:
@@ -125,6 +131,10 @@ def draw(log_probs: Tensor, sampling: Sampling, uniforms: Tensor) -> Tensor:
     of the reshaped distribution: over the top-k ids, over the ids sorted most likely first for
     top-p, else over every id in id order (no sort: a step's costliest part otherwise)."""
     scaled = log_probs / sampling.temperature
+    if sampling.epsilon > 0:
+        rare = scaled.softmax(dim=-1) < sampling.epsilon
+        rare &= scaled < scaled.amax(dim=-1, keepdim=True)  # the most likely always stays
+        scaled = scaled.masked_fill(rare, float("-inf"))
     ids = None  # the ids of the columns of `values`; None: every id, in id order
     if sampling.top_k is not None:
         values, ids = scaled.topk(min(sampling.top_k, scaled.size(-1)), dim=-1)

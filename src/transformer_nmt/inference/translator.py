@@ -27,6 +27,7 @@ from transformer_nmt.data.tokenizer import SubwordTokenizer
 from transformer_nmt.decoding import Hypothesis, beam_search
 from transformer_nmt.decoding.constraints import constrained_beam_search
 from transformer_nmt.decoding.ensemble import Ensemble, normalized_weights
+from transformer_nmt.decoding.mbr import MBR, select
 from transformer_nmt.decoding.sampling import Sampling, sample
 from transformer_nmt.inference.alignment import Alignment
 from transformer_nmt.inference.scoring import TargetScore, check_targets, read_pairs, score_batch
@@ -93,10 +94,12 @@ class TorchSearch:
         target_prefixes: list[list[list[int]]] | None = None,
         constraints: list[list[list[list[int]]]] | None = None,
         continuing: list[int] | None = None,
+        first_words: list[list[list[list[int]]]] | None = None,
     ) -> Iterator[list[list[Hypothesis]]]:
         """Beam search, with `constraints` (per batch, per sentence, its phrases' ids) beam
         search with dynamic beam allocation (none of the `continuing` ids, which go on a word,
-        right after a constraint), or with `sampling` sampling; each batch's `indices`
+        right after a constraint; `first_words` the phrases' ids as a sentence's first word),
+        or with `sampling` sampling; each batch's `indices`
         (each sentence's 0-based line) seed the samples and name lines in warnings;
         `target_prefixes` per batch, per sentence."""
         for b, tokens in enumerate(batches):
@@ -112,7 +115,7 @@ class TorchSearch:
                     phrases = constraints[b]
                     found, missed = constrained_beam_search(
                         self.model, src, **TARGET_FRAME, constraints=phrases,
-                        continuing=continuing, **common, **options,
+                        continuing=continuing, first_words=first_words[b], **common, **options,
                     )  # fmt: skip
                     _report_missed(missed, indices[b])
                 elif sampling is None:
@@ -277,6 +280,7 @@ class Translator:
         sampling: Sampling | None = None,
         prefixes: Iterable[str] | None = None,
         constraints: Iterable[Sequence[str]] | None = None,
+        mbr: MBR | None = None,
     ) -> list[str] | list[Scored]:
         """Translate sentences, in input order; the defaults are the paper's (section 6.1).
 
@@ -298,13 +302,18 @@ class Translator:
                 on the batches. Excludes n_best: its n samples are the scored lists.
             prefixes: one per sentence, text its translation starts with ("" none), forced
                 before the search goes on (engine "torch"); longer than the translation may be
-                (its source's length + max_len_b tokens) is an error naming its line.
+                (its source's length + max_len_b tokens, within the model's positions) is an
+                error naming its line, raised before any sentence is decoded.
             constraints: one list of phrases per sentence ([] none) its translation must
                 contain, each as a whole word inside the sentence (after a space, and followed
                 by no letter or digit that would go on its word), by beam search with
                 dynamic beam allocation (engine "torch", not with sampling or prefixes); one a
                 translation cannot meet within its length limit is logged as a warning naming
                 the line, and the translation meeting the most is given.
+            mbr: minimum Bayes risk decoding (`MBR`: its sampling, candidates and utility,
+                engine "torch", not with sampling or constraints): each sentence's candidate of
+                the highest mean utility against its samples; with n_best, its n_best (at most
+                N, fewer where fewer texts differ), each scored by that mean (0 to 100).
 
         Returns:
             One translation per sentence, or one list of n_best scored translations (of n
@@ -313,10 +322,15 @@ class Translator:
         """
         if sampling is not None and n_best is not None:
             raise ValueError("n_best is beam search's: sampling gives sampling.n scored samples")
+        if mbr is not None and n_best is not None and n_best > mbr.sampling.n:
+            raise ValueError(f"n_best {n_best} exceeds MBR's {mbr.sampling.n} samples")
         count = n_best or (sampling.n if sampling is not None else 1)
+        if prefixes is not None:  # every prefix checked before any line is decoded
+            sentences, prefixes = list(sentences), list(prefixes)
+            self.check_prefixes(sentences, prefixes, max_len_b)
         results = self.stream(
             sentences, beam_size, alpha, penalty, max_len_b, batch_size, count, max_tokens,
-            sampling=sampling, prefixes=prefixes, constraints=constraints,
+            sampling=sampling, prefixes=prefixes, constraints=constraints, mbr=mbr,
         )  # fmt: skip
         if n_best is None and count == 1:
             return [hypotheses[0][0] for hypotheses in results]
@@ -336,6 +350,7 @@ class Translator:
         prefixes: Iterable[str] | None = None,
         constraints: Iterable[Sequence[str]] | None = None,
         start: int = 0,
+        mbr: MBR | None = None,
     ) -> Iterator[Scored]:
         """`translate` lazily, in input order: yields each sentence's n-best (or samples).
 
@@ -352,13 +367,17 @@ class Translator:
         for name, value in (("batch_size", batch_size), ("max_tokens", max_tokens)):
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be >= 1, got {value}")
-        asked = [sampling, prefixes, constraints]
+        asked = [sampling, prefixes, constraints, mbr]
         if self.engine != "torch" and any(x is not None for x in asked):
             raise ValueError(
-                f"sampling, prefixes and constraints need engine 'torch', not {self.engine!r}"
+                f"sampling, prefixes, constraints and MBR need engine 'torch', not {self.engine!r}"
             )
         if constraints is not None and (sampling is not None or prefixes is not None):
             raise ValueError("constraints steer beam search: not with sampling or prefixes")
+        if mbr is not None and (sampling is not None or constraints is not None):
+            raise ValueError(
+                "MBR samples as its `mbr.sampling` says: not with sampling or constraints"
+            )
         options = dict(beam_size=beam_size, alpha=alpha, penalty=penalty, max_len_b=max_len_b)
         options |= dict(n_best=n_best if sampling is None else sampling.n, sampling=sampling)
         size = chunk_size(batch_size, max_tokens)
@@ -372,7 +391,12 @@ class Translator:
                 w: _aligned(items, len(chunk), first_line, w) for w, items in aligned.items()
             }
             forced, phrases = per_line.get("prefixes"), per_line.get("constraint lists")
-            yield from self._translate_chunk(chunk, first_line, sizes, forced, phrases, **options)
+            if mbr is None:
+                yield from self._translate_chunk(
+                    chunk, first_line, sizes, forced, phrases, **options
+                )
+            else:
+                yield from self._mbr_chunk(chunk, first_line, sizes, forced, mbr, **options)
             first_line += len(chunk)
         for what, items in aligned.items():
             if next(items, None) is not None:
@@ -396,6 +420,7 @@ class Translator:
         """
         results = [[("", 0.0)] * n_best for _ in chunk]
         todo = [i for i, sentence in enumerate(chunk) if sentence]
+        _report_unused(chunk, first_line, prefixes, constraints)
         ids = self._encode([chunk[i] for i in todo], [first_line + i for i in todo])
         tokens = dict(zip(todo, ids, strict=True))
         by_length = sorted(todo, key=lambda i: len(tokens[i]))
@@ -407,7 +432,8 @@ class Translator:
             extra["sampling"] = sampling
         if constraints is not None:
             phrases = {i: self._phrase_ids(constraints[i]) for i in todo}
-            extra["constraints"] = [[phrases[i] for i in b] for b in batches]
+            extra["constraints"] = [[phrases[i][0] for i in b] for b in batches]
+            extra["first_words"] = [[phrases[i][1] for i in b] for b in batches]
             extra["continuing"] = self._continuing
         if prefixes is not None:
             forced = self._prefix_ids(prefixes, tokens, first_line, options["max_len_b"])
@@ -422,6 +448,37 @@ class Translator:
                     (LINE_BREAKING.sub(" ", t), h.score)
                     for t, h in zip(texts, hypotheses, strict=True)
                 ]
+        return results
+
+    def _mbr_chunk(
+        self,
+        chunk: list[str],
+        first_line: int,
+        sizes: tuple,
+        prefixes: list[str] | None,
+        mbr: MBR,
+        n_best: int,
+        **options,
+    ) -> list[Scored]:
+        """Each sentence of `chunk`'s MBR n-best: its candidates ranked against its samples."""
+        del options["sampling"]  # None: MBR samples as mbr.sampling says
+        where = (chunk, first_line, sizes, prefixes, None)
+        samples = self._translate_chunk(
+            *where, n_best=mbr.sampling.n, sampling=mbr.sampling, **options
+        )
+        beams = [[]] * len(chunk)
+        if mbr.uses_beam:
+            beams = self._translate_chunk(
+                *where, n_best=options["beam_size"], sampling=None, **options
+            )
+        results = []
+        for sentence, drawn, found in zip(chunk, samples, beams, strict=True):
+            if not sentence:
+                results.append([("", 0.0)] * n_best)
+                continue
+            references = [text for text, _ in drawn]
+            candidates = mbr.pool(references, [text for text, _ in found])
+            results.append(select(candidates, references, mbr.utility, n_best))
         return results
 
     def score(
@@ -527,10 +584,49 @@ class Translator:
         """The ids that go on a word: none may follow a constraint, which stays a whole word."""
         return [i for i, goes_on in enumerate(self.tokenizer.continues_word()) if goes_on]
 
-    def _phrase_ids(self, phrases: Sequence[str]) -> list[list[int]]:
-        """Each phrase's ids as a word inside a sentence: after a space (byte-level BPE's Ġ)."""
-        texts = [" " + phrase.strip() for phrase in phrases if phrase.strip()]
-        return self.tokenizer.encode_batch(texts, side="target") if texts else []
+    def _phrase_ids(self, phrases: Sequence[str]) -> tuple[list[list[int]], list[list[int]]]:
+        """Each phrase's ids as a word inside a sentence, after a space (byte-level BPE's Ġ),
+        and as the sentence's first word, which the tokenizer writes without one."""
+        texts = [phrase.strip() for phrase in phrases if phrase.strip()]
+        if not texts:
+            return [], []
+        inside = self.tokenizer.encode_batch([" " + text for text in texts], side="target")
+        return inside, self.tokenizer.encode_batch(texts, side="target")
+
+    def check_prefixes(
+        self,
+        sentences: Sequence[str],
+        prefixes: Sequence[str],
+        max_len_b: int = 50,
+        start: int = 0,
+    ) -> None:
+        """Refuse, before any output, a prefix longer than its translation may be.
+
+        Raises:
+            ValueError: naming the first such line (1-based, counted from `start`) and its limit.
+        """
+        todo = [i for i, sentence in enumerate(sentences[: len(prefixes)]) if sentence.strip()]
+        sources = self.tokenizer.encode_batch([sentences[i].strip() for i in todo])
+        texts = [prefixes[i].strip() for i in todo]
+        forced = self.tokenizer.encode_batch(texts, side="target")
+        for i, source, prefix in zip(todo, sources, forced, strict=True):
+            self._check_prefix(start + i + 1, len(source), len(prefix), max_len_b)
+
+    def _check_prefix(self, line: int, source: int, prefix: int, max_len_b: int) -> None:
+        """Refuse a prefix of `prefix` ids on a line whose source has `source` ids."""
+        limit = self.search.max_positions
+        if prefix > limit:
+            raise ValueError(
+                f"line {line}: its prefix has {prefix} tokens, more than the model's {limit} "
+                "positions hold; shorten the prefix"
+            )
+        longest = min(min(source + ADDED_TOKENS, limit) + max_len_b, limit)
+        if prefix > longest:
+            raise ValueError(
+                f"line {line}: its prefix has {prefix} tokens, more than the {longest} its "
+                f"translation may have (source length + max_len_b {max_len_b}); shorten the "
+                "prefix or raise max_len_b (--max-len-b)"
+            )
 
     def _prefix_ids(
         self, prefixes: list[str], tokens: dict[int, list[int]], first_line: int, max_len_b: int
@@ -539,15 +635,8 @@ class Translator:
         todo = list(tokens)
         texts = [prefixes[i].strip() for i in todo]
         ids = dict(zip(todo, self.tokenizer.encode_batch(texts, side="target"), strict=True))
-        limit = self.search.max_positions
         for i, prefix in ids.items():
-            longest = min(min(len(tokens[i]) + ADDED_TOKENS, limit) + max_len_b, limit)
-            if len(prefix) > longest:
-                raise ValueError(
-                    f"line {first_line + i}: its prefix has {len(prefix)} tokens, more than the "
-                    f"{longest} its translation may have (source length + max_len_b); shorten "
-                    "the prefix or raise max_len_b"
-                )
+            self._check_prefix(first_line + i, len(tokens[i]), len(prefix), max_len_b)
         return ids
 
     def _encode(self, sentences: list[str], lines: list[int]) -> list[list[int]]:
@@ -581,6 +670,30 @@ def _aligned(items: Iterator, n: int, first_line: int, what: str) -> list:
         line, one = first_line + len(chunk), what.removesuffix("es").removesuffix("s")
         raise ValueError(f"line {line}: no {one}, the {what} ended before")
     return chunk
+
+
+def _report_unused(
+    chunk: list[str],
+    first_line: int,
+    prefixes: list[str] | None,
+    constraints: list[Sequence[str]] | None,
+) -> None:
+    """Warn, naming the lines, of prefixes and constraints given to empty lines."""
+    for what, items in (("prefix is", prefixes), ("constraints are", constraints)):
+        if items is None:
+            continue
+        lines = [first_line + i for i, s in enumerate(chunk) if not s and _given(items[i])]
+        if lines:
+            log.warning(
+                "line %s: empty, so its %s not used (an empty line translates to an empty one)",
+                ", ".join(map(str, lines)),
+                what,
+            )
+
+
+def _given(item: str | Sequence[str]) -> bool:
+    """A prefix, or a constraint list, with some text in it."""
+    return any(x.strip() for x in ([item] if isinstance(item, str) else item))
 
 
 def _report_missed(missed: list[list[int]], indices: list[int]) -> None:
