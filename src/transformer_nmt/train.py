@@ -159,8 +159,11 @@ def build_trainer(
         accumulate_grad_batches=plan.accumulate_grad_batches,
         plugins=[*(instantiate(cfg.trainer.get("plugins")) or [])],
         strategy=ddp_strategy(cfg.trainer.strategy, cfg.ddp_timeout_minutes),
-        # BPE-dropout segments the training pairs anew in each epoch's loader.
-        reload_dataloaders_every_n_epochs=1 if cfg.data.get("bpe_dropout") else 0,
+        # BPE-dropout segments the training pairs anew in each epoch's loader, and a multilingual
+        # temperature other than 1 draws them anew (data/multilingual.py).
+        reload_dataloaders_every_n_epochs=int(
+            bool(cfg.data.get("bpe_dropout")) or cfg.data.get("temperature", 1) != 1
+        ),
     )
 
 
