@@ -7,7 +7,7 @@ from helpers.multilingual_files import write_parallel
 from transformer_nmt.data.bitext import TextCorpus
 from transformer_nmt.data.corpus import DataError
 from transformer_nmt.data.languages import Languages, tag_ids
-from transformer_nmt.data.multilingual import MultilingualDataModule
+from transformer_nmt.data.multilingual import MultilingualDataModule, epoch_indices
 from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 
@@ -168,3 +168,39 @@ def test_a_resumed_run_continues_with_the_next_epochs_batches(tmp_path, temperat
     assert list(resumed.seen) == [1]
     assert resumed.seen[1] == uninterrupted.seen[1]
     assert uninterrupted.seen[0] != uninterrupted.seen[1]
+
+
+def epoch_shares(dm: MultilingualDataModule) -> np.ndarray:
+    """Each direction's share of the pairs one epoch's batches hold."""
+    directions = np.concatenate([b["direction"].numpy() for b in dm.train_dataloader()])
+    return np.bincount(directions, minlength=len(dm.languages.directions)) / len(directions)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 2.0, 5.0, 100.0])
+def test_an_epochs_directions_follow_the_temperature_probabilities(tmp_path, temperature):
+    dm = ready(make_multilingual(tmp_path, temperature=temperature))
+    sizes = np.array([240, 60, 240, 60, 60, 60])  # en-de en-fr de-en de-fr fr-en fr-de
+    expected = sizes ** (1 / temperature) / (sizes ** (1 / temperature)).sum()
+    assert list(dm.probabilities) == ["en-de", "en-fr", "de-en", "de-fr", "fr-en", "fr-de"]
+    assert np.allclose(list(dm.probabilities.values()), expected)
+    shares = epoch_shares(dm)
+    assert np.abs(shares - expected).max() < 0.005  # an epoch of 720 pairs, counts rounded
+    assert dm.state_dict()["direction_sampling"]["probabilities"] == dm.probabilities
+
+
+def test_a_higher_temperature_is_flatter_and_draws_each_epoch_anew(tmp_path):
+    cold, hot = (ready(make_multilingual(tmp_path, temperature=t)) for t in (1.0, 5.0))
+    assert np.ptp(epoch_shares(hot)) < np.ptp(epoch_shares(cold))
+    sizes = hot.datasets["train"].sizes
+    first, second = (epoch_indices(sizes, 5.0, seed=0, epoch=e) for e in (0, 1))
+    directions = hot.datasets["train"].directions()
+    assert np.array_equal(np.bincount(directions[first]), np.bincount(directions[second]))
+    assert set(first) != set(second)  # the downsampled directions give other pairs
+    assert np.array_equal(first, epoch_indices(sizes, 5.0, seed=0, epoch=0))
+
+
+@pytest.mark.slow
+def test_a_trainer_that_never_reloads_its_loader_is_refused_at_a_temperature(tmp_path):
+    trainer = L.Trainer(max_epochs=1, accelerator="cpu", logger=False, enable_progress_bar=False)
+    with pytest.raises(ValueError, match="data.temperature=3.0 .* reload_dataloaders_every_n"):
+        trainer.fit(Recorder(), datamodule=make_multilingual(tmp_path, temperature=3.0))

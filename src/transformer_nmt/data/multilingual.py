@@ -28,6 +28,8 @@ from transformer_nmt.data.tokenizer import SubwordTokenizer, load_or_train
 
 log = logging.getLogger(__name__)
 
+SAMPLING_KEY = "direction_sampling"  # in the loggers' hyperparameters and the checkpoint
+
 
 class MultilingualDataset(Dataset):
     """The pairs of several directions end to end, each framed by its direction's `Frame`."""
@@ -222,6 +224,17 @@ class MultilingualDataModule(TranslationDataModule):
             self._plan_sampling(dataset.sizes)
         return dataset
 
+    def setup(self, stage: str | None = None) -> None:
+        """As one direction's; the loggers also record each direction's sampling probability."""
+        super().setup(stage)
+        if self.probabilities and self.trainer is not None:
+            for logger in self.trainer.loggers:
+                logger.log_hyperparams({SAMPLING_KEY: self.sampling()})
+
+    def sampling(self) -> dict:
+        """The temperature and each direction's probability: what the run records of its draw."""
+        return {"temperature": self.temperature, "probabilities": dict(self.probabilities)}
+
     def _plan_sampling(self, sizes: np.ndarray) -> None:
         probabilities = sampling_probabilities(sizes, self.temperature)
         self.probabilities = {
@@ -243,8 +256,7 @@ class MultilingualDataModule(TranslationDataModule):
         return {
             "train_fingerprint": self._fingerprint(self.languages.directions),
             "languages": self.languages.to_dict(),
-            "temperature": self.temperature,
-            "probabilities": dict(self.probabilities),
+            SAMPLING_KEY: self.sampling(),
         }
 
     def train_dataloader(self) -> DataLoader:
