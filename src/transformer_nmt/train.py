@@ -123,7 +123,9 @@ def build_data_and_module(
         model = instantiate(cfg.model, vocab_size=tokenizer.vocab_size, pad_id=PAD_ID)
     log.info("Model: %s parameters", f"{sum(p.numel() for p in model.parameters()):,}")
     # Plain lists and dicts in hyperparameters keep checkpoints loadable with weights_only=True.
-    module = instantiate(cfg.module, model=model, tokenizer=tokenizer, _convert_="all")
+    module = instantiate(
+        cfg.module, model=model, tokenizer=tokenizer, _convert_="all", _partial_=True
+    )(languages=datamodule.languages)  # past Hydra, which would make a config of the dataclass
     return datamodule, module
 
 

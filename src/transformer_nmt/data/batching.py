@@ -6,7 +6,7 @@ import numpy as np
 import torch
 from torch.utils.data import Sampler
 
-from transformer_nmt.data.framing import PLAIN, decoder_input, decoder_target, pad_batch
+from transformer_nmt.data.framing import decoder_input, decoder_target, first_token, pad_batch
 from transformer_nmt.data.padding import rounding_multiple
 
 
@@ -192,7 +192,7 @@ def collate(
         "tgt_text" (lists of B strings) and "direction" (B,) when the examples carry them.
     """
     src = [ex["src"] for ex in examples]
-    tgt_in = [decoder_input(ex["tgt"], ex.get("bos_id", PLAIN.bos_id)) for ex in examples]
+    tgt_in = [decoder_input(ex["tgt"], first_token(ex)) for ex in examples]
     rows = len(examples)
     src_multiple = rounding_multiple(rows, max(map(len, src)), pad_to_multiple_of, max_tokens)
     tgt_multiple = rounding_multiple(rows, max(map(len, tgt_in)), pad_to_multiple_of, max_tokens)

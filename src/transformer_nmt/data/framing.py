@@ -34,6 +34,11 @@ class Frame(NamedTuple):
 PLAIN = Frame()  # one direction's framing: no tag
 
 
+def first_token(example: dict) -> int:
+    """The decoder's first token for a dataset example: its "bos_id" (a tag) where it has one."""
+    return example.get("bos_id", PLAIN.bos_id)
+
+
 def source_ids(
     tokens: Sequence[int], max_positions: int | None = None, prefix: Sequence[int] = ()
 ) -> list[int]:

@@ -15,6 +15,7 @@ from typing import Any
 from transformer_nmt.data.framing import Frame
 
 TAG_SIDES = ("target", "source")
+LANGUAGES_KEY = "languages"  # where a checkpoint records `Languages.to_dict()`
 
 Direction = tuple[str, str]
 
