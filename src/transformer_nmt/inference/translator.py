@@ -20,9 +20,15 @@ from typing import Any, Protocol
 
 import torch
 
-from transformer_nmt.checkpoint import load_members, load_translator, resolve_checkpoints
+from transformer_nmt.checkpoint import (
+    load_members,
+    load_translator,
+    resolve_checkpoints,
+    saved_languages,
+)
 from transformer_nmt.data.batching import greedy_sizes
-from transformer_nmt.data.framing import ADDED_TOKENS, TARGET_FRAME, source_batch
+from transformer_nmt.data.framing import ADDED_TOKENS, PLAIN, TARGET_FRAME, Frame, source_batch
+from transformer_nmt.data.languages import Languages, direction_name, tag_ids
 from transformer_nmt.data.tokenizer import SubwordTokenizer
 from transformer_nmt.decoding import Hypothesis, beam_search
 from transformer_nmt.decoding.constraints import constrained_beam_search
@@ -93,14 +99,16 @@ class TorchSearch:
         target_prefixes: list[list[list[int]]] | None = None,
         constraints: list[list[list[list[int]]]] | None = None,
         continuing: list[int] | None = None,
+        frame: Frame = PLAIN,
     ) -> Iterator[list[list[Hypothesis]]]:
         """Beam search, with `constraints` (per batch, per sentence, its phrases' ids) beam
         search with dynamic beam allocation (none of the `continuing` ids, which go on a word,
         right after a constraint), or with `sampling` sampling; each batch's `indices`
         (each sentence's 0-based line) seed the samples and name lines in warnings;
-        `target_prefixes` per batch, per sentence."""
+        `target_prefixes` per batch, per sentence; `frame`: a multilingual model's tag."""
+        target_frame = TARGET_FRAME | {"bos_id": frame.bos_id}
         for b, tokens in enumerate(batches):
-            src = source_batch(tokens, self.max_positions).to(self.device)
+            src = source_batch(tokens, self.max_positions, frame.source_prefix).to(self.device)
             common = dict(max_len_b=max_len_b, alpha=alpha, penalty=penalty)
             common["target_prefixes"] = None if target_prefixes is None else target_prefixes[b]
             with torch.autocast(
@@ -111,15 +119,15 @@ class TorchSearch:
                     del common["target_prefixes"]
                     phrases = constraints[b]
                     found, missed = constrained_beam_search(
-                        self.model, src, **TARGET_FRAME, constraints=phrases,
+                        self.model, src, **target_frame, constraints=phrases,
                         continuing=continuing, **common, **options,
                     )  # fmt: skip
                     _report_missed(missed, indices[b])
                 elif sampling is None:
-                    found = beam_search(self.model, src, **TARGET_FRAME, **common, **options)
+                    found = beam_search(self.model, src, **target_frame, **common, **options)
                 else:
                     where = dict(sampling=sampling, indices=indices[b])
-                    found = sample(self.model, src, **TARGET_FRAME, **common, **where)
+                    found = sample(self.model, src, **target_frame, **common, **where)
             yield found
 
 
@@ -146,6 +154,8 @@ class Translator:
             of the training data (.gz allowed): CTranslate2 then scores only its tokens
             (`export.vmap`), which is faster; its softmax runs over those tokens alone, so
             scores and some translations change a little.
+        languages: a multilingual model's languages and directions (its checkpoint's): then
+            `translate` needs `tgt_lang`. None: a model of one direction.
     """
 
     def __init__(
@@ -158,7 +168,9 @@ class Translator:
         quantization: str | None = None,
         vmap_from: str | os.PathLike | None = None,
         autocast: torch.dtype | None = None,
+        languages: Languages | None = None,
     ):
+        self.languages = languages
         if autocast is not None and (engine != "torch" or quantization is not None):
             raise ValueError("autocast is the torch engine's, without quantization")
         if vmap_from is not None and engine != "ct2":
@@ -209,8 +221,13 @@ class Translator:
         """
         many = isinstance(path_or_paths, Sequence) and not isinstance(path_or_paths, str)
         paths = [str(p) for p in path_or_paths] if many else [str(path_or_paths)]
-        model, tokenizer = load_translator(resolve_checkpoints(paths, average_last))
-        return cls(model, tokenizer, device, dtype, engine, quantization, vmap_from, autocast)
+        resolved = resolve_checkpoints(paths, average_last)
+        model, tokenizer = load_translator(resolved)
+        options = dict(vmap_from=vmap_from, autocast=autocast)
+        languages = saved_languages(resolved[0])
+        return cls(
+            model, tokenizer, device, dtype, engine, quantization, **options, languages=languages
+        )
 
     @classmethod
     def from_ensemble(
@@ -277,6 +294,8 @@ class Translator:
         sampling: Sampling | None = None,
         prefixes: Iterable[str] | None = None,
         constraints: Iterable[Sequence[str]] | None = None,
+        tgt_lang: str | None = None,
+        src_lang: str | None = None,
     ) -> list[str] | list[Scored]:
         """Translate sentences, in input order; the defaults are the paper's (section 6.1).
 
@@ -305,6 +324,10 @@ class Translator:
                 dynamic beam allocation (engine "torch", not with sampling or prefixes); one a
                 translation cannot meet within its length limit is logged as a warning naming
                 the line, and the translation meeting the most is given.
+            tgt_lang: the language to translate into, one of a multilingual model's
+                `languages` (which it must be given); a model of one direction takes none.
+            src_lang: the sources' language, if known: a direction the model never trained
+                is translated with a warning that it is zero-shot.
 
         Returns:
             One translation per sentence, or one list of n_best scored translations (of n
@@ -316,7 +339,8 @@ class Translator:
         count = n_best or (sampling.n if sampling is not None else 1)
         results = self.stream(
             sentences, beam_size, alpha, penalty, max_len_b, batch_size, count, max_tokens,
-            sampling=sampling, prefixes=prefixes, constraints=constraints,
+            sampling=sampling, prefixes=prefixes, constraints=constraints, tgt_lang=tgt_lang,
+            src_lang=src_lang,
         )  # fmt: skip
         if n_best is None and count == 1:
             return [hypotheses[0][0] for hypotheses in results]
@@ -336,6 +360,8 @@ class Translator:
         prefixes: Iterable[str] | None = None,
         constraints: Iterable[Sequence[str]] | None = None,
         start: int = 0,
+        tgt_lang: str | None = None,
+        src_lang: str | None = None,
     ) -> Iterator[Scored]:
         """`translate` lazily, in input order: yields each sentence's n-best (or samples).
 
@@ -359,7 +385,11 @@ class Translator:
             )
         if constraints is not None and (sampling is not None or prefixes is not None):
             raise ValueError("constraints steer beam search: not with sampling or prefixes")
+        frame = self.frame(tgt_lang, src_lang)
+        if frame != PLAIN and self.engine != "torch":
+            raise ValueError(f"a language tag needs engine 'torch', not {self.engine!r}")
         options = dict(beam_size=beam_size, alpha=alpha, penalty=penalty, max_len_b=max_len_b)
+        options |= {"frame": frame} if frame != PLAIN else {}  # an engine may know no more
         options |= dict(n_best=n_best if sampling is None else sampling.n, sampling=sampling)
         size = chunk_size(batch_size, max_tokens)
         sentences = iter(sentences)
@@ -512,6 +542,34 @@ class Translator:
                     "the prefix or raise max_len_b"
                 )
         return ids
+
+    def frame(self, tgt_lang: str | None, src_lang: str | None = None) -> Frame:
+        """How sources and outputs are framed to translate into `tgt_lang` (its tag); a
+        direction never trained is allowed, with a warning that it is zero-shot."""
+        languages = self.languages
+        if languages is None:
+            if tgt_lang is not None or src_lang is not None:
+                raise ValueError(
+                    "this model records no languages: it translates the one direction it was "
+                    "trained on; translate without a target or source language"
+                )
+            return PLAIN
+        known = ", ".join(languages.languages)
+        if tgt_lang is None:
+            raise ValueError(f"this model translates into several languages: name one ({known})")
+        for lang in (tgt_lang, src_lang):
+            if lang is not None and lang not in languages.languages:
+                raise ValueError(f"the model knows no language {lang!r}; it knows {known}")
+        trained = [d for d in languages.directions if d[1] == tgt_lang and src_lang in (None, d[0])]
+        if not trained:
+            direction = direction_name((src_lang or "*", tgt_lang))
+            log.warning(
+                "%s was never trained (the model trained %s): its translations are zero-shot",
+                direction,
+                ", ".join(languages.names),
+            )
+        ids = tag_ids(self.tokenizer.tokens(), languages)
+        return languages.frame((src_lang or "", tgt_lang), ids)
 
     def _encode(self, sentences: list[str], lines: list[int]) -> list[list[int]]:
         """Token ids of each sentence, warning (by line number) about those too long to fit."""
