@@ -1,17 +1,23 @@
 """A two-direction toy run: BLEU and chrF per direction, their means, the languages saved."""
 
+import subprocess
+import sys
+
+import lightning as L
 import pytest
 import sacrebleu
 import torch
 from hydra.utils import instantiate
+from omegaconf import open_dict
 
 from helpers.csv_metrics import logged
-from helpers.hydra_compose import compose_train
+from helpers.ddp import ddp_env
+from helpers.hydra_compose import ROOT, compose_train
 from helpers.multilingual_files import write_parallel
 from transformer_nmt.checkpoint import load_checkpoint
 from transformer_nmt.data.framing import cut_at_eos
 from transformer_nmt.data.languages import LANGUAGES_KEY, Languages, tag_ids
-from transformer_nmt.data.tokenizer import EOS_ID
+from transformer_nmt.data.tokenizer import EOS_ID, PAD_ID
 from transformer_nmt.decoding import greedy_search
 from transformer_nmt.train import train
 
@@ -81,3 +87,33 @@ def test_validation_scores_each_direction_as_sacrebleu_scores_its_translations(t
         chrf = sacrebleu.corpus_chrf(hypotheses, [references]).score
         assert metrics[f"val/bleu/{name}"] == pytest.approx(bleu, abs=1e-4)
         assert metrics[f"val/chrf/{name}"] == pytest.approx(chrf, abs=1e-4)
+
+
+@pytest.mark.slow
+def test_two_ddp_ranks_score_each_direction_as_one_process(tmp_path):
+    overrides = [o for o in two_directions(tmp_path) if o != "logger=csv"]
+    subprocess.run(
+        [
+            sys.executable, "train.py", *overrides, "trainer=ddp_cpu", "trainer.devices=2",
+            "logger=csv", "~callbacks.translation_table", f"paths.log_dir={tmp_path}/outputs",
+            f"paths.cache_dir={tmp_path}/cache",
+        ],
+        cwd=ROOT, env=ddp_env(), check=True, timeout=300, capture_output=True,
+    )  # fmt: skip
+    (run,) = (tmp_path / "outputs").glob("*/runs/*")
+    ddp = {name: logged(run, name) for name in ("val/bleu/en-de", "val/chrf/de-en", "val/chrf")}
+
+    cfg = compose_train(tmp_path / "single", overrides)
+    with open_dict(cfg):
+        cfg.paths.cache_dir = str(tmp_path / "cache")  # the tokenizer the DDP run trained
+    datamodule = instantiate(cfg.data)
+    tokenizer = datamodule.load_tokenizer()
+    model = instantiate(cfg.model, vocab_size=tokenizer.vocab_size, pad_id=PAD_ID)
+    module = instantiate(cfg.module, model=model, tokenizer=tokenizer, _partial_=True)(
+        languages=datamodule.languages
+    )
+    module.load_state_dict(torch.load(run / "checkpoints" / "last.ckpt")["state_dict"])
+    trainer = L.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False)
+    (single,) = trainer.validate(module, datamodule=datamodule)
+    for name, by_step in ddp.items():
+        assert single[name] == pytest.approx(by_step[max(by_step)], abs=1e-4), name
