@@ -2,7 +2,10 @@ import lightning as L
 import numpy as np
 import pytest
 import torch
+from hydra.utils import instantiate
+from omegaconf import open_dict
 
+from helpers.hydra_compose import compose_train
 from helpers.multilingual_files import write_parallel
 from transformer_nmt.data.bitext import TextCorpus
 from transformer_nmt.data.corpus import DataError
@@ -204,3 +207,16 @@ def test_a_trainer_that_never_reloads_its_loader_is_refused_at_a_temperature(tmp
     trainer = L.Trainer(max_epochs=1, accelerator="cpu", logger=False, enable_progress_bar=False)
     with pytest.raises(ValueError, match="data.temperature=3.0 .* reload_dataloaders_every_n"):
         trainer.fit(Recorder(), datamodule=make_multilingual(tmp_path, temperature=3.0))
+
+
+def test_the_multi30k_config_reads_twelve_line_parallel_directions(tmp_path, multi30k_dir):
+    cfg = compose_train(tmp_path, ["data=multi30k_multilingual", "data.exclude=[fr-cs,cs-fr]"])
+    with open_dict(cfg):
+        cfg.data.corpus.path = str(multi30k_dir)
+    dm = instantiate(cfg.data)
+    assert len(dm.languages.directions) == 10 and "fr-cs" not in dm.languages.names
+    counts = {
+        name: sum(1 for _ in dm._pairs("val", d))
+        for name, d in zip(dm.languages.names, dm.languages.directions, strict=True)
+    }
+    assert set(counts.values()) == {1014}, counts
