@@ -56,7 +56,7 @@ def test_languages_a_model_does_not_know_or_lacks_are_refused_with_the_list(tmp_
         translator.translate(["one"], tgt_lang="cs")
     with pytest.raises(ValueError, match="knows no language 'cs'"):
         translator.translate(["one"], tgt_lang="de", src_lang="cs")
-    with pytest.raises(ValueError, match="several languages: name one \\(en, de, fr\\)"):
+    with pytest.raises(ValueError, match="several languages: name one .*--tgt-lang\\): en, de, fr"):
         translator.translate(["one"])
 
 
@@ -96,3 +96,11 @@ def test_nmt_translate_takes_the_target_language_and_names_the_known_ones(tmp_pa
     plain = write_checkpoint(tmp_path / "plain.ckpt", BPETokenizer.train(SENTENCES, 300, 1))
     with pytest.raises(SystemExit, match="error: this model records no languages"):
         translate_main([str(plain), str(source), "--tgt-lang", "fr"])
+
+
+def test_an_ensemble_of_multilingual_members_takes_the_target_language(tmp_path):
+    path = multilingual_checkpoint(tmp_path)
+    single = Translator.from_checkpoint(path, device="cpu")
+    ensemble = Translator.from_ensemble([path, path], device="cpu")
+    options = dict(beam_size=1, max_len_b=5, tgt_lang="fr")
+    assert ensemble.translate(["one two"], **options) == single.translate(["one two"], **options)

@@ -87,9 +87,9 @@ class Languages:
         """One tag a language, in the languages' order: their token ids follow the specials."""
         return [language_tag(lang) for lang in self.languages]
 
-    def frame(self, direction: Direction, tag_ids: dict[str, int]) -> Frame:
-        """How `direction`'s pairs are framed: its target language's tag on the tag side."""
-        tag = tag_ids[direction[1]]
+    def frame(self, tgt_lang: str, tag_ids: dict[str, int]) -> Frame:
+        """How pairs into `tgt_lang` are framed: its tag on the tag side."""
+        tag = tag_ids[tgt_lang]
         return Frame(source_prefix=(tag,)) if self.tag_side == "source" else Frame(bos_id=tag)
 
     def to_dict(self) -> dict[str, Any]:

@@ -218,7 +218,7 @@ class MultilingualDataModule(TranslationDataModule):
             log.info("%s %s: %d pairs kept, %d too long", split, name, len(part), dropped)
             self.dropped[split] += dropped
             parts.append(part)
-            frames.append(self.languages.frame(direction, ids))
+            frames.append(self.languages.frame(direction[1], ids))
         dataset = MultilingualDataset(parts, frames)
         if split == "train":
             self._plan_sampling(dataset.sizes)

@@ -223,10 +223,9 @@ class Translator:
         paths = [str(p) for p in path_or_paths] if many else [str(path_or_paths)]
         resolved = resolve_checkpoints(paths, average_last)
         model, tokenizer = load_translator(resolved)
-        options = dict(vmap_from=vmap_from, autocast=autocast)
         languages = saved_languages(resolved[0])
         return cls(
-            model, tokenizer, device, dtype, engine, quantization, **options, languages=languages
+            model, tokenizer, device, dtype, engine, quantization, vmap_from, autocast, languages
         )
 
     @classmethod
@@ -258,7 +257,10 @@ class Translator:
         normalized_weights(weights, len(paths))  # refused before loading anything
         models, tokenizer = load_members(paths)
         ensemble = Ensemble(models, None if weights is None else list(weights))
-        return cls(ensemble, tokenizer, device, dtype, "torch", quantization, None, autocast)
+        languages = saved_languages(paths[0][0])  # the members share the first's vocabulary
+        return cls(
+            ensemble, tokenizer, device, dtype, "torch", quantization, None, autocast, languages
+        )
 
     @classmethod
     def from_folder(
@@ -551,12 +553,15 @@ class Translator:
             if tgt_lang is not None or src_lang is not None:
                 raise ValueError(
                     "this model records no languages: it translates the one direction it was "
-                    "trained on; translate without a target or source language"
+                    "trained on; translate without tgt_lang and src_lang (--tgt-lang, --src-lang)"
                 )
             return PLAIN
         known = ", ".join(languages.languages)
         if tgt_lang is None:
-            raise ValueError(f"this model translates into several languages: name one ({known})")
+            raise ValueError(
+                "this model translates into several languages: name one with tgt_lang "
+                f"(nmt-translate --tgt-lang): {known}"
+            )
         for lang in (tgt_lang, src_lang):
             if lang is not None and lang not in languages.languages:
                 raise ValueError(f"the model knows no language {lang!r}; it knows {known}")
@@ -569,7 +574,7 @@ class Translator:
                 ", ".join(languages.names),
             )
         ids = tag_ids(self.tokenizer.tokens(), languages)
-        return languages.frame((src_lang or "", tgt_lang), ids)
+        return languages.frame(tgt_lang, ids)
 
     def _encode(self, sentences: list[str], lines: list[int]) -> list[list[int]]:
         """Token ids of each sentence, warning (by line number) about those too long to fit."""
