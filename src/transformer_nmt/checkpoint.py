@@ -11,6 +11,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from transformer_nmt.data.languages import LANGUAGES_KEY, Languages
 from transformer_nmt.data.tokenizer import PAD_ID, SubwordTokenizer
 from transformer_nmt.data.tokenizer_kinds import tokenizer_from_str
 from transformer_nmt.model import EncoderDecoder, config_from_dict, model_from_config
@@ -188,7 +189,8 @@ def average_checkpoints(paths: list[str | os.PathLike]) -> dict[str, Any]:
         translator_from(checkpoint, where=str(path))  # the same refusals as loading
         weights = model_weights(checkpoint)
         if not total:
-            shared = {key: checkpoint[key] for key in ("model_config", "tokenizer")}
+            kept = ("model_config", "tokenizer", LANGUAGES_KEY)
+            shared = {key: checkpoint[key] for key in kept if key in checkpoint}
             dtypes = {key: t.dtype for key, t in weights.items()}
             # float64 sums: the mean of N identical checkpoints is exactly each of them.
             total = {key: t.double() for key, t in weights.items()}
@@ -206,6 +208,13 @@ def average_checkpoints(paths: list[str | os.PathLike]) -> dict[str, Any]:
         **shared,
         "averaged_from": [str(p) for p in paths],
     }
+
+
+def saved_languages(path: str | os.PathLike) -> Languages | None:
+    """The languages and directions a multilingual model's checkpoint records; None: one
+    direction (a checkpoint that records none)."""
+    saved = read_checkpoint(path, mmap=True).get(LANGUAGES_KEY)
+    return None if saved is None else Languages.from_dict(saved)
 
 
 def last_checkpoints(folder: str | os.PathLike, n: int) -> list[Path]:

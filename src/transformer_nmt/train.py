@@ -123,7 +123,9 @@ def build_data_and_module(
         model = instantiate(cfg.model, vocab_size=tokenizer.vocab_size, pad_id=PAD_ID)
     log.info("Model: %s parameters", f"{sum(p.numel() for p in model.parameters()):,}")
     # Plain lists and dicts in hyperparameters keep checkpoints loadable with weights_only=True.
-    module = instantiate(cfg.module, model=model, tokenizer=tokenizer, _convert_="all")
+    module = instantiate(
+        cfg.module, model=model, tokenizer=tokenizer, _convert_="all", _partial_=True
+    )(languages=datamodule.languages)  # past Hydra, which would make a config of the dataclass
     return datamodule, module
 
 
@@ -162,8 +164,11 @@ def build_trainer(
         accumulate_grad_batches=plan.accumulate_grad_batches,
         plugins=[*(instantiate(cfg.trainer.get("plugins")) or [])],
         strategy=ddp_strategy(cfg.trainer.strategy, cfg.ddp_timeout_minutes),
-        # BPE-dropout segments the training pairs anew in each epoch's loader.
-        reload_dataloaders_every_n_epochs=1 if cfg.data.get("bpe_dropout") else 0,
+        # BPE-dropout segments the training pairs anew in each epoch's loader, and a multilingual
+        # temperature other than 1 draws them anew (data/multilingual.py).
+        reload_dataloaders_every_n_epochs=int(
+            bool(cfg.data.get("bpe_dropout")) or cfg.data.get("temperature", 1) != 1
+        ),
     )
 
 

@@ -198,7 +198,7 @@ def test_a_tokenizer_trained_again_never_reads_the_stores_encoded_with_the_old_o
     cached.write_text('{"damaged')
     # Trained again, it differs from the first (as another `tokenizers` release may train it).
     train = BPETokenizer.train.__func__
-    fewer = classmethod(lambda cls, sentences, vocab_size, m: train(cls, sentences, 300, m))
+    fewer = classmethod(lambda cls, sentences, vocab_size, *rest: train(cls, sentences, 300, *rest))
     monkeypatch.setattr(BPETokenizer, "train", fewer)
     second = make_datamodule(tmp_path)
     second.setup("fit")

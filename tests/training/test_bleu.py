@@ -5,7 +5,7 @@ import sacrebleu
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from transformer_nmt.training.bleu import SacreBLEU
+from transformer_nmt.training.bleu import SacreBLEU, SacreCHRF
 
 REFS = [
     "A man in an orange hat starring at something.",
@@ -64,3 +64,18 @@ def test_perfect_translation_scores_100():
     metric = SacreBLEU()
     metric.update(REFS, REFS)
     assert metric.compute().item() == pytest.approx(100.0)
+
+
+@pytest.mark.parametrize("batch_size", [1, 4])
+def test_batched_chrf_equals_sacrebleu_on_the_whole_corpus(batch_size, device):
+    rng = random.Random(batch_size)
+    refs = REFS * 3
+    hyps = [corrupt(r, rng) for r in refs]
+    metric = SacreCHRF().to(device)
+    for i in range(0, len(refs), batch_size):
+        metric.update(hyps[i : i + batch_size], refs[i : i + batch_size])
+    expected = sacrebleu.corpus_chrf(hyps, [refs]).score
+    score = metric.compute()
+    assert score.device == device
+    assert score.item() == pytest.approx(expected, abs=1e-9)
+    assert 0 < expected < 100

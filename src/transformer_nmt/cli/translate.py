@@ -43,6 +43,18 @@ def main(argv: list[str] | None = None) -> None:
         metavar="N",
         help="1 to --beam-size; above 1, print 'line<TAB>score<TAB>text' lines (default: 1)",
     )
+    parser.add_argument(
+        "--tgt-lang",
+        metavar="LANG",
+        help="a multilingual model's language to translate into (one of those it was trained "
+        "on; an unknown one is refused with the list)",
+    )
+    parser.add_argument(
+        "--src-lang",
+        metavar="LANG",
+        help="the input's language, with --tgt-lang: a direction the model never trained is "
+        "translated with a warning that it is zero-shot",
+    )
     shard_args.add_shard_argument(parser, "translate")
     ensemble_args.add_ensemble_arguments(parser)
     sampling_args.add_sampling_arguments(parser)
@@ -97,6 +109,7 @@ def main(argv: list[str] | None = None) -> None:
     per_line = args.n_best if sampling is None else sampling.n
     options = dict(n_best=args.n_best, sampling=sampling, **search_options(args))
     options["mbr"] = sampling_args.mbr(args)
+    options |= dict(tgt_lang=args.tgt_lang, src_lang=args.src_lang)
     alignment = alignment_args.alignment(args)
     if alignment is not None:  # each output's source, read as the translator reads it
         lines, sources = tee(lines)

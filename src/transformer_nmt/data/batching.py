@@ -3,9 +3,10 @@
 from collections.abc import Iterator, Sequence
 
 import numpy as np
+import torch
 from torch.utils.data import Sampler
 
-from transformer_nmt.data.framing import decoder_input, decoder_target, pad_batch
+from transformer_nmt.data.framing import decoder_input, decoder_target, first_token, pad_batch
 from transformer_nmt.data.padding import rounding_multiple
 
 
@@ -176,7 +177,8 @@ def collate(
 
     Args:
         examples: dicts with "src" (source ids ending in EOS), "tgt" (target ids, no special
-            tokens), and optionally "src_text" and "tgt_text" (raw strings).
+            tokens), and optionally "src_text" and "tgt_text" (raw strings), and, from several
+            directions, "bos_id" (the decoder's first token) and "direction" (an index).
         pad_id: fills each sequence up to the longest of the batch.
         pad_to_multiple_of: round the padded lengths up to a multiple of this, as the tensor
             cores of GPUs prefer; 1 pads to the longest only.
@@ -187,10 +189,10 @@ def collate(
         "src" (B, S), "tgt_in" (B, T) = BOS + tgt, "tgt_out" (B, T) = tgt + EOS as LongTensors;
         "tgt_index" (N,): flat indices of the N non-pad positions of tgt_out, computed here on
         the host so that selecting them on a GPU needs no device sync; plus "src_text" and
-        "tgt_text" (lists of B strings) when the examples carry them.
+        "tgt_text" (lists of B strings) and "direction" (B,) when the examples carry them.
     """
     src = [ex["src"] for ex in examples]
-    tgt_in = [decoder_input(ex["tgt"]) for ex in examples]
+    tgt_in = [decoder_input(ex["tgt"], first_token(ex)) for ex in examples]
     rows = len(examples)
     src_multiple = rounding_multiple(rows, max(map(len, src)), pad_to_multiple_of, max_tokens)
     tgt_multiple = rounding_multiple(rows, max(map(len, tgt_in)), pad_to_multiple_of, max_tokens)
@@ -204,4 +206,6 @@ def collate(
     for key in ("src_text", "tgt_text"):
         if key in examples[0]:
             batch[key] = [ex[key] for ex in examples]
+    if "direction" in examples[0]:
+        batch["direction"] = torch.tensor([ex["direction"] for ex in examples])
     return batch

@@ -14,6 +14,7 @@ from transformer_nmt.data.bpe_dropout import BPEDropout
 from transformer_nmt.data.corpus import Corpus, DataFormatError
 from transformer_nmt.data.dataset import TranslationDataset
 from transformer_nmt.data.framing import ADDED_TOKENS
+from transformer_nmt.data.languages import Languages
 from transformer_nmt.data.padding import pad_multiple, rounding_budget
 from transformer_nmt.data.store import open_or_build, store_path
 from transformer_nmt.data.tokenizer import PAD_ID, SubwordTokenizer, load_or_train
@@ -27,6 +28,8 @@ STAGE_SPLITS = {"fit": ("train", "val"), "validate": ("val",), None: ("train", "
 
 class TranslationDataModule(L.LightningDataModule):
     """Serves one corpus in one direction as batches of padded token ids."""
+
+    languages: Languages | None = None  # one direction; a multilingual module's (multilingual.py)
 
     def __init__(
         self,

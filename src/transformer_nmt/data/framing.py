@@ -3,9 +3,15 @@
 A source is its tokens then EOS. The decoder reads BOS then the target tokens and predicts the
 target tokens then EOS, one position ahead. Training data, translation, the attention plots and
 the callbacks all frame sequences here, so that training and inference cannot drift apart.
+
+A multilingual model (`data/multilingual.py`) names the target language by a tag, a `Frame`:
+in place of BOS by default (as fairseq's decoder language token; M2M-100 forces it as the
+first generated token), so that the decoder starts with it and the loss is never charged for
+predicting a token that translation forces; or before the source tokens (Johnson et al., 2017).
 """
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import torch
 
@@ -17,16 +23,34 @@ ADDED_TOKENS = 1
 TARGET_FRAME = {"bos_id": BOS_ID, "eos_id": EOS_ID}
 
 
-def source_ids(tokens: Sequence[int], max_positions: int | None = None) -> list[int]:
-    """A source as the encoder reads it: tokens then EOS, cut so that it fits max_positions."""
+class Frame(NamedTuple):
+    """How one direction frames its pairs: a source prefix (a tag, or none) and the decoder's
+    first token (BOS, or a tag in its place)."""
+
+    source_prefix: tuple[int, ...] = ()
+    bos_id: int = BOS_ID
+
+
+PLAIN = Frame()  # one direction's framing: no tag
+
+
+def first_token(example: dict) -> int:
+    """The decoder's first token for a dataset example: its "bos_id" (a tag) where it has one."""
+    return example.get("bos_id", PLAIN.bos_id)
+
+
+def source_ids(
+    tokens: Sequence[int], max_positions: int | None = None, prefix: Sequence[int] = ()
+) -> list[int]:
+    """A source as the encoder reads it: prefix, tokens then EOS, cut to fit max_positions."""
     if max_positions is not None:
-        tokens = tokens[: max_positions - ADDED_TOKENS]
-    return [*tokens, EOS_ID]
+        tokens = tokens[: max_positions - ADDED_TOKENS - len(prefix)]
+    return [*prefix, *tokens, EOS_ID]
 
 
-def decoder_input(tokens: Sequence[int]) -> list[int]:
-    """What the decoder reads: BOS then the target tokens."""
-    return [BOS_ID, *tokens]
+def decoder_input(tokens: Sequence[int], bos_id: int = BOS_ID) -> list[int]:
+    """What the decoder reads: BOS (or the tag in its place) then the target tokens."""
+    return [bos_id, *tokens]
 
 
 def decoder_target(tokens: Sequence[int]) -> list[int]:
@@ -59,6 +83,8 @@ def pad_batch(
     return out
 
 
-def source_batch(tokens: Sequence[Sequence[int]], max_positions: int) -> torch.Tensor:
+def source_batch(
+    tokens: Sequence[Sequence[int]], max_positions: int, prefix: Sequence[int] = ()
+) -> torch.Tensor:
     """(B, S) padded sources from token ids: each cut to the position table, EOS appended."""
-    return pad_batch([source_ids(row, max_positions) for row in tokens])
+    return pad_batch([source_ids(row, max_positions, prefix) for row in tokens])

@@ -6,7 +6,7 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Callable, Iterable, Sized
+from collections.abc import Callable, Iterable, Sequence, Sized
 from pathlib import Path
 from typing import Protocol
 
@@ -55,7 +55,13 @@ class BPETokenizer:
         self._tokenizer = tokenizer
 
     @classmethod
-    def train(cls, sentences: Iterable[str], vocab_size: int, min_frequency: int) -> "BPETokenizer":
+    def train(
+        cls,
+        sentences: Iterable[str],
+        vocab_size: int,
+        min_frequency: int,
+        language_tokens: Sequence[str] = (),
+    ) -> "BPETokenizer":
         """Learn merges from `sentences` until the vocabulary holds `vocab_size` entries.
 
         Args:
@@ -63,14 +69,17 @@ class BPETokenizer:
             vocab_size: upper bound on the vocabulary, special tokens and the 256 bytes included,
                 so it must exceed 260.
             min_frequency: a pair seen fewer times is never merged.
+            language_tokens: special tokens after SPECIAL_TOKENS (ids 4, 5, ...), one a language
+                of a multilingual model (`data/multilingual.py`): never split, skipped in decoding.
         """
         alphabet = pre_tokenizers.ByteLevel.alphabet()
+        specials = [*SPECIAL_TOKENS, *language_tokens]
         # Below this the trainer silently returns bytes only: sequences ~5x longer, no BPE at all.
-        reserved = len(alphabet) + len(SPECIAL_TOKENS)
+        reserved = len(alphabet) + len(specials)
         if vocab_size <= reserved:
             raise ValueError(
                 f"vocab_size={vocab_size} leaves no room for merges: the {len(alphabet)} bytes and "
-                f"{len(SPECIAL_TOKENS)} special tokens already take {reserved}"
+                f"{len(specials)} special tokens already take {reserved}"
             )
         tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
         tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -78,7 +87,7 @@ class BPETokenizer:
         trainer = trainers.BpeTrainer(
             vocab_size=vocab_size,
             min_frequency=min_frequency,
-            special_tokens=SPECIAL_TOKENS,
+            special_tokens=specials,
             # All 256 bytes, seen or not, so no character is ever unknown.
             initial_alphabet=alphabet,
             # Off the terminal its bars are hidden but still print blank lines into the logs.
@@ -162,7 +171,11 @@ class BPETokenizer:
 
 
 def cache_path(
-    cache_dir: str | os.PathLike, vocab_size: int, min_frequency: int, fingerprint: str
+    cache_dir: str | os.PathLike,
+    vocab_size: int,
+    min_frequency: int,
+    fingerprint: str,
+    language_tokens: Sequence[str] = (),
 ) -> Path:
     """The cache file for these settings; any change to any of them gives another file."""
     settings = {
@@ -171,6 +184,8 @@ def cache_path(
         "min_frequency": min_frequency,
         "fingerprint": fingerprint,
     }
+    if language_tokens:  # absent otherwise, so the one-direction caches keep their names
+        settings["language_tokens"] = list(language_tokens)
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
     return Path(cache_dir) / f"bpe-{digest}.json"
 
@@ -181,6 +196,7 @@ def load_or_train(
     vocab_size: int,
     min_frequency: int,
     fingerprint: str,
+    language_tokens: Sequence[str] = (),
 ) -> BPETokenizer:
     """Load the tokenizer cached for these settings, or train it on `sentences_fn()` and cache it.
 
@@ -194,8 +210,9 @@ def load_or_train(
         vocab_size: upper bound on the vocabulary size.
         min_frequency: a pair seen fewer times is never merged.
         fingerprint: identifies the training text (corpus, files, languages, split).
+        language_tokens: special tokens, one a language (`BPETokenizer.train`).
     """
-    path = cache_path(cache_dir, vocab_size, min_frequency, fingerprint)
+    path = cache_path(cache_dir, vocab_size, min_frequency, fingerprint, language_tokens)
     with exclusive(path.parent / f".{path.stem}.lock"):
         if path.is_file():
             try:
@@ -205,7 +222,7 @@ def load_or_train(
             except Exception as e:  # `tokenizers` raises plain Exceptions for malformed JSON
                 log.warning("%s is unreadable (%s): training the tokenizer again", path, e)
         log.info("training the BPE tokenizer on %s (vocab_size=%d)", fingerprint, vocab_size)
-        tokenizer = BPETokenizer.train(sentences_fn(), vocab_size, min_frequency)
+        tokenizer = BPETokenizer.train(sentences_fn(), vocab_size, min_frequency, language_tokens)
         tokenizer.save(path)
         log.info("Tokenizer: cached at %s (%s)", path, size_text(path.stat().st_size))
         return tokenizer

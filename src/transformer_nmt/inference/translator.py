@@ -20,9 +20,15 @@ from typing import Any, Protocol
 
 import torch
 
-from transformer_nmt.checkpoint import load_members, load_translator, resolve_checkpoints
+from transformer_nmt.checkpoint import (
+    load_members,
+    load_translator,
+    resolve_checkpoints,
+    saved_languages,
+)
 from transformer_nmt.data.batching import greedy_sizes
-from transformer_nmt.data.framing import ADDED_TOKENS, TARGET_FRAME, source_batch
+from transformer_nmt.data.framing import ADDED_TOKENS, PLAIN, TARGET_FRAME, Frame, source_batch
+from transformer_nmt.data.languages import Languages, direction_name, tag_ids
 from transformer_nmt.data.tokenizer import SubwordTokenizer
 from transformer_nmt.decoding import Hypothesis, beam_search
 from transformer_nmt.decoding.constraints import constrained_beam_search
@@ -95,15 +101,17 @@ class TorchSearch:
         constraints: list[list[list[list[int]]]] | None = None,
         continuing: list[int] | None = None,
         first_words: list[list[list[list[int]]]] | None = None,
+        frame: Frame = PLAIN,
     ) -> Iterator[list[list[Hypothesis]]]:
         """Beam search, with `constraints` (per batch, per sentence, its phrases' ids) beam
         search with dynamic beam allocation (none of the `continuing` ids, which go on a word,
         right after a constraint; `first_words` the phrases' ids as a sentence's first word),
         or with `sampling` sampling; each batch's `indices`
         (each sentence's 0-based line) seed the samples and name lines in warnings;
-        `target_prefixes` per batch, per sentence."""
+        `target_prefixes` per batch, per sentence; `frame`: a multilingual model's tag."""
+        target_frame = TARGET_FRAME | {"bos_id": frame.bos_id}
         for b, tokens in enumerate(batches):
-            src = source_batch(tokens, self.max_positions).to(self.device)
+            src = source_batch(tokens, self.max_positions, frame.source_prefix).to(self.device)
             common = dict(max_len_b=max_len_b, alpha=alpha, penalty=penalty)
             common["target_prefixes"] = None if target_prefixes is None else target_prefixes[b]
             with torch.autocast(
@@ -114,15 +122,15 @@ class TorchSearch:
                     del common["target_prefixes"]
                     phrases = constraints[b]
                     found, missed = constrained_beam_search(
-                        self.model, src, **TARGET_FRAME, constraints=phrases,
+                        self.model, src, **target_frame, constraints=phrases,
                         continuing=continuing, first_words=first_words[b], **common, **options,
                     )  # fmt: skip
                     _report_missed(missed, indices[b])
                 elif sampling is None:
-                    found = beam_search(self.model, src, **TARGET_FRAME, **common, **options)
+                    found = beam_search(self.model, src, **target_frame, **common, **options)
                 else:
                     where = dict(sampling=sampling, indices=indices[b])
-                    found = sample(self.model, src, **TARGET_FRAME, **common, **where)
+                    found = sample(self.model, src, **target_frame, **common, **where)
             yield found
 
 
@@ -149,6 +157,8 @@ class Translator:
             of the training data (.gz allowed): CTranslate2 then scores only its tokens
             (`export.vmap`), which is faster; its softmax runs over those tokens alone, so
             scores and some translations change a little.
+        languages: a multilingual model's languages and directions (its checkpoint's): then
+            `translate` needs `tgt_lang`. None: a model of one direction.
     """
 
     def __init__(
@@ -161,7 +171,9 @@ class Translator:
         quantization: str | None = None,
         vmap_from: str | os.PathLike | None = None,
         autocast: torch.dtype | None = None,
+        languages: Languages | None = None,
     ):
+        self.languages = languages
         if autocast is not None and (engine != "torch" or quantization is not None):
             raise ValueError("autocast is the torch engine's, without quantization")
         if vmap_from is not None and engine != "ct2":
@@ -212,8 +224,12 @@ class Translator:
         """
         many = isinstance(path_or_paths, Sequence) and not isinstance(path_or_paths, str)
         paths = [str(p) for p in path_or_paths] if many else [str(path_or_paths)]
-        model, tokenizer = load_translator(resolve_checkpoints(paths, average_last))
-        return cls(model, tokenizer, device, dtype, engine, quantization, vmap_from, autocast)
+        resolved = resolve_checkpoints(paths, average_last)
+        model, tokenizer = load_translator(resolved)
+        languages = saved_languages(resolved[0])
+        return cls(
+            model, tokenizer, device, dtype, engine, quantization, vmap_from, autocast, languages
+        )
 
     @classmethod
     def from_ensemble(
@@ -244,7 +260,10 @@ class Translator:
         normalized_weights(weights, len(paths))  # refused before loading anything
         models, tokenizer = load_members(paths)
         ensemble = Ensemble(models, None if weights is None else list(weights))
-        return cls(ensemble, tokenizer, device, dtype, "torch", quantization, None, autocast)
+        languages = saved_languages(paths[0][0])  # the members share the first's vocabulary
+        return cls(
+            ensemble, tokenizer, device, dtype, "torch", quantization, None, autocast, languages
+        )
 
     @classmethod
     def from_folder(
@@ -281,6 +300,8 @@ class Translator:
         prefixes: Iterable[str] | None = None,
         constraints: Iterable[Sequence[str]] | None = None,
         mbr: MBR | None = None,
+        tgt_lang: str | None = None,
+        src_lang: str | None = None,
     ) -> list[str] | list[Scored]:
         """Translate sentences, in input order; the defaults are the paper's (section 6.1).
 
@@ -314,6 +335,10 @@ class Translator:
                 engine "torch", not with sampling or constraints): each sentence's candidate of
                 the highest mean utility against its samples; with n_best, its n_best (at most
                 N, fewer where fewer texts differ), each scored by that mean (0 to 100).
+            tgt_lang: the language to translate into, one of a multilingual model's
+                `languages` (which it must be given); a model of one direction takes none.
+            src_lang: the sources' language, if known: a direction the model never trained
+                is translated with a warning that it is zero-shot.
 
         Returns:
             One translation per sentence, or one list of n_best scored translations (of n
@@ -331,6 +356,7 @@ class Translator:
         results = self.stream(
             sentences, beam_size, alpha, penalty, max_len_b, batch_size, count, max_tokens,
             sampling=sampling, prefixes=prefixes, constraints=constraints, mbr=mbr,
+            tgt_lang=tgt_lang, src_lang=src_lang,
         )  # fmt: skip
         if n_best is None and count == 1:
             return [hypotheses[0][0] for hypotheses in results]
@@ -351,6 +377,8 @@ class Translator:
         constraints: Iterable[Sequence[str]] | None = None,
         start: int = 0,
         mbr: MBR | None = None,
+        tgt_lang: str | None = None,
+        src_lang: str | None = None,
     ) -> Iterator[Scored]:
         """`translate` lazily, in input order: yields each sentence's n-best (or samples).
 
@@ -378,7 +406,11 @@ class Translator:
             raise ValueError(
                 "MBR samples as its `mbr.sampling` says: not with sampling or constraints"
             )
+        frame = self.frame(tgt_lang, src_lang)
+        if frame != PLAIN and self.engine != "torch":
+            raise ValueError(f"a language tag needs engine 'torch', not {self.engine!r}")
         options = dict(beam_size=beam_size, alpha=alpha, penalty=penalty, max_len_b=max_len_b)
+        options |= {"frame": frame} if frame != PLAIN else {}  # an engine may know no more
         options |= dict(n_best=n_best if sampling is None else sampling.n, sampling=sampling)
         size = chunk_size(batch_size, max_tokens)
         sentences = iter(sentences)
@@ -638,6 +670,37 @@ class Translator:
         for i, prefix in ids.items():
             self._check_prefix(first_line + i, len(tokens[i]), len(prefix), max_len_b)
         return ids
+
+    def frame(self, tgt_lang: str | None, src_lang: str | None = None) -> Frame:
+        """How sources and outputs are framed to translate into `tgt_lang` (its tag); a
+        direction never trained is allowed, with a warning that it is zero-shot."""
+        languages = self.languages
+        if languages is None:
+            if tgt_lang is not None or src_lang is not None:
+                raise ValueError(
+                    "this model records no languages: it translates the one direction it was "
+                    "trained on; translate without tgt_lang and src_lang (--tgt-lang, --src-lang)"
+                )
+            return PLAIN
+        known = ", ".join(languages.languages)
+        if tgt_lang is None:
+            raise ValueError(
+                "this model translates into several languages: name one with tgt_lang "
+                f"(nmt-translate --tgt-lang): {known}"
+            )
+        for lang in (tgt_lang, src_lang):
+            if lang is not None and lang not in languages.languages:
+                raise ValueError(f"the model knows no language {lang!r}; it knows {known}")
+        trained = [d for d in languages.directions if d[1] == tgt_lang and src_lang in (None, d[0])]
+        if not trained:
+            direction = direction_name((src_lang or "*", tgt_lang))
+            log.warning(
+                "%s was never trained (the model trained %s): its translations are zero-shot",
+                direction,
+                ", ".join(languages.names),
+            )
+        ids = tag_ids(self.tokenizer.tokens(), languages)
+        return languages.frame(tgt_lang, ids)
 
     def _encode(self, sentences: list[str], lines: list[int]) -> list[list[int]]:
         """Token ids of each sentence, warning (by line number) about those too long to fit."""

@@ -1,7 +1,7 @@
-"""Corpus BLEU exactly as sacreBLEU computes it, summed across batches and ranks."""
+"""Corpus BLEU and chrF exactly as sacreBLEU computes them, summed across batches and ranks."""
 
 import torch
-from sacrebleu.metrics import BLEU
+from sacrebleu.metrics import BLEU, CHRF
 from torchmetrics import Metric
 
 MAX_ORDER = 4
@@ -39,3 +39,29 @@ class SacreBLEU(Metric):
 
     def signature(self) -> str:
         return str(self.bleu.get_signature())
+
+
+class SacreCHRF(Metric):
+    """sacreBLEU's corpus chrF (character 6-grams, beta 2: its defaults) as a torchmetric.
+
+    As `SacreBLEU`, it sums sacreBLEU's own per-sentence statistics (each n-gram order's
+    matches and hypothesis and reference counts), so several batches or ranks score as one
+    `sacrebleu.corpus_chrf` call over all sentences.
+    """
+
+    full_state_update = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.chrf = CHRF()
+        size = 3 * (self.chrf.char_order + self.chrf.word_order)
+        self.add_state("stats", torch.zeros(size, dtype=torch.long), dist_reduce_fx="sum")
+
+    def update(self, hypotheses: list[str], references: list[str]) -> None:
+        per_sentence = self.chrf._extract_corpus_statistics(hypotheses, [references])
+        summed = torch.tensor(per_sentence, dtype=torch.long).sum(0)
+        self.stats += summed.to(self.stats.device)
+
+    def compute(self) -> torch.Tensor:
+        score = self.chrf._compute_score_from_stats(self.stats.tolist()).score
+        return torch.tensor(score, dtype=torch.float64, device=self.stats.device)

@@ -1,5 +1,6 @@
 """The LightningModule: training and validation steps, metrics and the paper's optimizer."""
 
+from collections.abc import Sequence
 from typing import Any
 
 import lightning as L
@@ -8,11 +9,12 @@ from torch import Tensor
 from torchmetrics import SumMetric
 
 from transformer_nmt.data.framing import TARGET_FRAME, cut_at_eos
+from transformer_nmt.data.languages import LANGUAGES_KEY, Languages
 from transformer_nmt.data.padding import projected_rows
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.decoding import greedy_search
 from transformer_nmt.model import EncoderDecoder
-from transformer_nmt.training.bleu import SacreBLEU
+from transformer_nmt.training.bleu import SacreBLEU, SacreCHRF
 from transformer_nmt.training.device_defaults import device_default
 from transformer_nmt.training.hot_path import all_reduce_, is_logging_step
 from transformer_nmt.training.loss import label_smoothed_nll, perplexity
@@ -79,6 +81,9 @@ class TranslationModule(L.LightningModule):
             dynamic shapes, so that each new bucket shape reuses the compiled code instead of
             compiling again. Decoding stays eager: its cache grows every step. "auto": the
             device's default (`device_defaults`), decided when the trainer knows the device.
+        languages: a multilingual model's languages and directions (the data module's); its
+            validation scores BLEU and chrF per direction (`val/bleu/de-fr`), `val/bleu` their
+            mean, and its checkpoints record them. None: one direction.
     """
 
     def __init__(
@@ -94,9 +99,10 @@ class TranslationModule(L.LightningModule):
         eps: float = 1e-9,
         max_len_b: int = 50,
         compile: bool | str = False,
+        languages: Languages | None = None,
     ) -> None:
         super().__init__()
-        self.save_hyperparameters(ignore=["model", "tokenizer"])
+        self.save_hyperparameters(ignore=["model", "tokenizer", "languages"])
         self.model = model
         if compile is True:
             model.compile(dynamic=True)  # in place: parameter names stay those of the model
@@ -106,6 +112,11 @@ class TranslationModule(L.LightningModule):
         self.val_nll_sum = SumMetric()
         self.val_tokens = SumMetric()
         self.val_bleu = SacreBLEU()
+        self.languages = languages
+        if languages is not None:
+            names = languages.names
+            self.val_direction_bleu = torch.nn.ModuleDict({n: SacreBLEU() for n in names})
+            self.val_direction_chrf = torch.nn.ModuleDict({n: SacreCHRF() for n in names})
         # Global target tokens of the update being accumulated (None before its first batch),
         # and the factor that renormalizes its gradients once this micro-batch's backward is done.
         self._update_tokens: Tensor | None = None
@@ -198,22 +209,63 @@ class TranslationModule(L.LightningModule):
         self.val_loss_sum.update(loss_sum)
         self.val_nll_sum.update(nll_sum)
         self.val_tokens.update(num_tokens)
-        hypotheses = self.translate_ids(batch["src"])
-        self.val_bleu.update(hypotheses, batch["tgt_text"])
+        if self.languages is None:
+            self.val_bleu.update(self.translate_ids(batch["src"]), batch["tgt_text"])
+        else:
+            self._update_direction_scores(batch)
+
+    def _update_direction_scores(self, batch: dict[str, Any]) -> None:
+        """Each row translated as its direction's decoder starts (its tag), scored per direction."""
+        hypotheses = self.translate_ids(batch["src"], batch["tgt_in"][:, 0].tolist())
+        by_direction: dict[int, tuple[list[str], list[str]]] = {}
+        rows = zip(batch["direction"].tolist(), hypotheses, batch["tgt_text"], strict=True)
+        for direction, hypothesis, reference in rows:
+            found, wanted = by_direction.setdefault(direction, ([], []))
+            found.append(hypothesis)
+            wanted.append(reference)
+        for direction, (found, wanted) in by_direction.items():
+            name = self.languages.names[direction]
+            self.val_direction_bleu[name].update(found, wanted)
+            self.val_direction_chrf[name].update(found, wanted)
 
     def on_validation_epoch_end(self) -> None:
         num_tokens = self.val_tokens.compute()
         self.log("val/loss", self.val_loss_sum.compute() / num_tokens)
         self.log("val/ppl", perplexity(self.val_nll_sum.compute(), num_tokens))
-        self.log("val/bleu", self.val_bleu.compute(), prog_bar=True)
-        for metric in (self.val_loss_sum, self.val_nll_sum, self.val_tokens, self.val_bleu):
+        if self.languages is None:
+            self.log("val/bleu", self.val_bleu.compute(), prog_bar=True)
+            self.val_bleu.reset()
+        else:
+            self._log_direction_scores()
+        for metric in (self.val_loss_sum, self.val_nll_sum, self.val_tokens):
             metric.reset()
 
+    def _log_direction_scores(self) -> None:
+        """`val/bleu/<src>-<tgt>` and `val/chrf/...` per direction; `val/bleu` and `val/chrf`
+        their means, so that checkpoints and sweeps monitor the same name as for one direction
+        (or monitor one direction by its name)."""
+        for kind, metrics in (("bleu", self.val_direction_bleu), ("chrf", self.val_direction_chrf)):
+            scores = []
+            for name, metric in metrics.items():
+                scores.append(metric.compute())
+                self.log(f"val/{kind}/{name}", scores[-1])
+                metric.reset()
+            self.log(f"val/{kind}", torch.stack(scores).mean(), prog_bar=kind == "bleu")
+
     @torch.no_grad()
-    def translate_ids(self, src: Tensor) -> list[str]:
-        """Greedy translations of a padded source batch (B, S), detokenized."""
-        out = greedy_search(self.model, src, **TARGET_FRAME, max_len_b=self.hparams.max_len_b)
-        return self.tokenizer.decode_batch([cut_at_eos(row) for row in out.tolist()])
+    def translate_ids(self, src: Tensor, bos_ids: Sequence[int] | None = None) -> list[str]:
+        """Greedy translations of a padded source batch (B, S), detokenized; with `bos_ids`
+        (B,), each row's decoder starts with its own first token (a target language's tag)."""
+        if bos_ids is None or len(set(bos_ids)) == 1:
+            frame = TARGET_FRAME | ({"bos_id": bos_ids[0]} if bos_ids else {})
+            out = greedy_search(self.model, src, **frame, max_len_b=self.hparams.max_len_b)
+            return self.tokenizer.decode_batch([cut_at_eos(row) for row in out.tolist()])
+        texts = [""] * len(bos_ids)
+        for bos in set(bos_ids):
+            rows = [i for i, first in enumerate(bos_ids) if first == bos]
+            for i, text in zip(rows, self.translate_ids(src[rows], [bos] * len(rows)), strict=True):
+                texts[i] = text
+        return texts
 
     def configure_optimizers(self) -> dict[str, Any]:
         # lr=1 so that LambdaLR's factor *is* the paper's learning rate.
@@ -250,6 +302,8 @@ class TranslationModule(L.LightningModule):
         # Plain strings and numbers: rebuild model and tokenizer with weights_only loading.
         checkpoint["model_config"] = self.model.config.to_dict()
         checkpoint["tokenizer"] = self.tokenizer.to_str()
+        if self.languages is not None:  # what nmt-translate --tgt-lang may ask of the model
+            checkpoint[LANGUAGES_KEY] = self.languages.to_dict()
         # A run resumed with precision=auto trains on in this (training/precision.py).
         checkpoint["precision"] = {"device": self.device.type, "precision": self.trainer.precision}
 

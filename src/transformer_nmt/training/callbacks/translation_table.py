@@ -9,7 +9,7 @@ import sacrebleu
 import torch
 from lightning.pytorch.loggers import WandbLogger
 
-from transformer_nmt.data.framing import pad_batch
+from transformer_nmt.data.framing import first_token, pad_batch
 from transformer_nmt.runtime.atomic import write_atomically
 from transformer_nmt.training.val_examples import pick_val_examples
 
@@ -44,7 +44,7 @@ class TranslationTable(L.Callback):
         src = pad_batch([ex["src"] for ex in examples]).to(pl_module.device)
         was_training = pl_module.training
         pl_module.eval()
-        hypotheses = pl_module.translate_ids(src)
+        hypotheses = pl_module.translate_ids(src, [first_token(ex) for ex in examples])
         pl_module.train(was_training)
         step = trainer.global_step
         rows = [

@@ -1,0 +1,106 @@
+"""A multilingual checkpoint translates into the language asked for, from the API and the CLI."""
+
+import logging
+
+import pytest
+import torch
+
+from helpers.checkpoint_files import SENTENCES, write_checkpoint
+from transformer_nmt.checkpoint import average_checkpoints, load_checkpoint
+from transformer_nmt.cli.translate import main as translate_main
+from transformer_nmt.data.framing import TARGET_FRAME, cut_at_eos, source_batch
+from transformer_nmt.data.languages import LANGUAGES_KEY, Languages, tag_ids
+from transformer_nmt.data.tokenizer import BPETokenizer
+from transformer_nmt.decoding import greedy_search
+from transformer_nmt.inference.translator import Translator
+
+LANGUAGES = ["en", "de", "fr"]
+
+
+def multilingual_checkpoint(tmp_path, tag_side="target", exclude=("fr-de",)):
+    """A tiny random model over a BPE with a tag a language, trained (so its checkpoint says)
+    on every direction but those of `exclude`."""
+    languages = Languages.from_config(LANGUAGES, exclude=exclude, tag_side=tag_side)
+    tokenizer = BPETokenizer.train(SENTENCES, 300, 1, language_tokens=languages.tags)
+    path = write_checkpoint(tmp_path / f"{tag_side}.ckpt", tokenizer)
+    checkpoint = torch.load(path, weights_only=True)
+    torch.save(checkpoint | {LANGUAGES_KEY: languages.to_dict()}, path)
+    return path
+
+
+@pytest.mark.parametrize("tag_side", ["target", "source"])
+def test_the_tag_of_the_language_asked_for_frames_the_search(tmp_path, tag_side):
+    path = multilingual_checkpoint(tmp_path, tag_side)
+    translator = Translator.from_checkpoint(path, device="cpu")
+    model, tokenizer = load_checkpoint(path)
+    tags = tag_ids(tokenizer.tokens(), translator.languages)
+    tokens = tokenizer.encode_batch(["one two three", "four five"])
+    outputs = {}
+    for lang in ("de", "fr"):
+        prefix = (tags[lang],) if tag_side == "source" else ()
+        bos = tags[lang] if tag_side == "target" else TARGET_FRAME["bos_id"]
+        src = source_batch(tokens, model.config.max_positions, prefix)
+        out = greedy_search(model, src, bos, TARGET_FRAME["eos_id"], max_len_b=5)
+        expected = tokenizer.decode_batch([cut_at_eos(row) for row in out.tolist()])
+        found = translator.translate(
+            ["one two three", "four five"], beam_size=1, max_len_b=5, tgt_lang=lang
+        )
+        assert found == expected
+        outputs[lang] = out.tolist()
+    assert outputs["de"] != outputs["fr"]  # the tag changes what a random model writes
+
+
+def test_languages_a_model_does_not_know_or_lacks_are_refused_with_the_list(tmp_path):
+    translator = Translator.from_checkpoint(multilingual_checkpoint(tmp_path), device="cpu")
+    with pytest.raises(ValueError, match="knows no language 'cs'; it knows en, de, fr"):
+        translator.translate(["one"], tgt_lang="cs")
+    with pytest.raises(ValueError, match="knows no language 'cs'"):
+        translator.translate(["one"], tgt_lang="de", src_lang="cs")
+    with pytest.raises(ValueError, match="several languages: name one .*--tgt-lang\\): en, de, fr"):
+        translator.translate(["one"])
+
+
+def test_a_direction_never_trained_is_translated_with_a_zero_shot_warning(tmp_path, caplog):
+    translator = Translator.from_checkpoint(multilingual_checkpoint(tmp_path), device="cpu")
+    with caplog.at_level(logging.WARNING, logger="transformer_nmt.inference.translator"):
+        assert len(translator.translate(["one"], beam_size=1, tgt_lang="de", src_lang="en")) == 1
+        assert not caplog.records
+        assert len(translator.translate(["one"], beam_size=1, tgt_lang="de", src_lang="fr")) == 1
+    (warning,) = caplog.records
+    assert "fr-de was never trained" in warning.getMessage()
+    assert "zero-shot" in warning.getMessage()
+
+
+def test_a_model_without_languages_refuses_a_target_language(tmp_path):
+    tokenizer = BPETokenizer.train(SENTENCES, 300, 1)
+    translator = Translator.from_checkpoint(write_checkpoint(tmp_path / "m.ckpt", tokenizer))
+    assert translator.languages is None
+    with pytest.raises(ValueError, match="records no languages"):
+        translator.translate(["one"], tgt_lang="de")
+
+
+def test_averaged_checkpoints_keep_the_languages(tmp_path):
+    path = multilingual_checkpoint(tmp_path)
+    averaged = average_checkpoints([path, path])
+    assert averaged[LANGUAGES_KEY] == torch.load(path, weights_only=True)[LANGUAGES_KEY]
+
+
+def test_nmt_translate_takes_the_target_language_and_names_the_known_ones(tmp_path, capsys):
+    path = multilingual_checkpoint(tmp_path)
+    source = tmp_path / "in.txt"
+    source.write_text("one two\nthree\n")
+    translate_main([str(path), str(source), "--tgt-lang", "fr", "--beam-size", "1"])
+    assert len(capsys.readouterr().out.splitlines()) == 2
+    with pytest.raises(SystemExit, match="error: the model knows no language 'xx'; it knows en"):
+        translate_main([str(path), str(source), "--tgt-lang", "xx"])
+    plain = write_checkpoint(tmp_path / "plain.ckpt", BPETokenizer.train(SENTENCES, 300, 1))
+    with pytest.raises(SystemExit, match="error: this model records no languages"):
+        translate_main([str(plain), str(source), "--tgt-lang", "fr"])
+
+
+def test_an_ensemble_of_multilingual_members_takes_the_target_language(tmp_path):
+    path = multilingual_checkpoint(tmp_path)
+    single = Translator.from_checkpoint(path, device="cpu")
+    ensemble = Translator.from_ensemble([path, path], device="cpu")
+    options = dict(beam_size=1, max_len_b=5, tgt_lang="fr")
+    assert ensemble.translate(["one two"], **options) == single.translate(["one two"], **options)
