@@ -153,6 +153,23 @@ def test_averaging_rnn_checkpoints_takes_the_mean_and_keeps_the_family(tmp_path,
     assert torch.allclose(model.state_dict()[key], (a[key] + b[key]) / 2)
 
 
+def test_averaging_students_keeps_each_stacks_depth_and_refuses_another_shape(tmp_path, tokenizer):
+    student = dict(N_enc=2, N_dec=1, d_ff_dec=8)
+    paths = [
+        write_checkpoint(tmp_path / f"{i}.ckpt", tokenizer, seed=i, **student) for i in range(2)
+    ]
+    torch.save(average_checkpoints(paths), tmp_path / "avg.ckpt")
+    averaged, _ = load_checkpoint(tmp_path / "avg.ckpt")
+    assert (len(averaged.encoder.layers), len(averaged.decoder.layers)) == (2, 1)
+    a, b = (load_checkpoint(p)[0].state_dict() for p in paths)
+    key = "decoder.layers.0.feed_forward.w_1.weight"  # (d_ff_dec, d_model)
+    assert averaged.state_dict()[key].shape == (8, 16)
+    assert torch.allclose(averaged.state_dict()[key], (a[key] + b[key]) / 2)
+    symmetric = write_checkpoint(tmp_path / "2-2.ckpt", tokenizer, N=2)
+    with pytest.raises(CheckpointError, match="differs"):
+        average_checkpoints([paths[0], symmetric])
+
+
 def test_averaging_refuses_checkpoints_of_different_models(tmp_path, tokenizer):
     a = write_checkpoint(tmp_path / "a.ckpt", tokenizer)
     other = BPETokenizer.train(SENTENCES[:4], vocab_size=290, min_frequency=1)

@@ -48,6 +48,9 @@ class Size:
 def model_size(name: str, vocab: int) -> Size:
     """The `model=<name>` preset as training composes it (conf/model/), with `vocab` tokens."""
     model = compose_group("model", name)
+    own = [key for key in ("N_enc", "N_dec", "d_ff_dec") if model.get(key) is not None]
+    if own:  # every peer here is built with one depth and one width for both stacks
+        raise ValueError(f"model={name} sets {', '.join(own)}: the peers take symmetric presets")
     return Size(N=model.N, d_model=model.d_model, d_ff=model.d_ff, h=model.h, vocab=vocab)
 
 

@@ -44,7 +44,8 @@ def write_opus_folder(
     init: Callable[[transformers.MarianMTModel], None] | None = None,
 ) -> None:
     """The folder, its SentencePiece models trained on `source` and `target` (`vocab_size` pieces
-    a side at most, one joint vocabulary as OPUS-MT's), `sizes`: d_model, layers, heads, ffn_dim.
+    a side at most, one joint vocabulary as OPUS-MT's), `sizes`: d_model, layers, heads, ffn_dim,
+    and the decoder's own decoder_layers and decoder_ffn_dim where they differ.
     `init` changes the freshly initialized weights before they are saved."""
     folder.mkdir()
     models = {"source": train_spm(source, vocab_size), "target": train_spm(target, vocab_size)}
@@ -61,11 +62,11 @@ def write_opus_folder(
         decoder_vocab_size=len(vocab),
         d_model=sizes["d_model"],
         encoder_layers=sizes["layers"],
-        decoder_layers=sizes["layers"],
+        decoder_layers=sizes.get("decoder_layers", sizes["layers"]),
         encoder_attention_heads=sizes["heads"],
         decoder_attention_heads=sizes["heads"],
         encoder_ffn_dim=sizes["ffn_dim"],
-        decoder_ffn_dim=sizes["ffn_dim"],
+        decoder_ffn_dim=sizes.get("decoder_ffn_dim", sizes["ffn_dim"]),
         max_position_embeddings=sizes.get("max_positions", 256),
         activation_function="swish",
         scale_embedding=True,

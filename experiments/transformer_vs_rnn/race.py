@@ -44,9 +44,10 @@ def checkpoint_at(run: Path, minutes: float) -> Path | None:
 
 
 def attention_layer(checkpoint: Path) -> int:
-    """The Transformer's last layer; the RNN's alpha_ij is its one encoder-decoder attention."""
+    """The Transformer's last decoder layer; the RNN's alpha_ij is its one encoder-decoder
+    attention. A checkpoint from before N_dec holds N alone."""
     model_config = torch.load(checkpoint, weights_only=True, mmap=True)["model_config"]
-    return model_config.get("N", 1)
+    return model_config.get("N_dec") or model_config.get("N", 1)
 
 
 def parameters(run: Path) -> int:

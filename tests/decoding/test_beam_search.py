@@ -18,7 +18,9 @@ def test_length_penalty_is_the_papers_and_fairseqs():
         length_penalty(7, 0.6, "wu")
 
 
-@pytest.mark.parametrize("overrides", [{}, {"norm_first": True, "positions": "learned"}])
+@pytest.mark.parametrize(
+    "overrides", [{}, {"norm_first": True, "positions": "learned"}, {"N_enc": 3, "N_dec": 1}]
+)
 def test_beam_size_one_is_greedy(make_model, make_tokens, overrides, device):
     model = make_model(**overrides).to(device)
     src = make_tokens([7, 3, 5, 6], device=device)

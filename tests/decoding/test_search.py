@@ -32,7 +32,9 @@ def reference_greedy(
 
 
 @pytest.mark.parametrize("use_cache", [True, False])
-@pytest.mark.parametrize("overrides", [{}, {"norm_first": True, "positions": "learned"}])
+@pytest.mark.parametrize(
+    "overrides", [{}, {"norm_first": True, "positions": "learned"}, {"N_enc": 3, "N_dec": 1}]
+)
 def test_greedy_equals_uncached_reference(make_model, make_tokens, overrides, use_cache, device):
     model = make_model(**overrides).to(device)
     src = make_tokens([7, 3, 5, 6], device=device)

@@ -58,6 +58,7 @@ VARIANTS = {
         "d_v": 4,
     },
     "swish-output-bias": {"activation": "swish", "output_bias": True},
+    "3-1": {"N_enc": 3, "N_dec": 1, "d_ff_dec": 8},  # a student: its decoder shallower, narrower
 }
 
 

@@ -27,6 +27,8 @@ transformers = pytest.importorskip("transformers")
 from transformer_nmt.export.hf import export_hf, feature_order  # noqa: E402
 
 TEXTS = ["one two three", "fünf sechs sieben vier </s> zwei", "zwei"]
+# A student's shape: a deeper encoder than decoder, and a narrower decoder feed-forward.
+STUDENT = {"N_enc": 3, "N_dec": 1, "d_ff_dec": 8}
 
 
 @pytest.fixture(scope="module")
@@ -62,8 +64,9 @@ def test_marian_positions_are_ours_with_the_features_reordered():
         {},
         {"tie_embeddings": "decoder", "activation": "gelu"},
         {"tie_embeddings": "none", "activation": "swish", "output_bias": True},
+        STUDENT,
     ],
-    ids=["paper", "decoder-tied-gelu", "untied-swish-bias"],
+    ids=["paper", "decoder-tied-gelu", "untied-swish-bias", "3-1"],
 )
 def test_logits_agree_on_a_padded_batch(tokenizer, settings, tmp_path):
     model = tiny(tokenizer, **settings)
@@ -96,9 +99,12 @@ def test_tokenizer_frames_cuts_and_decodes_as_ours(tokenizer, tmp_path):
     assert hf_tokenizer.bos_token_id == BOS_ID and hf_tokenizer.unk_token_id == 3
 
 
-def test_greedy_generate_follows_ours_and_forces_eos_at_the_length_limit(tokenizer, tmp_path):
+@pytest.mark.parametrize("settings", [{}, STUDENT], ids=["paper", "3-1"])
+def test_greedy_generate_follows_ours_and_forces_eos_at_the_length_limit(
+    tokenizer, settings, tmp_path
+):
     """A random model never ends: each row runs to its limit, where generate forces EOS."""
-    model = tiny(tokenizer)
+    model = tiny(tokenizer, **settings)
     export_hf(model, tokenizer, tmp_path)
     exported, hf_tokenizer = load(tmp_path)
     src = source_batch(tokenizer.encode_batch(TEXTS), model.config.max_positions)

@@ -20,6 +20,7 @@ def perturb(marian: transformers.MarianMTModel) -> None:
         marian.final_logits_bias.normal_(0, 0.1)
 
 
-def write_opus_folder(folder: Path) -> None:
-    sizes = dict(d_model=16, layers=2, heads=2, ffn_dim=32, max_positions=64)
+def write_opus_folder(folder: Path, **decoder: int) -> None:
+    """`decoder`: the decoder's own decoder_layers and decoder_ffn_dim, if any."""
+    sizes = dict(d_model=16, layers=2, heads=2, ffn_dim=32, max_positions=64) | decoder
     write_folder(folder, GERMAN, ENGLISH, 30, sizes, init=perturb)

@@ -18,9 +18,14 @@ def linear_names(model: nn.Module, kind: type) -> set[str]:
     return {name for name, m in model.named_modules() if type(m) is kind}
 
 
-@pytest.mark.parametrize("family", ["transformer", "rnn"])
+@pytest.mark.parametrize("family", ["transformer", "student", "rnn"])
 def test_every_linear_layer_is_quantized_and_the_original_kept(make_model, make_tokens, family):
-    model = make_model() if family == "transformer" else RNNAttention(**RNN).eval()
+    models = {
+        "transformer": make_model,
+        "student": lambda: make_model(N_enc=3, N_dec=1, d_ff_dec=16),
+        "rnn": lambda: RNNAttention(**RNN).eval(),
+    }
+    model = models[family]()
     before = {k: t.clone() for k, t in model.state_dict().items()}
     quantized = quantize_int8(model)
     linears = linear_names(model, nn.Linear)

@@ -184,14 +184,16 @@ def test_distillation_trains_the_student_on_the_teachers_beam_output(bt: dict):
     spec = Distillation(
         work=tmp / "kd",
         teacher=teacher,
-        overrides=overrides(tmp),
+        overrides=[*overrides(tmp), "model.N_dec=1"],  # a student: its decoder one layer deep
         decoding=Decoding(beam_size=2, max_len_b=5, max_tokens=64),
         references_factor=1,
     )
     with pytest.raises(Interrupted):  # the student, at step 2
         distill(spec)
     student = distill(spec)
-    assert torch.load(student, weights_only=True)["global_step"] == STEPS
+    trained = torch.load(student, weights_only=True)
+    assert trained["global_step"] == STEPS
+    assert (trained["model_config"]["N_enc"], trained["model_config"]["N_dec"]) == (2, 1)
     assert resumed(folder(spec.work, "train"))
     pairs = folder(spec.work, "distilled")
     references = ToyCorpus(num_train=60, num_val=100, num_test=100, seed=1234).read(

@@ -144,6 +144,19 @@ def test_resuming_with_other_model_settings_lists_each_before_reading_data(tmp_p
     check_config(compose_train(tmp_path, [*TOY, f"ckpt_path={path}", "model.dropout=0.1"]))
 
 
+def test_resuming_a_checkpoint_of_one_depth_with_a_students_is_refused(tmp_path):
+    trained = TransformerConfig(300, 0, N=2, d_model=64, d_ff=128, h=4, max_positions=128)
+    saved = trained.to_dict()
+    for key in ("N_enc", "N_dec", "d_ff_dec"):
+        del saved[key]  # as checkpoints from before each stack had its own
+    path = tmp_path / "last.ckpt"
+    torch.save({"model_config": saved | {"dropout": 0.0}}, path)
+    with pytest.raises(ConfigError) as info:
+        check_config(compose_train(tmp_path, [*TOY, f"ckpt_path={path}", "model.N_dec=1"]))
+    assert "was trained with model.N_dec=2; your config says model.N_dec=1" in str(info.value)
+    check_config(compose_train(tmp_path, [*TOY, f"ckpt_path={path}", "model.N_dec=2"]))
+
+
 def test_rnn_settings_are_checked_by_the_rnns_rules(tmp_path):
     check_config(compose_train(tmp_path, [*TOY, "model=rnn_attention"]))
     with pytest.raises(ConfigError) as info:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from transformer_nmt.checkpoint import CheckpointError
+from transformer_nmt.model import config_from_dict
 
 FORMATS = {"hf": "a Hugging Face transformers MarianMT folder, as OPUS-MT models ship"}
 
@@ -39,10 +40,10 @@ def main(argv: list[str] | None = None) -> None:
         checkpoint = import_hf(args.folder, args.out)
     except (CheckpointError, ImportProblem, OSError) as e:
         sys.exit(f"error: {e}")
-    config = checkpoint["model_config"]
+    config = config_from_dict(checkpoint["model_config"])
     print(
-        f"{args.out}: {args.folder}'s MarianMT model, N={config['N']}, d_model="
-        f"{config['d_model']}, a vocabulary of {config['vocab_size']} (SentencePiece)"
+        f"{args.out}: {args.folder}'s MarianMT model, {config.sizes()}, a vocabulary of "
+        f"{config.vocab_size} (SentencePiece)"
     )
 
 

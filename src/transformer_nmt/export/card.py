@@ -164,7 +164,7 @@ def _architecture(config: ModelConfig, parameters: int) -> list[tuple[str, str]]
     """The model table's rows on sizes and switches, as the family names them."""
     c = config
     if isinstance(c, TransformerConfig):
-        sizes = f"N={c.N}, d_model={c.d_model}, d_ff={c.d_ff}, h={c.h}"
+        sizes = c.sizes()
         norm = "ReZero" if c.rezero else "pre-norm" if c.norm_first else "post-norm"
         layers = f"{norm}, {c.activation}, {c.positions} positions (at most {c.max_positions})"
     else:

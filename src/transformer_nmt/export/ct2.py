@@ -82,15 +82,12 @@ def transformer_spec_of(model: Transformer) -> transformer_spec.TransformerSpec:
     """The CTranslate2 spec of our model, weights filled in, in fp32."""
     check_exportable(model.config, "ct2")
     c = model.config
+    # Each stack's depth is its own; the feed-forward widths follow from the weights' shapes.
     sizes = dict(
-        num_layers=c.N,
-        num_heads=c.h,
-        pre_norm=c.norm_first,
-        activation=ACTIVATIONS[c.activation],
-        head_dim=c.d_k,
+        num_heads=c.h, pre_norm=c.norm_first, activation=ACTIVATIONS[c.activation], head_dim=c.d_k
     )
-    encoder = transformer_spec.TransformerEncoderSpec(**sizes)
-    decoder = transformer_spec.TransformerDecoderSpec(**sizes)
+    encoder = transformer_spec.TransformerEncoderSpec(c.N_enc, **sizes)
+    decoder = transformer_spec.TransformerDecoderSpec(c.N_dec, **sizes)
     encoder.embeddings[0].weight = _array(model.src_embed.weight)
     decoder.embeddings.weight = _array(model.tgt_embed.weight)
     decoder.projection.weight = _array(model.generator.weight)

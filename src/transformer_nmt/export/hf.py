@@ -74,12 +74,12 @@ def marian_config(config: TransformerConfig, ids: MarianIds) -> MarianConfig:
         decoder_vocab_size=len(ids.rows),
         max_position_embeddings=config.max_positions,
         d_model=config.d_model,
-        encoder_layers=config.N,
-        decoder_layers=config.N,
+        encoder_layers=config.N_enc,
+        decoder_layers=config.N_dec,
         encoder_attention_heads=config.h,
         decoder_attention_heads=config.h,
         encoder_ffn_dim=config.d_ff,
-        decoder_ffn_dim=config.d_ff,
+        decoder_ffn_dim=config.d_ff_dec,
         activation_function=config.activation,  # "gelu" is the exact (erf) GELU in both
         dropout=config.dropout,
         attention_dropout=config.attention_dropout,
@@ -178,12 +178,13 @@ def marian_state_dict(model: Transformer, rows: list[int]) -> dict[str, Tensor]:
     }
     if model.config.tie_embeddings == "all":
         out["model.shared.weight"] = out["model.encoder.embed_tokens.weight"]
-    for i in range(model.config.N):
+    for i in range(model.config.N_enc):
         ours_layer, marian = f"encoder.layers.{i}", f"model.encoder.layers.{i}"
         out |= attention(f"{ours_layer}.self_attn", f"{marian}.self_attn", True)
         out |= norm(f"{ours_layer}.sublayer.0.norm", f"{marian}.self_attn_layer_norm")
         out |= feed_forward(f"{ours_layer}.feed_forward", marian)
         out |= norm(f"{ours_layer}.sublayer.1.norm", f"{marian}.final_layer_norm")
+    for i in range(model.config.N_dec):
         ours_layer, marian = f"decoder.layers.{i}", f"model.decoder.layers.{i}"
         out |= attention(f"{ours_layer}.self_attn", f"{marian}.self_attn", True)
         out |= norm(f"{ours_layer}.sublayer.0.norm", f"{marian}.self_attn_layer_norm")

@@ -54,14 +54,11 @@ def architecture_problems(config: MarianConfig, tokenizer_config: dict[str, Any]
             f"activation_function={config.activation_function!r}: ours are "
             f"{', '.join(sorted(ACTIVATIONS))}"
         )
-    for encoder_key in ("encoder_layers", "encoder_attention_heads", "encoder_ffn_dim"):
-        decoder_key = encoder_key.replace("encoder", "decoder")
-        ours, theirs = getattr(config, encoder_key), getattr(config, decoder_key)
-        if ours != theirs:
-            problems.append(
-                f"{decoder_key}={theirs} differs from {encoder_key}={ours}: the stacks here "
-                "share N, h and d_ff"
-            )
+    if config.decoder_attention_heads != config.encoder_attention_heads:
+        problems.append(
+            f"decoder_attention_heads={config.decoder_attention_heads} differs from "
+            f"encoder_attention_heads={config.encoder_attention_heads}: the stacks here share h"
+        )
     if config.d_model % config.encoder_attention_heads:
         problems.append(
             f"encoder_attention_heads={config.encoder_attention_heads} does not divide "
@@ -128,8 +125,10 @@ def our_settings(config: MarianConfig, output_bias: bool) -> dict[str, Any]:
     """The TransformerConfig settings of the folder's network."""
     return dict(
         N=config.encoder_layers,
+        N_dec=config.decoder_layers,
         d_model=config.d_model,
         d_ff=config.encoder_ffn_dim,
+        d_ff_dec=config.decoder_ffn_dim,
         h=config.encoder_attention_heads,
         dropout=config.dropout,
         attention_dropout=config.attention_dropout,
@@ -195,6 +194,7 @@ def our_state_dict(
         out |= writes(f"{theirs}.self_attn_layer_norm", f"{ours}.sublayer.0.norm")
         out |= feed_forward(theirs, f"{ours}.feed_forward")
         out |= writes(f"{theirs}.final_layer_norm", f"{ours}.sublayer.1.norm")
+    for i in range(config.decoder_layers):
         theirs, ours = f"model.decoder.layers.{i}", f"decoder.layers.{i}"
         out |= attention(f"{theirs}.self_attn", f"{ours}.self_attn", True)
         out |= writes(f"{theirs}.self_attn_layer_norm", f"{ours}.sublayer.0.norm")

@@ -99,13 +99,16 @@ def _resumed_model_problems(cfg: DictConfig, resume: ResumePoint) -> list[str]:
         ]
     vocabulary = {key: saved[key] for key in ("vocab_size", "pad_id")}
     ours = family.config(**vocabulary, **settings).to_dict()
-    differ = [key for key in ours if key in saved and ours[key] != saved[key]]
+    # As the checkpoint loads: a setting it predates takes its default, a derived one (a
+    # stack's own depth, before there was one) its value from what the checkpoint holds.
+    trained = family.config.from_dict(saved).to_dict()
+    differ = [key for key in ours if ours[key] != trained[key]]
     if not differ:
         return []
-    trained = ", ".join(f"model.{key}={saved[key]}" for key in differ)
+    was = ", ".join(f"model.{key}={trained[key]}" for key in differ)
     given = ", ".join(f"model.{key}={ours[key]}" for key in differ)
     return [
-        f"ckpt_path={path} was trained with {trained}; your config says {given}: resume with "
+        f"ckpt_path={path} was trained with {was}; your config says {given}: resume with "
         "the run's own model settings (e.g. the same experiment=... and model=...)"
     ]
 

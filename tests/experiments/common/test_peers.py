@@ -47,3 +47,8 @@ def test_each_decoding_peer_decodes_every_sentence_to_its_cap(name):
     with torch.no_grad():
         assert peer.greedy(src, max_len_b=2) == cap
         assert peer.beam(src, max_len_b=2) == cap
+
+
+def test_a_preset_with_a_stack_of_its_own_is_refused_by_name():
+    with pytest.raises(ValueError, match="model=student_6_1 sets N_enc, N_dec: the peers take"):
+        peers.model_size("student_6_1", vocab=40)

@@ -24,14 +24,17 @@ def linear(n_in: int, n_out: int) -> int:
 
 def expected_parameters(config: TransformerConfig) -> int:
     """The parameter count from the paper's layer definitions, independently of the code."""
-    V, N, d_model, d_ff, h = config.vocab_size, config.N, config.d_model, config.d_ff, config.h
+    V, d_model, h = config.vocab_size, config.d_model, config.h
     d_k, d_v = config.d_k, config.d_v
     attention = 2 * linear(d_model, h * d_k) + linear(d_model, h * d_v) + linear(h * d_v, d_model)
-    ffn = linear(d_model, d_ff) + linear(d_ff, d_model)
+
+    def ffn(d_ff: int) -> int:
+        return linear(d_model, d_ff) + linear(d_ff, d_model)
+
     # Each sublayer's residual connection: a LayerNorm, or ReZero's one scalar alpha.
     residual = 1 if config.rezero else 2 * d_model
-    encoder = N * (attention + ffn + 2 * residual)
-    decoder = N * (2 * attention + ffn + 3 * residual)
+    encoder = config.N_enc * (attention + ffn(config.d_ff) + 2 * residual)
+    decoder = config.N_dec * (2 * attention + ffn(config.d_ff_dec) + 3 * residual)
     final_norms = 2 * 2 * d_model if config.norm_first else 0
     embeddings = {"all": 1, "decoder": 2, "none": 3}[config.tie_embeddings] * V * d_model
     learned = config.positions == "learned"
@@ -60,7 +63,7 @@ def reference_transformer(model: Transformer) -> nn.Transformer:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # nested tensors are unavailable with norm_first
         ref = nn.Transformer(
-            c.d_model, c.h, c.N, c.N, c.d_ff, dropout=0.0,
+            c.d_model, c.h, c.N_enc, c.N_dec, c.d_ff, dropout=0.0,
             batch_first=True, norm_first=c.norm_first,
         )  # fmt: skip
     # nn.Transformer always ends each stack with a LayerNorm. A post-norm layer already ends with
@@ -88,9 +91,13 @@ def reference_transformer(model: Transformer) -> nn.Transformer:
     return ref.eval()
 
 
-@pytest.mark.parametrize("norm_first", [False, True])
-def test_parity_with_torch_nn_transformer(make_model, make_tokens, norm_first):
-    model = make_model(norm_first=norm_first)
+@pytest.mark.parametrize(
+    "settings",
+    [{}, {"norm_first": True}, {"N_enc": 3, "N_dec": 1}],
+    ids=["post-norm", "pre-norm", "3-1"],
+)
+def test_parity_with_torch_nn_transformer(make_model, make_tokens, settings):
+    model = make_model(**settings)
     with torch.no_grad():  # move LayerNorms off their identity init so a mix-up would show
         for p in model.parameters():
             p.add_(0.1 * torch.randn_like(p))
@@ -173,7 +180,13 @@ def test_attention_weights_of_every_layer(make_model, make_tokens):
 
 @pytest.mark.parametrize(
     "overrides",
-    [{}, {"norm_first": True}, {"positions": "learned"}, {"d_k": 6, "d_v": 10}],
+    [
+        {},
+        {"norm_first": True},
+        {"positions": "learned"},
+        {"d_k": 6, "d_v": 10},
+        {"N_enc": 3, "N_dec": 1, "d_ff_dec": 16},
+    ],
 )
 def test_cached_decoding_equals_full_recompute(make_model, make_tokens, overrides, device):
     model = make_model(**overrides).to(device)
@@ -322,6 +335,42 @@ def test_d_k_and_d_v_set_apart_from_d_model_and_h(make_model, make_tokens):
     assert model(src, tgt).shape == (2, 6, 50)
 
 
+def test_each_stack_takes_its_own_depth_and_the_decoder_its_own_width(make_model):
+    model = make_model(N=4, N_dec=1, d_ff_dec=16)
+    assert (len(model.encoder.layers), len(model.decoder.layers)) == (4, 1)
+    assert (model.config.N_enc, model.config.N_dec) == (4, 1)  # None resolved: N
+    assert model.encoder.layers[0].feed_forward.w_1.out_features == 64  # d_ff
+    assert model.decoder.layers[0].feed_forward.w_1.out_features == 16
+    assert len(model.new_cache()) == 1  # one entry per decoder layer
+    assert count_parameters(model) == expected_parameters(model.config)
+    symmetric = make_model(N=3).config
+    assert (symmetric.N_enc, symmetric.N_dec, symmetric.d_ff_dec) == (3, 3, 64)
+
+
+def test_sizes_name_each_stacks_own_only_where_they_differ(make_model):
+    assert make_model().config.sizes() == "N=2, d_model=32, d_ff=64, h=4"
+    student = make_model(N_enc=3, N_dec=1, d_ff_dec=16).config
+    assert student.sizes() == "N_enc=3, N_dec=1, d_model=32, d_ff=64, d_ff_dec=16, h=4"
+
+
+def test_a_checkpoint_holding_N_alone_loads_as_both_stacks(make_model):
+    saved = make_model(N=3).config.to_dict()
+    for key in ("N_enc", "N_dec", "d_ff_dec"):
+        del saved[key]  # as checkpoints from before each stack had its own
+    config = TransformerConfig.from_dict(saved)
+    assert (config.N_enc, config.N_dec, config.d_ff_dec) == (3, 3, 64)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"), [("N", 0), ("N_enc", 0), ("N_dec", -1), ("d_ff_dec", 0), ("N_dec", 1.5)]
+)
+def test_depths_and_widths_below_one_are_refused_by_name(make_model, key, value):
+    with pytest.raises(
+        ValueError, match=rf"model.{key}={value} must be a whole number of at least 1"
+    ):
+        make_model(**{key: value})
+
+
 def test_d_model_not_divisible_by_h_needs_explicit_d_k_and_d_v(make_model):
     with pytest.raises(ValueError, match=r"d_model=30 is not divisible by model.h=4"):
         make_model(d_model=30)
@@ -345,7 +394,7 @@ def test_dropout_rates_outside_0_to_1_are_rejected(make_model, key, rate):
 
 
 def test_config_rebuilds_the_model(make_model, make_tokens):
-    model = make_model(positions="learned", tie_embeddings="decoder")
+    model = make_model(positions="learned", tie_embeddings="decoder", N_enc=3, N_dec=1)
     saved = json.loads(json.dumps(model.config.to_dict()))  # plain values only
     assert saved["family"] == "transformer"
     clone = Transformer.from_config(TransformerConfig.from_dict(saved)).eval()

@@ -11,6 +11,8 @@ ACTIVATIONS = ("relu", "gelu", "swish")
 # auto: per device, dtype and direction (attention.py's attention_kernel); the others force
 # one kernel everywhere: SDPA's own choice, SDPA's math backend, or the softmax written out.
 ATTENTION_KERNELS = ("auto", "fused", "math", "explicit")
+# Depths and widths, each at least 1; a None among them is derived from another on construction.
+SIZES = ("N", "N_enc", "N_dec", "d_model", "d_ff", "d_ff_dec", "h", "d_k", "d_v")
 
 
 @dataclass
@@ -20,7 +22,12 @@ class TransformerConfig(DataclassConfig):
     Args:
         vocab_size: size of the vocabulary, shared by source and target (joint BPE, section 5.1).
         pad_id: padding token id; never attended to, its embedding starts at zero.
-        N, d_model, d_ff, h: sizes as in Table 3.
+        N, d_model, d_ff, h: sizes as in Table 3; N layers in each stack, d_ff wide.
+        N_enc, N_dec: not the paper: each stack's own depth, None meaning N. A deep encoder
+            and a shallow decoder (e.g. 6 and 1) decode several times faster at close to the
+            symmetric model's quality (Kasai et al., 2021), the shape of distilled students.
+        d_ff_dec: not the paper: the decoder's feed-forward width, None meaning d_ff (which
+            then sizes the encoder's alone), for students whose decoder is narrower still.
         d_k, d_v: per-head query/key and value sizes; None means d_model // h (the paper's
             choice, which Table 3 rows (A) and (B) vary). Resolved to numbers on construction.
         dropout: P_drop on sublayer outputs and on embedding + position sums.
@@ -49,8 +56,11 @@ class TransformerConfig(DataclassConfig):
     vocab_size: int
     pad_id: int
     N: int = 6
+    N_enc: int | None = None
+    N_dec: int | None = None
     d_model: int = 512
     d_ff: int = 2048
+    d_ff_dec: int | None = None
     h: int = 8
     d_k: int | None = None
     d_v: int | None = None
@@ -74,6 +84,26 @@ class TransformerConfig(DataclassConfig):
             raise ValueError("; ".join(problems))
         self.d_k = self.d_model // self.h if self.d_k is None else self.d_k
         self.d_v = self.d_model // self.h if self.d_v is None else self.d_v
+        self.N_enc = self.N if self.N_enc is None else self.N_enc
+        self.N_dec = self.N if self.N_dec is None else self.N_dec
+        self.d_ff_dec = self.d_ff if self.d_ff_dec is None else self.d_ff_dec
+
+    def sizes(self) -> str:
+        """N, d_model, d_ff and h as the configs name them; each stack's where the two differ."""
+        depth = (
+            f"N={self.N_enc}"
+            if self.N_enc == self.N_dec
+            else f"N_enc={self.N_enc}, N_dec={self.N_dec}"
+        )
+        width = f"d_ff={self.d_ff}" + (
+            f", d_ff_dec={self.d_ff_dec}" if self.d_ff_dec != self.d_ff else ""
+        )
+        return f"{depth}, d_model={self.d_model}, {width}, h={self.h}"
+
+
+def _counts(size: Any) -> bool:
+    """A size or a depth: a whole number of at least 1 (bool is an int to Python, not here)."""
+    return isinstance(size, int) and not isinstance(size, bool) and size >= 1
 
 
 def settings_problems(settings: dict[str, Any]) -> list[str]:
@@ -81,10 +111,14 @@ def settings_problems(settings: dict[str, Any]) -> list[str]:
 
     Takes a plain dict so that a training config can be checked before its vocabulary exists.
     """
-    problems = []
+    problems = [
+        f"model.{key}={settings[key]!r} must be a whole number of at least 1"
+        for key in SIZES
+        if settings.get(key) is not None and not _counts(settings[key])
+    ]
     unset = [key for key in ("d_k", "d_v") if settings.get(key) is None]
     d_model, h = settings.get("d_model", 512), settings.get("h", 8)
-    if unset and d_model % h:
+    if unset and _counts(d_model) and _counts(h) and d_model % h:
         problems.append(
             f"model.d_model={d_model} is not divisible by model.h={h}, so "
             f"{' and '.join(f'model.{k}' for k in unset)} (d_model / h by default) cannot be "

@@ -44,14 +44,14 @@ class SublayerConnection(nn.Module):
 class EncoderLayer(nn.Module):
     """Self-attention, then the feed-forward network, each inside a `SublayerConnection`.
 
-    Sized and switched by `config` (N aside): d_model, h, d_k, d_v, d_ff, the dropouts,
+    Sized and switched by `config` (depths aside): d_model, h, d_k, d_v, d_ff, the dropouts,
     norm_first, rezero, activation and attention_kernel, each documented in `TransformerConfig`.
     """
 
     def __init__(self, config: TransformerConfig):
         super().__init__()
         self.self_attn = _attention(config)
-        self.feed_forward = _feed_forward(config)
+        self.feed_forward = _feed_forward(config, config.d_ff)
         self.sublayer = _sublayers(config, 2)
 
     def forward(
@@ -68,14 +68,14 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     """Masked self-attention, attention over the encoder output, then the feed-forward network.
 
-    Sized and switched by `config`, as `EncoderLayer`.
+    Sized and switched by `config`, as `EncoderLayer`, but d_ff_dec wide.
     """
 
     def __init__(self, config: TransformerConfig):
         super().__init__()
         self.self_attn = _attention(config)
         self.src_attn = _attention(config, self_attention=False)
-        self.feed_forward = _feed_forward(config)
+        self.feed_forward = _feed_forward(config, config.d_ff_dec)
         self.sublayer = _sublayers(config, 3)
 
     def forward(
@@ -133,9 +133,9 @@ def _attention(config: TransformerConfig, self_attention: bool = True) -> MultiH
     )
 
 
-def _feed_forward(config: TransformerConfig) -> PositionwiseFeedForward:
+def _feed_forward(config: TransformerConfig, d_ff: int) -> PositionwiseFeedForward:
     return PositionwiseFeedForward(
-        config.d_model, config.d_ff, config.activation, config.activation_dropout
+        config.d_model, d_ff, config.activation, config.activation_dropout
     )
 
 

@@ -23,12 +23,12 @@ Cache = list[dict[str, dict[str, Tensor]]]
 
 
 class Encoder(nn.Module):
-    """N identical encoder layers, then a LayerNorm if the layers are pre-norm."""
+    """N_enc identical encoder layers, then a LayerNorm if the layers are pre-norm."""
 
     def __init__(self, config: TransformerConfig):
         super().__init__()
         layer = EncoderLayer(config)
-        self.layers = nn.ModuleList(copy.deepcopy(layer) for _ in range(config.N))
+        self.layers = nn.ModuleList(copy.deepcopy(layer) for _ in range(config.N_enc))
         self.norm = nn.LayerNorm(config.d_model) if config.norm_first else nn.Identity()
 
     def forward(
@@ -44,12 +44,12 @@ class Encoder(nn.Module):
 
 
 class Decoder(nn.Module):
-    """N identical decoder layers, then a LayerNorm if the layers are pre-norm."""
+    """N_dec identical decoder layers, then a LayerNorm if the layers are pre-norm."""
 
     def __init__(self, config: TransformerConfig):
         super().__init__()
         layer = DecoderLayer(config)
-        self.layers = nn.ModuleList(copy.deepcopy(layer) for _ in range(config.N))
+        self.layers = nn.ModuleList(copy.deepcopy(layer) for _ in range(config.N_dec))
         self.norm = nn.LayerNorm(config.d_model) if config.norm_first else nn.Identity()
 
     def forward(
