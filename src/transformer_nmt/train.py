@@ -7,6 +7,7 @@ Each step's details live in `training/`.
 
 import logging
 import signal
+from contextlib import ExitStack
 
 import lightning as L
 from hydra.utils import instantiate
@@ -55,23 +56,27 @@ def train(cfg: DictConfig) -> dict[str, float]:
     (Lightning's, torchrun) kills the rest, rank 0 still closing its loggers. A signal that comes
     before training stops it after its first update.
     """
-    with SIGNALS.recording():
-        # Decided once, on global rank 0, before anything is written; the other ranks take it.
+    with SIGNALS.recording(), ExitStack() as held:
         timeout = 60 * cfg.ddp_timeout_minutes
         parent = load_parent(cfg)  # fine-tuning's: read on every rank, refused before any write
-        plan = agreed_plan(lambda: plan_run(cfg), cfg.paths.output_dir, timeout)
+        rank_zero = is_global_rank_zero()
+
+        def decide() -> RunPlan:
+            # Two runs writing one folder would overwrite each other's checkpoints: the second is
+            # refused, as the plan is decided, so that every rank hears of it.
+            held.enter_context(RunLock(cfg.paths.output_dir, enabled=rank_zero))
+            return plan_run(cfg)
+
+        # Decided once, on global rank 0, before anything is written; the other ranks take it.
+        plan = agreed_plan(decide, cfg.paths.output_dir, timeout)
         resume = ResumePoint(plan.resume_from)
         log_slurm_job()
-        # Two runs writing one folder would overwrite each other's checkpoints: the second is
-        # refused.
-        rank_zero = is_global_rank_zero()
-        with RunLock(cfg.paths.output_dir, enabled=rank_zero):
-            if rank_zero:
-                write_run_config(cfg)
-            L.seed_everything(cfg.seed, workers=True)
-            datamodule, module = build_data_and_module(cfg, plan, resume, parent)
-            loggers = build_loggers(cfg)
-            return fit_and_report(cfg, datamodule, module, loggers, plan, resume, parent)
+        if rank_zero:
+            write_run_config(cfg)
+        L.seed_everything(cfg.seed, workers=True)
+        datamodule, module = build_data_and_module(cfg, plan, resume, parent)
+        loggers = build_loggers(cfg)
+        return fit_and_report(cfg, datamodule, module, loggers, plan, resume, parent)
 
 
 def fit_and_report(
