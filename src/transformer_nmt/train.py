@@ -38,6 +38,7 @@ from transformer_nmt.training.stop import (
     Stopped,
     exit_status,
     raise_if_stopped,
+    warn_if_torchrun_cuts_the_stop,
 )
 from transformer_nmt.training.sweeps import best_scores, raise_if_diverged
 
@@ -71,6 +72,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
         plan = agreed_plan(decide, cfg.paths.output_dir, timeout)
         resume = ResumePoint(plan.resume_from)
         log_slurm_job()
+        warn_if_torchrun_cuts_the_stop()
         if rank_zero:
             write_run_config(cfg)
         L.seed_everything(cfg.seed, workers=True)

@@ -17,10 +17,12 @@ before the backward pass the host has already queued behind it.
 """
 
 import logging
+import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
+from pathlib import Path
 
 import lightning as L
 import torch
@@ -33,6 +35,9 @@ log = logging.getLogger(__name__)
 
 # In order of precedence when ranks saw different ones: a requeue asked for wins.
 STOP_SIGNALS = (signal.SIGUSR1, signal.SIGTERM, signal.SIGINT)
+# Seconds a stop may need to end its update and write last.ckpt: what the recipes'
+# --signal=USR1@300 leaves it.
+STOP_SECONDS = 300
 
 
 def exit_status(signum: int) -> int:
@@ -196,3 +201,64 @@ def replace_lightning_sigterm_handling(trainer: L.Trainer) -> None:
     if not isinstance(trainer._signal_connector, _RecordingSignalConnector):
         trainer._signal_connector = _RecordingSignalConnector(trainer)
     trainer.fit_loop.epoch_loop._broadcast_sigterm_tensor = lambda: None
+
+
+def torchrun_stop_problems(
+    environ: Mapping[str, str] = os.environ, agent_command: list[str] | None = None
+) -> list[str]:
+    """What keeps a stop under torchrun from the time SLURM's signal leaves it; [] elsewhere.
+
+    torchrun's agent forwards only the signals its `--signals-to-handle` names (not USR1 by
+    default: USR1 would end the agent, and the ranks with it) and kills the ranks
+    `--shutdown-timeout` seconds (30 by default) after forwarding one, however long the signal
+    left before the time limit. `agent_command` is the agent's command line (default: read from
+    /proc), where `--shutdown-timeout` shows; its environment's default reaches the ranks too.
+    """
+    if "TORCHELASTIC_RUN_ID" not in environ:
+        return []
+    problems = []
+    forwarded = environ.get("TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGTERM,SIGINT,SIGHUP,SIGQUIT")
+    if "SLURM_JOB_ID" in environ and "SIGUSR1" not in forwarded.replace(" ", "").split(","):
+        problems.append(
+            f"torchrun forwards {forwarded} only: SLURM's --signal=USR1@N would end it, and the "
+            "ranks with it, before any checkpoint; add --signals-to-handle="
+            f"{forwarded},SIGUSR1 to torchrun"
+        )
+    agent_command = agent_command if agent_command is not None else parent_command()
+    shutdown = _option(agent_command, "--shutdown-timeout", "--shutdown_timeout")
+    shutdown = shutdown or environ.get("PET_SHUTDOWN_TIMEOUT")
+    shutdown = int(shutdown or environ.get("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", 30))
+    if shutdown < STOP_SECONDS:
+        problems.append(
+            f"torchrun kills the ranks {shutdown} s after it forwards a stop signal, less than "
+            f"the {STOP_SECONDS} s a stop may need to end its update and save last.ckpt: give "
+            f"torchrun --shutdown-timeout={STOP_SECONDS} (or TORCH_ELASTIC_SHUTDOWN_TIMEOUT="
+            f"{STOP_SECONDS}), and SLURM's --signal=USR1@N at least as long a lead"
+        )
+    return problems
+
+
+def warn_if_torchrun_cuts_the_stop(environ: Mapping[str, str] = os.environ) -> None:
+    """Warns, once per torchrun agent, what `torchrun_stop_problems` finds."""
+    if environ.get("LOCAL_RANK", "0") == "0":
+        for problem in torchrun_stop_problems(environ):
+            log.warning("%s", problem)
+
+
+def parent_command() -> list[str]:
+    """This process's parent's command line (torchrun's, for its ranks); [] if unreadable."""
+    try:
+        return Path(f"/proc/{os.getppid()}/cmdline").read_bytes().decode().split("\0")
+    except OSError:
+        return []
+
+
+def _option(command: list[str], *names: str) -> str | None:
+    """The value `command` gives an option as `--name=value` or `--name value`; None if absent."""
+    for i, word in enumerate(command):
+        for name in names:
+            if word.startswith(f"{name}="):
+                return word.split("=", 1)[1]
+            if word == name and i + 1 < len(command):
+                return command[i + 1]
+    return None

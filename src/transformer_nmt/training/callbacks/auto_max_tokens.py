@@ -20,16 +20,16 @@ MEASURING = "measuring data.max_tokens=auto"
 class AutoMaxTokens(L.Callback):
     """Resolves `data.max_tokens=auto` when fit sets up, before any loader is built.
 
-        On each device, the largest budget whose worst batches (the longest and the shortest pairs,
-        padded as training pads them, doubled where R-Drop may run) fit in free memory with `margin`
-        of it left over (`budget_probe.measure_max_tokens`); the ranks then take the smallest, so
-        that all cut the same batches. At most `per_rank_cap`: the rank's share of
-        `data.tokens_per_update`, rounded up, else `MAX_AUTO_TOKENS`. `trainer.accumulate_grad_batches`
-        is then derived from `data.tokens_per_update` by `plan_update`, which may shrink the budget
-        to land near it. On CPUs the budget is `CPU_MAX_TOKENS` unless `memory_limit` (bytes) is
-        given, which caps free memory on any device and on CPUs measures the steps with torch's
-        profiler. A resumed run keeps the budget its plan saved, once the same search capped at it
-        confirms that it still fits. A probe that fails on one rank stops every rank, naming it
+    On each device, the largest budget whose worst batches (the longest and the shortest pairs,
+    padded as training pads them, doubled where R-Drop may run) fit in free memory with `margin`
+    of it left over (`budget_probe.measure_max_tokens`); the ranks then take the smallest, so
+    that all cut the same batches. At most `per_rank_cap`: the rank's share of
+    `data.tokens_per_update`, rounded up, else `MAX_AUTO_TOKENS`. `trainer.accumulate_grad_batches`
+    is then derived from `data.tokens_per_update` by `plan_update`, which may shrink the budget
+    to land near it. On CPUs the budget is `CPU_MAX_TOKENS` unless `memory_limit` (bytes) is
+    given, which caps free memory on any device and on CPUs measures the steps with torch's
+    profiler. A resumed run keeps the budget its plan saved, once the same search capped at it
+    confirms that it still fits. A probe that fails on one rank stops every rank, naming it
     (`refusals.on_every_rank`). `measured` holds this device's `Measurement`.
     """
 
