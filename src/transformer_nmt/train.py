@@ -41,6 +41,7 @@ from transformer_nmt.training.stop import (
     warn_if_torchrun_cuts_the_stop,
 )
 from transformer_nmt.training.sweeps import best_scores, raise_if_diverged
+from transformer_nmt.training.time_budget import TimeBudget
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +157,8 @@ def build_trainer(
     parent's optimizer and schedule state where `init_keep` names them."""
     callbacks = [instantiate(c) for c in (cfg.callbacks or {}).values()]
     callbacks += [PlanRecord(plan), AgreedStop()]
+    if plan.max_time:  # in place of Lightning's Timer, whose end costs a sync a micro-batch
+        callbacks.append(TimeBudget(plan.max_time))
     if parent and parent.kept:
         callbacks.append(KeepParentState(parent.kept))
     return instantiate(
@@ -164,6 +167,7 @@ def build_trainer(
         callbacks=callbacks,
         precision=plan.precision,
         accumulate_grad_batches=plan.accumulate_grad_batches,
+        max_time=None,
         plugins=[*(instantiate(cfg.trainer.get("plugins")) or [])],
         strategy=ddp_strategy(cfg.trainer.strategy, cfg.ddp_timeout_minutes),
         # BPE-dropout segments the training pairs anew in each epoch's loader.

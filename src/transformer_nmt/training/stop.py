@@ -20,7 +20,7 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
@@ -84,21 +84,29 @@ SIGNALS = StopSignals()
 
 
 class StopVotes:
-    """A rank's part of the agreement: its signals into the step's sum, the summed votes out."""
+    """A rank's part of the agreement: its signals, and whether its clock says the time budget
+    is spent, into the step's sum; the summed votes out."""
 
     def __init__(self) -> None:
-        self._summed: Tensor | None = None  # on the host: ranks that saw each of STOP_SIGNALS
+        # On the host: ranks that saw each of STOP_SIGNALS, then those out of time.
+        self._summed: Tensor | None = None
         self._copied: torch.cuda.Event | None = None
+        # Whether `trainer.max_time` is spent, on the clock that decides it (`TimeBudget`'s).
+        self.out_of_time: Callable[[], bool] | None = None
 
     def ballot(self, like: Tensor) -> list[Tensor]:
-        """One 0-dim tensor per stop signal on `like`'s device: 1 where this process saw it."""
+        """0-dim tensors on `like`'s device, one per stop signal and one for the time budget:
+        1 where this process saw it, or its clock ended the budget."""
+        votes = [s in SIGNALS.received for s in STOP_SIGNALS]
+        votes.append(self.out_of_time is not None and self.out_of_time())
         # full_like fills on the device; torch.tensor(flags) would copy from the host.
-        return [torch.full_like(like, float(s in SIGNALS.received)) for s in STOP_SIGNALS]
+        return [torch.full_like(like, float(vote)) for vote in votes]
 
     def count(self, summed: Tensor) -> None:
-        """Starts the copy of the ballots summed over the ranks (len(STOP_SIGNALS),) to the host."""
+        """Starts the copy of the ballots summed over the ranks (len(STOP_SIGNALS) + 1,) to the
+        host."""
         if self._summed is None:
-            zeros = [0.0] * len(STOP_SIGNALS)
+            zeros = [0.0] * (len(STOP_SIGNALS) + 1)
             pinned = summed.is_cuda  # a copy from the device into pinned memory does not block
             self._summed = torch.tensor(zeros, dtype=summed.dtype, device="cpu", pin_memory=pinned)
         self._summed.copy_(summed, non_blocking=True)
@@ -108,12 +116,20 @@ class StopVotes:
 
     def agreed(self) -> int | None:
         """The stop signal the last counted sums hold, or None: the same answer on every rank."""
+        counts = self._counts()
+        signals = counts[: len(STOP_SIGNALS)]
+        return next((s for s, n in zip(STOP_SIGNALS, signals, strict=True) if n), None)
+
+    def agreed_out_of_time(self) -> bool:
+        """Whether the last counted sums end the time budget: the same answer on every rank."""
+        return bool(self._counts()[-1])
+
+    def _counts(self) -> list[float]:
         if self._summed is None:
-            return None
+            return [0.0] * (len(STOP_SIGNALS) + 1)
         if self._copied is not None:
             self._copied.synchronize()
-        counts = self._summed.tolist()
-        return next((s for s, n in zip(STOP_SIGNALS, counts, strict=True) if n), None)
+        return self._summed.tolist()
 
 
 class Stopped(SystemExit):
