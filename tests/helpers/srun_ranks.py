@@ -23,7 +23,7 @@ def srun_env(rank: int, job: str, port: int) -> dict[str, str]:
 
 
 def run_srun_ranks(
-    overrides: list[str], job: str, timeout: float, envs: list[dict[str, str]] | None = None
+    overrides: list[str], job: str, timeout: float
 ) -> list[subprocess.CompletedProcess]:
     """`python train.py <overrides>` on 2 srun-like ranks of trainer=ddp_cpu; each rank's exit
     status and output (stdout and stderr together). A rank alive after `timeout` seconds is
@@ -32,7 +32,7 @@ def run_srun_ranks(
     command = [sys.executable, "train.py", *overrides, "trainer=ddp_cpu", "trainer.devices=2"]
     ranks = [
         subprocess.Popen(
-            command, cwd=ROOT, env={**srun_env(rank, job, port), **(envs or [{}, {}])[rank]},
+            command, cwd=ROOT, env=srun_env(rank, job, port),
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
         for rank in range(TASKS)
