@@ -6,7 +6,8 @@ two collectives or inside one, so a collective in it (Lightning 2.6's broadcast)
 another rank's different collective and hangs, under NCCL until its timeout. Instead, each
 training step's sum over the ranks (`TranslationModule._per_token_mean`: loss, NLL, tokens)
 also sums which signals each rank has seen, and at every update's optimizer step all ranks read
-the same sums: the first update whose sums hold a signal is the last one on every rank. Fit then
+the same sums: the first update whose sums hold a signal is the last one on every rank. The end
+of `trainer.max_time` rides in the same sums (`time_budget.TimeBudget`). Fit then
 ends normally (`trainer.should_stop`, without the validation Lightning would add), the checkpoint
 callback writes `last.ckpt` in `on_train_end`, and for USR1 in a SLURM job global rank 0
 requeues it in `on_fit_end`, before the loggers finish.
