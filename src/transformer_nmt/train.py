@@ -7,6 +7,7 @@ Each step's details live in `training/`.
 
 import logging
 import signal
+from contextlib import ExitStack
 
 import lightning as L
 from hydra.utils import instantiate
@@ -37,8 +38,10 @@ from transformer_nmt.training.stop import (
     Stopped,
     exit_status,
     raise_if_stopped,
+    warn_if_torchrun_cuts_the_stop,
 )
 from transformer_nmt.training.sweeps import best_scores, raise_if_diverged
+from transformer_nmt.training.time_budget import TimeBudget
 
 log = logging.getLogger(__name__)
 
@@ -55,23 +58,28 @@ def train(cfg: DictConfig) -> dict[str, float]:
     (Lightning's, torchrun) kills the rest, rank 0 still closing its loggers. A signal that comes
     before training stops it after its first update.
     """
-    with SIGNALS.recording():
-        # Decided once, on global rank 0, before anything is written; the other ranks take it.
+    with SIGNALS.recording(), ExitStack() as held:
         timeout = 60 * cfg.ddp_timeout_minutes
         parent = load_parent(cfg)  # fine-tuning's: read on every rank, refused before any write
-        plan = agreed_plan(lambda: plan_run(cfg), cfg.paths.output_dir, timeout)
+        rank_zero = is_global_rank_zero()
+
+        def decide() -> RunPlan:
+            # Two runs writing one folder would overwrite each other's checkpoints: the second is
+            # refused, as the plan is decided, so that every rank hears of it.
+            held.enter_context(RunLock(cfg.paths.output_dir, enabled=rank_zero))
+            return plan_run(cfg)
+
+        # Decided once, on global rank 0, before anything is written; the other ranks take it.
+        plan = agreed_plan(decide, cfg.paths.output_dir, timeout)
         resume = ResumePoint(plan.resume_from)
         log_slurm_job()
-        # Two runs writing one folder would overwrite each other's checkpoints: the second is
-        # refused.
-        rank_zero = is_global_rank_zero()
-        with RunLock(cfg.paths.output_dir, enabled=rank_zero):
-            if rank_zero:
-                write_run_config(cfg)
-            L.seed_everything(cfg.seed, workers=True)
-            datamodule, module = build_data_and_module(cfg, plan, resume, parent)
-            loggers = build_loggers(cfg, plan)
-            return fit_and_report(cfg, datamodule, module, loggers, plan, resume, parent)
+        warn_if_torchrun_cuts_the_stop()
+        if rank_zero:
+            write_run_config(cfg)
+        L.seed_everything(cfg.seed, workers=True)
+        datamodule, module = build_data_and_module(cfg, plan, resume, parent)
+        loggers = build_loggers(cfg, plan)
+        return fit_and_report(cfg, datamodule, module, loggers, plan, resume, parent)
 
 
 def fit_and_report(
@@ -154,6 +162,8 @@ def build_trainer(
     parent's optimizer and schedule state where `init_keep` names them."""
     callbacks = [instantiate(c) for c in (cfg.callbacks or {}).values()]
     callbacks += [PlanRecord(plan), AgreedStop()]
+    if plan.max_time:  # in place of Lightning's Timer, whose end costs a sync a micro-batch
+        callbacks.append(TimeBudget(plan.max_time))
     if parent and parent.kept:
         callbacks.append(KeepParentState(parent.kept))
     return instantiate(
@@ -162,6 +172,7 @@ def build_trainer(
         callbacks=callbacks,
         precision=plan.precision,
         accumulate_grad_batches=plan.accumulate_grad_batches,
+        max_time=None,
         plugins=[*(instantiate(cfg.trainer.get("plugins")) or [])],
         strategy=ddp_strategy(cfg.trainer.strategy, cfg.ddp_timeout_minutes),
         # BPE-dropout segments the training pairs anew in each epoch's loader, and a multilingual

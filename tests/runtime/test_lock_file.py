@@ -1,10 +1,12 @@
 """A lock file without flock: one holder at a time; a gone holder's lock is taken over, named."""
 
+import errno
 import json
 import logging
 import os
 import socket
 import subprocess
+import threading
 import time
 
 from transformer_nmt.runtime import lock_file
@@ -227,3 +229,60 @@ def test_a_lock_refreshed_since_it_was_found_stale_is_put_back(tmp_path):
     LockFile(path, stale_after=300)._take_over(OTHER_HOST, "and not refreshed for 301 s")
     assert files(tmp_path) == [".lock"]
     assert json.loads(path.read_text()) == OTHER_HOST
+
+
+class FlakyUtime:
+    """`os.utime` failing with EIO on the lock file `failures` times, then working again."""
+
+    def __init__(self, path, failures: int) -> None:
+        self.path, self.failures, self.calls = str(path), failures, 0
+        self.refreshed = threading.Event()  # set at the first refresh after the failures
+        self._utime = os.utime
+
+    def __call__(self, path, *args, **kwargs) -> None:
+        if str(path) == self.path:
+            self.calls += 1
+            if self.calls <= self.failures:
+                raise OSError(errno.EIO, "Input/output error", self.path)
+            self.refreshed.set()
+        self._utime(path, *args, **kwargs)
+
+
+def test_the_heartbeat_survives_failed_refreshes_retrying_with_backoff_and_warning(
+    tmp_path, monkeypatch, caplog
+):
+    monkeypatch.setattr(lock_file, "HEARTBEAT", 0.001)
+    monkeypatch.setattr(lock_file, "RETRY_FIRST", 0.0001)
+    path = tmp_path / ".entry.lock"
+    flaky = FlakyUtime(path, failures=3)
+    monkeypatch.setattr(lock_file.os, "utime", flaky)
+    lock = LockFile(path)
+    with caplog.at_level(logging.INFO, logger=lock_file.__name__):
+        assert lock.try_acquire() is None
+        assert flaky.refreshed.wait(60), "the heartbeat stopped at a failed refresh"
+        lock.release()
+    failed = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(failed) == 3
+    assert all(
+        str(path) in r.getMessage() and "Input/output error" in r.getMessage() for r in failed
+    )
+    assert "retrying in" in failed[0].getMessage()
+    assert f"{path}: refreshed again after 3 failed attempt(s)" in caplog.messages
+    assert files(tmp_path) == []
+
+
+def test_the_heartbeat_ends_naming_the_loss_once_another_holder_took_the_lock(
+    tmp_path, monkeypatch, caplog
+):
+    monkeypatch.setattr(lock_file, "HEARTBEAT", 0.001)
+    path = tmp_path / ".entry.lock"
+    lock = LockFile(path)
+    with caplog.at_level(logging.ERROR, logger=lock_file.__name__):
+        assert lock.try_acquire() is None
+        write_lock(path, OTHER_HOST)  # taken over while this process's refreshes failed
+        lock._heartbeat.join(timeout=60)
+        assert not lock._heartbeat.is_alive()
+    (lost,) = caplog.messages
+    assert lost.startswith(f"{path} was taken by {NAMED}: this process no longer holds it")
+    lock.release()
+    assert json.loads(path.read_text()) == OTHER_HOST  # the new holder's lock stays

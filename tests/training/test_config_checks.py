@@ -211,6 +211,18 @@ def test_compile_with_ddp_is_refused_naming_the_options(tmp_path, trainer):
     assert "set module.compile=false, or train on one device" in str(info.value)
 
 
+@pytest.mark.parametrize("strategy", ["ddp_spawn", "ddp_spawn_find_unused_parameters_true"])
+def test_a_spawning_strategy_is_refused_naming_trainer_ddp(tmp_path, strategy):
+    cfg = compose_train(
+        tmp_path,
+        [*TOY, "trainer.accelerator=cpu", "trainer.devices=2", f"trainer.strategy={strategy}"],
+    )
+    with pytest.raises(ConfigError) as info:
+        check_config(cfg)
+    assert f"trainer.strategy={strategy} is not supported" in str(info.value)
+    assert "Use trainer=ddp (or trainer=ddp_cpu)" in str(info.value)
+
+
 @pytest.mark.parametrize("devices", ["trainer.devices=1", "trainer.devices=[0]"])
 def test_compile_on_one_device_and_ddp_without_compile_pass(tmp_path, devices):
     check_config(compose_train(tmp_path, [*TOY, "module.compile=true", devices]))

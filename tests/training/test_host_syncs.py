@@ -58,9 +58,10 @@ def assert_one_sync_a_step(counts_file: Path, logging_at_most: int = 8) -> None:
         ),
     ],
 )
-def test_a_training_step_syncs_once_and_a_logging_step_a_few_times(tmp_path, device):
+@pytest.mark.parametrize("budget", [[], ["trainer.max_time=00:01:00:00"]], ids=["steps", "time"])
+def test_a_training_step_syncs_once_and_a_logging_step_a_few_times(tmp_path, device, budget):
     """Over 12 steps; on a CPU counted as a GPU would sync (helpers.sync_counting.SyncCounter)."""
-    cfg = compose_train(tmp_path, counted_run(tmp_path, device))
+    cfg = compose_train(tmp_path, [*counted_run(tmp_path, device), *budget])
     with open_dict(cfg):
         del cfg.hydra  # the CSV logger records the resolved config, but no sweep runs here
     train(cfg)
@@ -68,10 +69,12 @@ def test_a_training_step_syncs_once_and_a_logging_step_a_few_times(tmp_path, dev
 
 
 @pytest.mark.slow
-def test_each_of_two_ddp_ranks_syncs_once_a_step(tmp_path):
-    """Lightning's per-batch SIGTERM broadcast (a sync each) is gone: only the finite-loss read."""
+@pytest.mark.parametrize("budget", [[], ["trainer.max_time=00:01:00:00"]], ids=["steps", "time"])
+def test_each_of_two_ddp_ranks_syncs_once_a_step(tmp_path, budget):
+    """Lightning's per-batch SIGTERM broadcast (a sync each) is gone: only the finite-loss read;
+    and with a time budget, its Timer's per-batch broadcast too."""
     command = [
-        sys.executable, "train.py", *counted_run(tmp_path, "cpu"), "trainer=ddp_cpu",
+        sys.executable, "train.py", *counted_run(tmp_path, "cpu"), *budget, "trainer=ddp_cpu",
         f"paths.log_dir={tmp_path}", f"paths.cache_dir={tmp_path}/cache",
         f"hydra.run.dir={tmp_path}/run",
     ]  # fmt: skip

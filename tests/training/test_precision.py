@@ -9,6 +9,7 @@ from transformer_nmt.data.batching import collate
 from transformer_nmt.data.tokenizer import EOS_ID, PAD_ID
 from transformer_nmt.model import Transformer
 from transformer_nmt.training import precision
+from transformer_nmt.training.config_checks import ConfigError
 from transformer_nmt.training.loss import label_smoothed_nll
 from transformer_nmt.training.precision import (
     AUTO_CPU_PRECISION_ENV,
@@ -181,7 +182,7 @@ def test_a_run_resumed_on_a_cpu_trains_on_in_its_checkpoints_precision_without_t
     cpu(native)  # no speedup: a timing would fail the test
     checkpoint = tmp_path / "last.ckpt"
     torch.save({"precision": saved}, checkpoint)
-    resumed = ResumePoint(checkpoint).cpu_precision
+    resumed = ResumePoint(checkpoint)
     assert resolve_precision("auto", "cpu", resumed) == expected
     assert resolve_precision("32-true", "cpu", resumed) == "32-true"  # the user's word
 
@@ -197,7 +198,7 @@ def test_a_run_resumed_from_elsewhere_times_this_cpu(cpu, tmp_path, saved):
     cpu(True, 4.0)
     checkpoint = tmp_path / "last.ckpt"
     torch.save(saved, checkpoint)
-    assert resolve_precision("auto", "cpu", ResumePoint(checkpoint).cpu_precision) == "bf16-mixed"
+    assert resolve_precision("auto", "cpu", ResumePoint(checkpoint)) == "bf16-mixed"
 
 
 @pytest.mark.parametrize(
@@ -230,6 +231,43 @@ def test_visible_devices_decide(simulate_gpus, monkeypatch):
 def test_gpus_of_unknown_capability_get_fp16(simulate_gpus):
     simulate_gpus([(8, 0)], nvml=OldDriverNVML)
     assert auto_precision("gpu") == "16-mixed"
+
+
+def trained_on_gpus(tmp_path, precision: str) -> ResumePoint:
+    """A checkpoint trained on GPUs in `precision`, as the run resumed from it sees it."""
+    checkpoint = tmp_path / "last.ckpt"
+    torch.save({"precision": {"device": "cuda", "precision": precision}}, checkpoint)
+    return ResumePoint(checkpoint)
+
+
+@pytest.mark.parametrize(
+    ("trained", "capabilities"),
+    [
+        ("bf16-mixed", [(9, 0)]),  # as it trained
+        ("16-mixed", [(7, 0)]),
+        ("16-mixed", [(8, 0)]),  # requeued onto newer GPUs: fp16 runs natively there too
+        ("32-true", [(8, 0)]),
+    ],
+)
+def test_a_run_resumed_on_gpus_trains_on_in_its_checkpoints_precision(
+    simulate_gpus, tmp_path, trained, capabilities
+):
+    simulate_gpus(capabilities)
+    assert resolve_precision("auto", "gpu", trained_on_gpus(tmp_path, trained)) == trained
+
+
+def test_a_bf16_run_requeued_onto_gpus_without_native_bf16_is_refused_naming_both(
+    simulate_gpus, tmp_path
+):
+    simulate_gpus([(7, 0)])  # V100
+    resumed = trained_on_gpus(tmp_path, "bf16-mixed")
+    with pytest.raises(ConfigError) as refused:
+        resolve_precision("auto", "gpu", resumed)
+    said = str(refused.value)
+    assert said.startswith(f"ckpt_path={resumed.path} trained in bf16-mixed")
+    assert "trainer.precision=bf16-mixed to go on as it trained" in said
+    assert "trainer.precision=16-mixed to switch" in said
+    assert resolve_precision("16-mixed", "gpu", resumed) == "16-mixed"  # the user's word
 
 
 @pytest.mark.slow

@@ -18,6 +18,7 @@ from helpers.quick_toy_run import quick_toy_run
 from helpers.start_per_rank import start_per_rank
 from transformer_nmt.training.config_checks import ConfigError
 from transformer_nmt.training.plan_sharing import PLAN_ENV, agreed_plan, launch_key, plan_file
+from transformer_nmt.training.refusals import RankRefused
 from transformer_nmt.training.run_plan import RunPlan, plan_run
 
 TOY = ["experiment=toy", "logger=none", "trainer.precision=32-true"]
@@ -113,7 +114,7 @@ def test_rank_0s_refusal_is_every_ranks_and_a_missing_plan_names_the_run_folder(
 
     with pytest.raises(ConfigError, match="model.h=3"):
         agreed_plan(refuse, tmp_path, 60, {**SRUN, "SLURM_PROCID": "0"})
-    with pytest.raises(ConfigError, match="model.h=3"):
+    with pytest.raises(RankRefused, match="global rank 0 refused the run.*ConfigError.*model.h=3"):
         agreed_plan(refuse, tmp_path, 60, SRUN)  # rank 1 reads it, never decides
     requeued = {**SRUN, "SLURM_RESTART_COUNT": "1"}  # a plan not written (yet)
     with pytest.raises(TimeoutError, match=r"the same run folder \(hydra.run.dir\)"):

@@ -60,15 +60,25 @@ def task(cfg: DictConfig) -> float | None:
 
 def deliberate_errors() -> tuple[type[Exception], ...]:
     """The errors a run raises on purpose: a config problem, a locked run folder, an unreadable
-    checkpoint, bad data, a W&B run that cannot be continued, a batch that fits no memory."""
+    checkpoint, bad data, a W&B run that cannot be continued, a batch that fits no memory, and
+    a failure met on another rank (whose own log holds its traceback)."""
     from transformer_nmt.checkpoint import CheckpointError
     from transformer_nmt.data.corpus import DataError
     from transformer_nmt.data.token_budget import BudgetError
     from transformer_nmt.runtime.wandb_run import WandbRunError
     from transformer_nmt.training.config_checks import ConfigError
+    from transformer_nmt.training.refusals import RankRefused
     from transformer_nmt.training.run_lock import RunLockedError
 
-    return ConfigError, RunLockedError, CheckpointError, DataError, WandbRunError, BudgetError
+    return (
+        ConfigError,
+        RunLockedError,
+        CheckpointError,
+        DataError,
+        WandbRunError,
+        BudgetError,
+        RankRefused,
+    )
 
 
 def main(root: Path | None = None) -> None:

@@ -5,7 +5,7 @@ written to a draft beside the lock, then hard-linked to the lock's path: `os.lin
 path exists, an atomic test-and-set on local filesystems, NFS and Lustre alike, and no reader
 ever sees the file half-written. NFS may retry a `link` whose reply was lost and report "exists"
 for the link it made: the draft's link count (2 once linked) tells. While it holds, a thread
-refreshes the file's mtime every `HEARTBEAT` seconds.
+refreshes the file's mtime every `HEARTBEAT` seconds, retrying a failed refresh sooner.
 
 A lock whose holder is gone is taken over, with a warning naming it:
 
@@ -36,6 +36,7 @@ from transformer_nmt.runtime.processes import filesystem_now, is_gone, this_proc
 log = logging.getLogger(__name__)
 
 HEARTBEAT = 30.0  # seconds between refreshes of a held lock's mtime
+RETRY_FIRST = 1.0  # seconds before a failed refresh is tried again, doubled at each failure
 # Ten missed refreshes: a busy filesystem or a paused process is not taken for dead, and hosts'
 # clocks that differ by seconds do not matter.
 STALE = 10 * HEARTBEAT
@@ -163,11 +164,49 @@ class LockFile:
         self._heartbeat.start()
 
     def _refresh(self) -> None:
-        while not self._stop.wait(HEARTBEAT):
+        """Refresh the lock's mtime every `HEARTBEAT` seconds while it is this process's.
+
+        A refresh that fails (a file server's hiccup: EIO, ESTALE, a timeout) is retried sooner,
+        doubling the wait up to `HEARTBEAT`, with a warning each time: the lock is taken over only
+        after `STALE` seconds without one. It ends, saying so, only once the lock is lost: its
+        file gone, or naming another holder.
+        """
+        wait, failures = HEARTBEAT, 0
+        while not self._stop.wait(wait):
             try:
+                if (lost := self._lost()) is not None:
+                    log.error(
+                        "%s was %s: this process no longer holds it, so what it guards may be "
+                        "written by another process beside this one",
+                        self.path,
+                        lost,
+                    )
+                    return
                 os.utime(self.path)
-            except FileNotFoundError:
-                return
+            except OSError as error:
+                failures += 1
+                wait = min(RETRY_FIRST * 2 ** (failures - 1), HEARTBEAT)
+                log.warning(
+                    "%s: refresh failed (%s), retrying in %.0f s; the lock is taken over after "
+                    "%.0f s without one",
+                    self.path,
+                    error,
+                    wait,
+                    self.stale_after,
+                )
+                continue
+            if failures:
+                log.info("%s: refreshed again after %d failed attempt(s)", self.path, failures)
+            wait, failures = HEARTBEAT, 0
+
+    def _lost(self) -> str | None:
+        """How this process lost the lock, or None while it holds it; OSError if it cannot
+        tell."""
+        try:
+            holder = parse_holder(self.path.read_bytes())
+        except FileNotFoundError:
+            return "removed"
+        return None if holder == self.holder else f"taken by {describe(holder)}"
 
     def _inspect(self, path: Path) -> tuple[dict[str, Any], str | None] | None:
         """The holder `path` names and why it is gone (None if live); None if there is no file."""

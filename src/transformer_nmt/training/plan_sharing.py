@@ -8,10 +8,12 @@ the others take its plan, by the one channel each launcher leaves before the Tra
   process after the plan is made: they inherit it in the environment (`PLAN_ENV`), tagged with
   rank 0's pid so that a plan left in a shell's environment is never taken.
 - torchrun starts every rank at once, beside its agent's key-value store (the one
-  `init_process_group` joins later): rank 0 puts the plan (or the refusal of the config) there
+  `init_process_group` joins later): rank 0 puts the plan (or its refusal) there
   and the others wait for it; the hosts need share no file system.
 - srun starts every rank at once with no such store: rank 0 writes the plan into the run folder,
-  under a name unique to this start of the job (`launch_key`), and the others wait for it. A
+  under a name unique to this start of the job (`launch_key`), and the others wait for it.
+  Whatever stops rank 0 as it decides (a bad config, a locked run folder, an unreadable
+  checkpoint) goes the same way in place of the plan, so the others stop too, naming it. A
   file that is new shows up on every host, where a stale negative view of `last.ckpt` may not;
   every rank must share the run folder (`hydra.run.dir`), as resuming needs anyway.
 
@@ -31,7 +33,7 @@ from typing import Protocol
 from torch.distributed import DistStoreError, TCPStore
 
 from transformer_nmt.runtime.atomic import write_atomically
-from transformer_nmt.training.config_checks import ConfigError
+from transformer_nmt.training.refusals import RankRefused, cause
 from transformer_nmt.training.run_lock import is_global_rank_zero
 from transformer_nmt.training.run_plan import RunPlan
 
@@ -53,8 +55,8 @@ def agreed_plan(
     """Rank 0's plan on every rank: decided here on rank 0, received on the others.
 
     Args:
-        decide: makes the plan (`run_plan.plan_run`); may raise `ConfigError`, which the other
-            ranks of a torchrun or srun launch then raise too.
+        decide: makes the plan (`run_plan.plan_run`), holding the run folder's lock; what it
+            raises, the other ranks of a torchrun or srun launch raise as `RankRefused`.
         run_dir: the run folder, shared by the ranks of an srun launch.
         timeout: seconds a rank waits for rank 0's plan, and for the checkpoint it resumes.
     """
@@ -80,9 +82,9 @@ def agreed_plan(
 def _decide_and_hand_over(decide: Callable[[], RunPlan], channel: "Channel | None") -> RunPlan:
     try:
         plan = decide()
-    except ConfigError as error:
+    except BaseException as error:  # a locked folder, an unreadable checkpoint, Ctrl-C: any
         if channel is not None:
-            channel.put({"refused": str(error)})
+            channel.put({"refused": cause(error)})
         raise
     if channel is not None:
         channel.put({"plan": plan.to_dict()})
@@ -92,7 +94,9 @@ def _decide_and_hand_over(decide: Callable[[], RunPlan], channel: "Channel | Non
 
 def _received(handed: dict) -> RunPlan:
     if "refused" in handed:
-        raise ConfigError(handed["refused"])
+        raise RankRefused(
+            f"global rank 0 refused the run, so every rank stops: {handed['refused']}"
+        )
     return RunPlan.from_dict(handed["plan"])
 
 

@@ -5,6 +5,7 @@ The choice is made before the Trainer exists. Had it initialised CUDA (as
 launchers (`ddp_fork`, `ddp_notebook`, Lightning's choice in Jupyter) could not start their
 processes. So GPUs are counted and their compute capability read through NVML, the driver's
 management library, which is how `torch.cuda.device_count()` counts them before CUDA starts.
+A resumed run keeps the precision its checkpoint trained in, or is refused where it cannot.
 """
 
 import ctypes
@@ -15,6 +16,9 @@ import time
 from pathlib import Path
 
 import torch
+
+from transformer_nmt.training.config_checks import ConfigError
+from transformer_nmt.training.resume import ResumePoint
 
 log = logging.getLogger(__name__)
 
@@ -130,17 +134,47 @@ def cuda_capabilities() -> list[tuple[int, int]] | None:
 
 
 def resolve_precision(
-    precision: str | int, accelerator: str, resumed: str | None = None
+    precision: str | int, accelerator: str, resume: ResumePoint | None = None
 ) -> str | int:
     """The configured precision, with "auto" replaced by the fastest one available.
 
-    Resuming on a CPU, "auto" is `resumed`, the precision the checkpoint trained in on a CPU
-    (`ResumePoint.cpu_precision`), not a new timing's answer: a timing on a busy machine can
-    disagree with the first.
+    Resumed, "auto" is the precision the checkpoint trained in, not a new decision: on a CPU, a
+    timing on a busy machine can disagree with the first; on GPUs, a job requeued onto older
+    ones would silently turn bf16 into fp16 (`on_gpus_as_trained` refuses that, by name).
     """
     if precision != "auto":
         return precision
-    return auto_precision(accelerator, resumed)
+    if resume is None or not resume.resuming:
+        return auto_precision(accelerator)
+    chosen = auto_precision(accelerator, resume.cpu_precision)
+    if on_gpus(accelerator):
+        return on_gpus_as_trained(chosen, resume.gpu_precision, resume.path)
+    return chosen
+
+
+def on_gpus_as_trained(chosen: str, trained: str | None, checkpoint: str | None) -> str:
+    """precision=auto on GPUs for a run resumed from `checkpoint`, which trained on GPUs in
+    `trained` (None: elsewhere, or unsaid): that precision, where these GPUs run it natively.
+
+    Raises `ConfigError` naming both precisions and the setting that picks either, for a bf16
+    run resumed on GPUs that only emulate bf16.
+    """
+    if trained is None or trained == chosen:
+        return chosen
+    if trained == "bf16-mixed":
+        raise ConfigError(
+            f"ckpt_path={checkpoint} trained in bf16-mixed, which these GPUs only emulate "
+            f"(compute capability below {'.'.join(map(str, NATIVE_BF16_CUDA_CAPABILITY))}), "
+            f"so precision=auto would switch it to {chosen}: set trainer.precision=bf16-mixed "
+            f"to go on as it trained, slower, or trainer.precision={chosen} to switch"
+        )
+    log.info(
+        "precision=auto: training on in %s, as %s did; set trainer.precision=%s to switch",
+        trained,
+        checkpoint,
+        chosen,
+    )
+    return trained
 
 
 def auto_precision(accelerator: str, resumed: str | None = None) -> str:
@@ -150,8 +184,7 @@ def auto_precision(accelerator: str, resumed: str | None = None) -> str:
     later), else "16-mixed", whose loss scaling Lightning adds. CPUs: `auto_cpu_precision`,
     given the CPU precision of the checkpoint resumed from, if any.
     """
-    # NVML counts the GPUs first; torch falls back to the CUDA driver only if NVML fails.
-    if accelerator in ("gpu", "cuda", "auto") and torch.cuda.device_count() > 0:
+    if on_gpus(accelerator):
         capabilities = cuda_capabilities()
         if capabilities is None:
             log.warning(
@@ -162,3 +195,9 @@ def auto_precision(accelerator: str, resumed: str | None = None) -> str:
         native = min(capabilities) >= NATIVE_BF16_CUDA_CAPABILITY
         return "bf16-mixed" if native else "16-mixed"
     return auto_cpu_precision(resumed)
+
+
+def on_gpus(accelerator: str) -> bool:
+    """Whether a run on `accelerator` trains on GPUs, told without initialising CUDA."""
+    # NVML counts the GPUs first; torch falls back to the CUDA driver only if NVML fails.
+    return accelerator in ("gpu", "cuda", "auto") and torch.cuda.device_count() > 0

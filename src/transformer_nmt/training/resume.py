@@ -52,8 +52,16 @@ class ResumePoint:
     @property
     def cpu_precision(self) -> str | None:
         """The precision it was trained in, if on a CPU (`TranslationModule` saves it)."""
+        return self._precision_on("cpu")
+
+    @property
+    def gpu_precision(self) -> str | None:
+        """The precision it was trained in, if on GPUs."""
+        return self._precision_on("cuda")
+
+    def _precision_on(self, device: str) -> str | None:
         saved = self.checkpoint.get("precision", {})
-        return saved.get("precision") if saved.get("device") == "cpu" else None
+        return saved.get("precision") if saved.get("device") == device else None
 
     @property
     def averages_weights(self) -> bool:

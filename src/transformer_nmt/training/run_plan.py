@@ -154,12 +154,12 @@ def plan_run(cfg: DictConfig) -> RunPlan:
         check_config(cfg, resume)
         world_size = device_count(cfg.trainer) * cfg.trainer.get("num_nodes", 1)
         accumulate, max_tokens, tokens_per_update = planned_update(cfg, world_size, resume)
+        precision = resolve_precision(cfg.trainer.precision, cfg.trainer.accelerator, resume)
     except ConfigError as error:
         if not found:
             raise
         raise ConfigError(f"{error}\n  {found_in_run_folder_hint(resume.path)}") from None
     trainer = cfg.trainer
-    precision = resolve_precision(trainer.precision, trainer.accelerator, resume.cpu_precision)
     policy = (cfg.get("callbacks") or {}).get("checkpoints") or {}
     timed = (cfg.get("callbacks") or {}).get("timed_cooldown") or {}
     return RunPlan(

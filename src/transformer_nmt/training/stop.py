@@ -6,7 +6,8 @@ two collectives or inside one, so a collective in it (Lightning 2.6's broadcast)
 another rank's different collective and hangs, under NCCL until its timeout. Instead, each
 training step's sum over the ranks (`TranslationModule._per_token_mean`: loss, NLL, tokens)
 also sums which signals each rank has seen, and at every update's optimizer step all ranks read
-the same sums: the first update whose sums hold a signal is the last one on every rank. Fit then
+the same sums: the first update whose sums hold a signal is the last one on every rank. The end
+of `trainer.max_time` rides in the same sums (`time_budget.TimeBudget`). Fit then
 ends normally (`trainer.should_stop`, without the validation Lightning would add), the checkpoint
 callback writes `last.ckpt` in `on_train_end`, and for USR1 in a SLURM job global rank 0
 requeues it in `on_fit_end`, before the loggers finish.
@@ -17,10 +18,12 @@ before the backward pass the host has already queued behind it.
 """
 
 import logging
+import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
+from pathlib import Path
 
 import lightning as L
 import torch
@@ -33,6 +36,9 @@ log = logging.getLogger(__name__)
 
 # In order of precedence when ranks saw different ones: a requeue asked for wins.
 STOP_SIGNALS = (signal.SIGUSR1, signal.SIGTERM, signal.SIGINT)
+# Seconds a stop may need to end its update and write last.ckpt: what the recipes'
+# --signal=USR1@300 leaves it.
+STOP_SECONDS = 300
 
 
 def exit_status(signum: int) -> int:
@@ -79,21 +85,29 @@ SIGNALS = StopSignals()
 
 
 class StopVotes:
-    """A rank's part of the agreement: its signals into the step's sum, the summed votes out."""
+    """A rank's part of the agreement: its signals, and whether its clock says the time budget
+    is spent, into the step's sum; the summed votes out."""
 
     def __init__(self) -> None:
-        self._summed: Tensor | None = None  # on the host: ranks that saw each of STOP_SIGNALS
+        # On the host: ranks that saw each of STOP_SIGNALS, then those out of time.
+        self._summed: Tensor | None = None
         self._copied: torch.cuda.Event | None = None
+        # Whether `trainer.max_time` is spent, on the clock that decides it (`TimeBudget`'s).
+        self.out_of_time: Callable[[], bool] | None = None
 
     def ballot(self, like: Tensor) -> list[Tensor]:
-        """One 0-dim tensor per stop signal on `like`'s device: 1 where this process saw it."""
+        """0-dim tensors on `like`'s device, one per stop signal and one for the time budget:
+        1 where this process saw it, or its clock ended the budget."""
+        votes = [s in SIGNALS.received for s in STOP_SIGNALS]
+        votes.append(self.out_of_time is not None and self.out_of_time())
         # full_like fills on the device; torch.tensor(flags) would copy from the host.
-        return [torch.full_like(like, float(s in SIGNALS.received)) for s in STOP_SIGNALS]
+        return [torch.full_like(like, float(vote)) for vote in votes]
 
     def count(self, summed: Tensor) -> None:
-        """Starts the copy of the ballots summed over the ranks (len(STOP_SIGNALS),) to the host."""
+        """Starts the copy of the ballots summed over the ranks (len(STOP_SIGNALS) + 1,) to the
+        host."""
         if self._summed is None:
-            zeros = [0.0] * len(STOP_SIGNALS)
+            zeros = [0.0] * (len(STOP_SIGNALS) + 1)
             pinned = summed.is_cuda  # a copy from the device into pinned memory does not block
             self._summed = torch.tensor(zeros, dtype=summed.dtype, device="cpu", pin_memory=pinned)
         self._summed.copy_(summed, non_blocking=True)
@@ -103,12 +117,20 @@ class StopVotes:
 
     def agreed(self) -> int | None:
         """The stop signal the last counted sums hold, or None: the same answer on every rank."""
+        counts = self._counts()
+        signals = counts[: len(STOP_SIGNALS)]
+        return next((s for s, n in zip(STOP_SIGNALS, signals, strict=True) if n), None)
+
+    def agreed_out_of_time(self) -> bool:
+        """Whether the last counted sums end the time budget: the same answer on every rank."""
+        return bool(self._counts()[-1])
+
+    def _counts(self) -> list[float]:
         if self._summed is None:
-            return None
+            return [0.0] * (len(STOP_SIGNALS) + 1)
         if self._copied is not None:
             self._copied.synchronize()
-        counts = self._summed.tolist()
-        return next((s for s, n in zip(STOP_SIGNALS, counts, strict=True) if n), None)
+        return self._summed.tolist()
 
 
 class Stopped(SystemExit):
@@ -196,3 +218,64 @@ def replace_lightning_sigterm_handling(trainer: L.Trainer) -> None:
     if not isinstance(trainer._signal_connector, _RecordingSignalConnector):
         trainer._signal_connector = _RecordingSignalConnector(trainer)
     trainer.fit_loop.epoch_loop._broadcast_sigterm_tensor = lambda: None
+
+
+def torchrun_stop_problems(
+    environ: Mapping[str, str] = os.environ, agent_command: list[str] | None = None
+) -> list[str]:
+    """What keeps a stop under torchrun from the time SLURM's signal leaves it; [] elsewhere.
+
+    torchrun's agent forwards only the signals its `--signals-to-handle` names (not USR1 by
+    default: USR1 would end the agent, and the ranks with it) and kills the ranks
+    `--shutdown-timeout` seconds (30 by default) after forwarding one, however long the signal
+    left before the time limit. `agent_command` is the agent's command line (default: read from
+    /proc), where `--shutdown-timeout` shows; its environment's default reaches the ranks too.
+    """
+    if "TORCHELASTIC_RUN_ID" not in environ:
+        return []
+    problems = []
+    forwarded = environ.get("TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGTERM,SIGINT,SIGHUP,SIGQUIT")
+    if "SLURM_JOB_ID" in environ and "SIGUSR1" not in forwarded.replace(" ", "").split(","):
+        problems.append(
+            f"torchrun forwards {forwarded} only: SLURM's --signal=USR1@N would end it, and the "
+            "ranks with it, before any checkpoint; add --signals-to-handle="
+            f"{forwarded},SIGUSR1 to torchrun"
+        )
+    agent_command = agent_command if agent_command is not None else parent_command()
+    shutdown = _option(agent_command, "--shutdown-timeout", "--shutdown_timeout")
+    shutdown = shutdown or environ.get("PET_SHUTDOWN_TIMEOUT")
+    shutdown = int(shutdown or environ.get("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", 30))
+    if shutdown < STOP_SECONDS:
+        problems.append(
+            f"torchrun kills the ranks {shutdown} s after it forwards a stop signal, less than "
+            f"the {STOP_SECONDS} s a stop may need to end its update and save last.ckpt: give "
+            f"torchrun --shutdown-timeout={STOP_SECONDS} (or TORCH_ELASTIC_SHUTDOWN_TIMEOUT="
+            f"{STOP_SECONDS}), and SLURM's --signal=USR1@N at least as long a lead"
+        )
+    return problems
+
+
+def warn_if_torchrun_cuts_the_stop(environ: Mapping[str, str] = os.environ) -> None:
+    """Warns, once per torchrun agent, what `torchrun_stop_problems` finds."""
+    if environ.get("LOCAL_RANK", "0") == "0":
+        for problem in torchrun_stop_problems(environ):
+            log.warning("%s", problem)
+
+
+def parent_command() -> list[str]:
+    """This process's parent's command line (torchrun's, for its ranks); [] if unreadable."""
+    try:
+        return Path(f"/proc/{os.getppid()}/cmdline").read_bytes().decode().split("\0")
+    except OSError:
+        return []
+
+
+def _option(command: list[str], *names: str) -> str | None:
+    """The value `command` gives an option as `--name=value` or `--name value`; None if absent."""
+    for i, word in enumerate(command):
+        for name in names:
+            if word.startswith(f"{name}="):
+                return word.split("=", 1)[1]
+            if word == name and i + 1 < len(command):
+                return command[i + 1]
+    return None

@@ -1,5 +1,5 @@
 """The `trainer` settings a run is refused for before the Trainer is built: devices that are not
-there, compile under DDP, a sweep whose ranks would each run it."""
+there, compile under DDP, a sweep whose ranks would each run it, a spawning strategy."""
 
 from hydra.core.hydra_config import HydraConfig
 from lightning.fabric.accelerators.cuda import num_cuda_devices
@@ -10,7 +10,30 @@ from transformer_nmt.training.sweeps import is_multirun
 
 def trainer_problems(cfg: DictConfig) -> list[str]:
     """Every refused `trainer` setting, each naming its key."""
-    return [*_multirun_problems(cfg), *_device_problems(cfg), *_compile_problems(cfg)]
+    return [
+        *_spawn_problems(cfg),
+        *_multirun_problems(cfg),
+        *_device_problems(cfg),
+        *_compile_problems(cfg),
+    ]
+
+
+def _spawn_problems(cfg: DictConfig) -> list[str]:
+    """`ddp_spawn` and its variants: a run they start cannot end as the run says it did.
+
+    Lightning pickles the callbacks into spawned ranks (the malloc_trim callback holds a handle
+    that does not pickle) and hands back only rank 0's last metrics: the agreed stop and the
+    best score stay in the ranks, so a stopped run would exit 0 reporting its last score.
+    """
+    strategy = str(cfg.trainer.get("strategy", "auto"))
+    if "spawn" not in strategy:
+        return []
+    return [
+        f"trainer.strategy={strategy} is not supported: its ranks, spawned, would not hand a "
+        "stop or the best score back to this process. Use trainer=ddp (or trainer=ddp_cpu), "
+        "which starts each rank as this command; in a sweep, trainer.devices=1 per trial or "
+        "hydra/launcher=submitit_slurm with a task per device"
+    ]
 
 
 def _multirun_problems(cfg: DictConfig) -> list[str]:
@@ -27,13 +50,12 @@ def _multirun_problems(cfg: DictConfig) -> list[str]:
     trainer = cfg.trainer
     strategy = str(trainer.get("strategy", "auto"))
     if _single_process(trainer) or "spawn" in strategy or _slurm_tasks_are_ranks(trainer):
-        return []
+        return []  # spawn: refused on its own (`_spawn_problems`)
     return [
         f"Hydra multirun with trainer.strategy={strategy} on trainer.devices="
         f"{trainer.get('devices', 1)} would run "
-        "the sweep once per rank. Run one device per trial (trainer.devices=1), keep several "
-        "devices per trial with trainer.strategy=ddp_spawn, or run each trial as a SLURM job "
-        "with one task per device: hydra/launcher=submitit_slurm "
+        "the sweep once per rank. Run one device per trial (trainer.devices=1), or run each "
+        "trial as a SLURM job with one task per device: hydra/launcher=submitit_slurm "
         f"hydra.launcher.tasks_per_node={trainer.get('devices', 1)} "
         f"hydra.launcher.nodes={trainer.get('num_nodes', 1)}."
     ]

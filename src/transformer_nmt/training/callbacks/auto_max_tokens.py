@@ -10,8 +10,11 @@ from transformer_nmt.training.batch_size import per_rank_cap, plan_update
 from transformer_nmt.training.budget_probe import Measurement, measure_max_tokens
 from transformer_nmt.training.callbacks.late_dropout import LateDropout
 from transformer_nmt.training.callbacks.plan_record import fit_plan
+from transformer_nmt.training.refusals import on_every_rank
 
 log = logging.getLogger(__name__)
+
+MEASURING = "measuring data.max_tokens=auto"
 
 
 class AutoMaxTokens(L.Callback):
@@ -26,7 +29,8 @@ class AutoMaxTokens(L.Callback):
     to land near it. On CPUs the budget is `CPU_MAX_TOKENS` unless `memory_limit` (bytes) is
     given, which caps free memory on any device and on CPUs measures the steps with torch's
     profiler. A resumed run keeps the budget its plan saved, once the same search capped at it
-    confirms that it still fits. `measured` holds this device's `Measurement`.
+    confirms that it still fits. A probe that fails on one rank stops every rank, naming it
+    (`refusals.on_every_rank`). `measured` holds this device's `Measurement`.
     """
 
     def __init__(self, margin: float = MEMORY_MARGIN, memory_limit: int | None = None):
@@ -49,9 +53,8 @@ class AutoMaxTokens(L.Callback):
         datamodule = trainer.datamodule
         tokens_per_update = datamodule.hparams.tokens_per_update
         longest = max(datamodule.train_pair_lengths())
-        self.measured = self.measure(
-            trainer, pl_module, per_rank_cap(tokens_per_update, trainer.world_size, longest)
-        )
+        cap = per_rank_cap(tokens_per_update, trainer.world_size, longest)
+        self.measured = on_every_rank(MEASURING, lambda: self.measure(trainer, pl_module, cap))
         mine = self.measured.max_tokens
         budget = least_over_ranks(trainer, mine)
         datamodule.max_tokens = budget
@@ -76,7 +79,7 @@ class AutoMaxTokens(L.Callback):
         """A resumed run keeps the budget it started with, so that its interrupted epoch goes on
         with the batches the checkpoint counted: refused where that budget no longer fits (a
         node with less free memory), on every rank, before the first batch."""
-        self.measured = self.measure(trainer, pl_module, cap=saved)
+        self.measured = on_every_rank(MEASURING, lambda: self.measure(trainer, pl_module, saved))
         if self.measured.free_bytes is None:
             return  # a CPU without a limit: batches are not sized to memory
         fits = least_over_ranks(trainer, self.measured.max_tokens)
