@@ -3,6 +3,7 @@ PID namespace) on one journal file or one PostgreSQL study, one SIGKILLed mid-tr
 out of reach for longer than the heartbeat timeout; a real PostgreSQL server restarted
 mid-trial, and stopped for good."""
 
+import functools
 import itertools
 import os
 import threading
@@ -117,52 +118,83 @@ def test_a_worker_killed_on_another_host_is_resumed_only_after_its_heartbeat_tim
     assert (sweep / "trials.csv").read_text().count("\n") == 3  # a header and 2 trials
 
 
-@pytest.mark.slow
-def test_a_journal_out_of_reach_for_longer_than_the_heartbeat_timeout_fails_no_trial(tmp_path):
-    sweep = tmp_path / "toy" / "sweeps" / STUDY
-    study_folder, release = tmp_path / "study", tmp_path / "release"
-    study_folder.mkdir()
-    # Each worker reaches the journal through its own link: the outage ends for b first.
-    links = {name: tmp_path / f"via_{name}" for name in ("a", "b")}
-    for link in links.values():
-        link.symlink_to(study_folder)
-    timeout = 8  # b looks while a is still cut off: a's first beat after it must come in time
-    settings = {
-        name: [
-            *on(str(link / "optuna.journal"), 2),
-            f"hydra.sweeper.heartbeat_interval={INTERVAL}",
-            f"hydra.sweeper.heartbeat_timeout={timeout}",
-            LONG_OUTAGE,
-        ]
-        for name, link in links.items()
-    }
-    a = start_worker(tmp_path, "a", [*settings["a"], *hold_until(release)])
-    wait_for(sweep / "0" / "started")
-    b = start_worker(tmp_path, "b", settings["b"])  # runs trial 1, then waits for trial 0
-    poll(lambda: "waiting for trial 0 on process" in output(tmp_path, "b"), TIMEOUT, lambda: "b")
+# b's look at a's last beat, while a is cut off but b is not: b has looked more than once.
+BEFORE_B_IS_CUT_OFF = 4 * INTERVAL
+# Above BEFORE_B_IS_CUT_OFF with room for a loaded machine: until b is cut off, b times a's
+# silence as it should, and must not find it overdue.
+OUTAGE_TIMEOUT = 12
 
-    for link in links.values():
-        link.unlink()
-    cut_off = time.monotonic()
+
+def outage_settings(storage: str) -> list[str]:
+    return [
+        *on(storage, 2),
+        f"hydra.sweeper.heartbeat_interval={INTERVAL}",
+        f"hydra.sweeper.heartbeat_timeout={OUTAGE_TIMEOUT}",
+        LONG_OUTAGE,
+    ]
+
+
+def ride_out_an_outage(tmp_path, a, b, cut: dict, mend: dict) -> None:
+    """Cuts worker a off the storage, then b, for longer than the heartbeat timeout; mends b's
+    reach first, and a's once b has judged a's trial again; then lets a's trial end.
+
+    b has seen a's last beat before the outage: a judge that counted the outage as silence would
+    take a's trial for dead at its first look after it.
+    """
+    cut["a"]()
     poll(lambda: "Heartbeat to" in output(tmp_path, "a"), TIMEOUT, lambda: output(tmp_path, "a"))
+    a_cut_off = time.monotonic()
+    poll(lambda: time.monotonic() - a_cut_off > BEFORE_B_IS_CUT_OFF, 60, str)
+    cut["b"]()
+    b_cut_off = time.monotonic()
     poll(lambda: "failed (" in output(tmp_path, "b"), TIMEOUT, lambda: output(tmp_path, "b"))
-    poll(lambda: time.monotonic() - cut_off > timeout + 2 * INTERVAL, 60, str)
-    links["b"].symlink_to(study_folder)
-    # b judges trial 0 again, its silence timed from its own return to the journal.
+    poll(lambda: time.monotonic() - b_cut_off > OUTAGE_TIMEOUT + 2 * INTERVAL, 60, str)
+    mend["b"]()
+    # b judges trial 0 again, its silence timed from its own return to the storage.
     again = "Storage reached again: the heartbeats of running trials 0 are timed from now"
     poll(lambda: again in output(tmp_path, "b"), TIMEOUT, lambda: output(tmp_path, "b"))
-    links["a"].symlink_to(study_folder)
-    release.touch()
+    mend["a"]()
+    (tmp_path / "release").touch()
     finish(tmp_path, "a", a)
     finish(tmp_path, "b", b)
 
-    trials = study_of(str(study_folder / "optuna.journal")).trials
+
+def assert_no_trial_failed(tmp_path, storage: str) -> None:
+    trials = study_of(storage).trials
     assert [t.state for t in trials] == [COMPLETE, COMPLETE]
     assert all(t.value is not None and STOPS not in t.user_attrs for t in trials)
+    sweep = tmp_path / "toy" / "sweeps" / STUDY
     for trial in trials:
         assert float(lr_factor(sweep / str(trial.number))) == trial.params["module.lr_factor"]
     assert "is dead" not in output(tmp_path, "b")
     assert "no longer this worker's" not in output(tmp_path, "a")
+
+
+def start_a_and_b(tmp_path, on_a: list[str], on_b: list[str]) -> tuple:
+    """Worker a, its trial held until released, and b, which runs the other trial, then waits."""
+    a = start_worker(tmp_path, "a", [*on_a, *hold_until(tmp_path / "release")])
+    wait_for(tmp_path / "toy" / "sweeps" / STUDY / "0" / "started")
+    b = start_worker(tmp_path, "b", on_b)
+    poll(lambda: "waiting for trial 0 on process" in output(tmp_path, "b"), TIMEOUT, lambda: "b")
+    return a, b
+
+
+@pytest.mark.slow
+def test_a_journal_out_of_reach_for_longer_than_the_heartbeat_timeout_fails_no_trial(tmp_path):
+    study_folder = tmp_path / "study"
+    study_folder.mkdir()
+    # Each worker reaches the journal through its own link to its folder.
+    links = {name: tmp_path / f"via_{name}" for name in ("a", "b")}
+    for link in links.values():
+        link.symlink_to(study_folder)
+    on_a, on_b = (outage_settings(str(links[name] / "optuna.journal")) for name in ("a", "b"))
+    a, b = start_a_and_b(tmp_path, on_a, on_b)
+
+    cut = {name: link.unlink for name, link in links.items()}
+    mend = {name: functools.partial(link.symlink_to, study_folder) for name, link in links.items()}
+    ride_out_an_outage(tmp_path, a, b, cut, mend)
+
+    assert_no_trial_failed(tmp_path, str(study_folder / "optuna.journal"))
 
 
 @pytest.mark.slow
@@ -170,50 +202,39 @@ def test_a_database_stopped_for_longer_than_the_heartbeat_timeout_fails_no_trial
     tmp_path, postgres, request
 ):
     database = create_database(postgres, database_name(request))
-    sweep = tmp_path / "toy" / "sweeps" / STUDY
-    release = tmp_path / "release"
-    # a reaches the server's socket through a link of its own: its outage ends after b's.
+    # a reaches the server's socket through a link of its own, under its own application name:
+    # it is cut off first (link gone, sessions ended), and mended last.
     via_a = tmp_path / "via_a"
     via_a.symlink_to(postgres)
-    timeout = 8  # b looks while a is still cut off: a's first beat after it must come in time
-    settings = [
-        f"hydra.sweeper.heartbeat_interval={INTERVAL}",
-        f"hydra.sweeper.heartbeat_timeout={timeout}",
-        LONG_OUTAGE,
-    ]
-    on_a = on(database.replace(f"host={postgres}", f"host={via_a}"), 2)
-    a = start_worker(tmp_path, "a", [*on_a, *settings, *hold_until(release)])
-    wait_for(sweep / "0" / "started")
-    b = start_worker(tmp_path, "b", [*on(database, 2), *settings])  # trial 1, then waits for 0
-    poll(lambda: "waiting for trial 0 on process" in output(tmp_path, "b"), TIMEOUT, lambda: "b")
+    database_a = database.replace(f"host={postgres}", f"host={via_a}") + "&application_name=a"
+    a, b = start_a_and_b(tmp_path, outage_settings(database_a), outage_settings(database))
 
-    pg_ctl(postgres, "stop")
-    via_a.unlink()
-    stopped = time.monotonic()
-    poll(lambda: "Heartbeat to" in output(tmp_path, "a"), TIMEOUT, lambda: output(tmp_path, "a"))
-    poll(lambda: "failed (" in output(tmp_path, "b"), TIMEOUT, lambda: output(tmp_path, "b"))
-    poll(lambda: time.monotonic() - stopped > timeout + 2 * INTERVAL, 60, str)
-    pg_ctl(postgres, "start")
-    # b judges trial 0 again, its silence timed from its own return to the server.
-    again = "Storage reached again: the heartbeats of running trials 0 are timed from now"
-    poll(lambda: again in output(tmp_path, "b"), TIMEOUT, lambda: output(tmp_path, "b"))
-    via_a.symlink_to(postgres)
-    release.touch()
-    finish(tmp_path, "a", a)
-    finish(tmp_path, "b", b)
+    def cut_a() -> None:
+        via_a.unlink()
+        end_sessions(database, application_name="a")
 
-    trials = study_of(database).trials
-    assert [t.state for t in trials] == [COMPLETE, COMPLETE]
-    assert all(t.value is not None and STOPS not in t.user_attrs for t in trials)
-    for trial in trials:
-        assert float(lr_factor(sweep / str(trial.number))) == trial.params["module.lr_factor"]
-    assert "is dead" not in output(tmp_path, "b")
-    assert "no longer this worker's" not in output(tmp_path, "a")
+    cut = {"a": cut_a, "b": lambda: pg_ctl(postgres, "stop")}
+    mend = {"a": lambda: via_a.symlink_to(postgres), "b": lambda: pg_ctl(postgres, "start")}
+    ride_out_an_outage(tmp_path, a, b, cut, mend)
+
+    assert_no_trial_failed(tmp_path, database)
 
 
 def lr_factor(folder) -> str:
     overrides = OmegaConf.load(folder / ".hydra" / "overrides.yaml")
     return next(o for o in overrides if o.startswith("module.lr_factor=")).split("=")[1]
+
+
+def end_sessions(database: str, application_name: str) -> None:
+    engine = sqlalchemy.create_engine(database, poolclass=sqlalchemy.pool.NullPool)
+    with engine.connect() as db:
+        db.execute(
+            sqlalchemy.text(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE application_name = :name"
+            ),
+            {"name": application_name},
+        )
 
 
 def last_heartbeat(database: str) -> datetime | None:
