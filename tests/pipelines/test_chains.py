@@ -3,6 +3,7 @@ resumed, a rerun that does nothing, a changed factor that retrains only the last
 inputs refused before any stage runs."""
 
 import logging
+import re
 from pathlib import Path
 
 import pytest
@@ -250,4 +251,28 @@ def test_bad_inputs_are_refused_before_any_stage(bt: dict, tmp_path: Path):
     argv = ["backtranslate", "--work", str(work), "--monolingual", str(spec.monolingual)]
     with pytest.raises(SystemExit, match="error: --synthetic-factor=0.0 must be > 0"):
         pipeline.main([*argv, "--synthetic-factor", "0", *spec.overrides])
+    assert not work.exists()
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ("model.d_modle=32", r"the overrides do not compose: Could not override 'model.d_modle'"),
+        ("module.lr_factor=two", r"module.lr_factor='two' is not a number, what TranslationModule"),
+        ("trainer.max_steps=ten", r"trainer.max_steps='ten' is not an integer, what Trainer takes"),
+    ],
+)
+def test_a_stage_config_that_cannot_train_is_refused_in_one_line_before_any_stage(
+    tmp_path: Path, bad: str, message: str
+):
+    work, teacher = tmp_path / "work", tmp_path / "teacher.ckpt"  # never read: refused first
+    argv = ["distill", "--work", str(work), "--teacher", str(teacher), *overrides(tmp_path), bad]
+    with pytest.raises(SystemExit) as refused:
+        pipeline.main(argv)
+    assert re.match(f"error: {message}", str(refused.value))
+    assert "\n" not in str(refused.value) and not work.exists()
+    mono = german(tmp_path)
+    argv = ["backtranslate", "--work", str(work), "--monolingual", str(mono)]
+    with pytest.raises(SystemExit, match=message):
+        pipeline.main([*argv, *overrides(tmp_path), bad])
     assert not work.exists()

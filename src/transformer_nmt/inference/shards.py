@@ -31,6 +31,7 @@ def translate_sharded(
     per_sentence: dict[str, list] | None = None,
     threads: int | None = None,
     method: str = "stream",
+    first_index: int = 0,
 ) -> Iterator[Scored] | Iterator[TargetScore]:
     """Each sentence's n-best (or score), in input order, decoded by one process a device.
 
@@ -43,6 +44,8 @@ def translate_sharded(
             "targets" to score), each a list as long as `sentences`.
         threads: torch intra-op threads of each process; None: torch's default.
         method: "stream" translates, "score_stream" scores (forced decoding).
+        first_index: the index of sentences[0] in a larger input, whose samples and line
+            numbers are then those of that input.
     """
     size = chunk_size(options.get("batch_size", 64), options.get("max_tokens"))
     starts = list(range(0, len(sentences), size))
@@ -50,7 +53,8 @@ def translate_sharded(
     work: list[list[tuple]] = [[] for _ in devices]
     for k, start in enumerate(starts):
         extra = {name: items[start : start + size] for name, items in per_sentence.items()}
-        work[k % len(devices)].append((k, start, sentences[start : start + size], extra))
+        part = sentences[start : start + size]
+        work[k % len(devices)].append((k, first_index + start, part, extra))
     context = mp.get_context("spawn")  # CUDA and torch's threads survive no fork
     results = context.Queue()
     processes = [

@@ -326,8 +326,9 @@ class Translator:
                 (its source's length + max_len_b tokens, within the model's positions) is an
                 error naming its line, raised before any sentence is decoded.
             constraints: one list of phrases per sentence ([] none) its translation must
-                contain, each as a whole word inside the sentence (after a space, and followed
-                by no letter or digit that would go on its word), by beam search with
+                contain, each as a whole word (the sentence's first, written as the tokenizer
+                writes a first word, or one after a space; followed by no letter or digit that
+                would go on its word), by beam search with
                 dynamic beam allocation (engine "torch", not with sampling or prefixes); one a
                 translation cannot meet within its length limit is logged as a warning naming
                 the line, and the translation meeting the most is given.

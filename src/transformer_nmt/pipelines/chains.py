@@ -30,7 +30,7 @@ from transformer_nmt.pipelines.corpora import (
 )
 from transformer_nmt.pipelines.stages import Stage, stage_key
 from transformer_nmt.pipelines.training import (
-    check_one_process,
+    check_stage,
     compose_run,
     data_config,
     train_stage,
@@ -72,7 +72,7 @@ def backtranslate(spec: BackTranslation) -> Path:
     checks.positive_factor("--real-factor", spec.real_factor)
     checks.positive_factor("--synthetic-factor", spec.synthetic_factor)
     forward = compose_run(spec.overrides)
-    check_one_process(forward)
+    check_stage(forward)
     data = data_config(forward)
     src, tgt = data.src_lang, data.tgt_lang
     real = OmegaConf.to_container(data.corpus, resolve=True)
@@ -84,7 +84,7 @@ def backtranslate(spec: BackTranslation) -> Path:
     if not reverse:
         swapped = [f"data.src_lang={tgt}", f"data.tgt_lang={src}", *spec.reverse_overrides]
         backward = compose_run([*spec.overrides, *swapped])
-        check_one_process(backward)
+        check_stage(backward)
         reverse = [train_stage(spec.work, "reverse", backward)[0]]
     members = [[path] for path in reverse]
     synthetic, _ = translate_stage(
@@ -109,7 +109,7 @@ def distill(spec: Distillation) -> Path:
     if spec.references_factor is not None:
         checks.positive_factor("--references-factor", spec.references_factor)
     student = compose_run(spec.overrides)
-    check_one_process(student)
+    check_stage(student)
     data = data_config(student)
     src, tgt = data.src_lang, data.tgt_lang
     references = OmegaConf.to_container(data.corpus, resolve=True)

@@ -6,13 +6,22 @@ its words found on each side of the parallel training data. A file whose words a
 the source side is the wrong side, whatever its name.
 """
 
+import inspect
 import re
+import typing
 from collections.abc import Iterable
+from dataclasses import fields
 from itertools import islice
 from pathlib import Path
+from types import UnionType
+from typing import Any
+
+from hydra.utils import get_method
+from omegaconf import DictConfig, OmegaConf
 
 from transformer_nmt.data.bitext import iter_lines
 from transformer_nmt.data.tokenizer import SubwordTokenizer
+from transformer_nmt.model.families import FAMILIES
 from transformer_nmt.training.config_checks import ConfigError
 
 SAMPLE_LINES = 2000  # of each file: enough to tell languages apart, cheap on any corpus
@@ -92,3 +101,102 @@ def check_teacher_vocabulary(
             f"words as whole tokens (at least {least:.0%} expected): it was trained on other data "
             "or another language; distil with a teacher trained on the student's data"
         )
+
+
+def type_problems(cfg: DictConfig) -> list[str]:
+    """Settings of the wrong type for what their `_target_` (or the model family's config)
+    takes: numbers, flags and text only, the ones an override most often mistypes (a value the
+    run translates first, such as trainer.precision=auto, is typed by a Literal: left alone)."""
+    problems = []
+    for path, node in _targets(cfg):
+        try:
+            target = get_method(node["_target_"])
+        except Exception as e:  # Hydra re-raises whatever the import raised
+            problems.append(f"{path}._target_={node['_target_']} cannot be imported: {e}")
+            continue
+        takes = _annotations(target)
+        if path == "model":
+            family = {f.model: f for f in FAMILIES.values()}.get(target)
+            if family is not None:
+                takes |= {f.name: f.type for f in fields(family.config)}
+        for key, value in node.items():
+            expected = takes.get(key)
+            if expected is not None and not _fits(value, expected):
+                problems.append(
+                    f"{path}.{key}={value!r} is not {_describe(expected)}, what "
+                    f"{node['_target_'].rsplit('.', 1)[-1]} takes"
+                )
+    return problems
+
+
+def _targets(cfg: DictConfig) -> list[tuple[str, dict]]:
+    """(dotted path, resolved node) of every node with a `_target_`, outside Hydra's own."""
+    plain = OmegaConf.to_container(cfg, resolve=False)
+    plain.pop("hydra", None)
+    found, todo = [], [("", plain)]
+    while todo:
+        path, node = todo.pop()
+        if isinstance(node, dict):
+            if "_target_" in node:
+                resolved = OmegaConf.to_container(OmegaConf.select(cfg, path), resolve=True)
+                found.append((path, resolved))
+            todo += [(f"{path}.{k}".lstrip("."), v) for k, v in node.items()]
+    return sorted(found)
+
+
+def _annotations(target: Any) -> dict[str, Any]:
+    try:
+        parameters = inspect.signature(target).parameters
+    except (TypeError, ValueError):
+        return {}
+    hints = {}
+    for name, parameter in parameters.items():
+        annotation = parameter.annotation
+        if isinstance(annotation, str):  # postponed annotations: left unchecked
+            continue
+        if annotation is not inspect.Parameter.empty:
+            hints[name] = annotation
+    return hints
+
+
+SCALARS = (bool, int, float, str, type(None))
+
+
+def _fits(value: Any, expected: Any) -> bool:
+    """Whether `value` is of `expected` where that is made of scalars; True for anything else."""
+    options = _options(expected)
+    if options is None:
+        return True
+    for option in options:
+        if option is float and isinstance(value, int | float) and not isinstance(value, bool):
+            return True
+        elif option is int and isinstance(value, int) and not isinstance(value, bool):
+            return True
+        elif option in (bool, str, type(None)) and isinstance(value, option):
+            return True
+    return False
+
+
+def _options(expected: Any) -> list | None:
+    """The scalar types an annotation allows; None if it allows anything else."""
+    args = typing.get_args(expected) if isinstance(expected, UnionType) else None
+    if typing.get_origin(expected) is typing.Union:
+        args = typing.get_args(expected)
+    options = list(args) if args else [expected]
+    flat = []
+    for option in options:
+        if option in SCALARS:
+            flat.append(option)
+        elif typing.get_origin(option) is typing.Union:
+            inner = _options(option)
+            if inner is None:
+                return None
+            flat += inner
+        else:
+            return None
+    return flat
+
+
+def _describe(expected: Any) -> str:
+    names = {bool: "a flag (true/false)", int: "an integer", float: "a number", str: "text"}
+    return " or ".join(names.get(option, "None") for option in _options(expected) or [])

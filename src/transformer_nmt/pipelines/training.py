@@ -13,14 +13,18 @@ from typing import Any
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf.errors import OmegaConfBaseException
 
 from transformer_nmt.checkpoint import best_checkpoints
+from transformer_nmt.pipelines.checks import type_problems
 from transformer_nmt.pipelines.stages import Stage, stage_key
 from transformer_nmt.runtime.configs import checkout_root, config_dir
 from transformer_nmt.training.auto_resume import run_folder_checkpoint
 from transformer_nmt.training.config_checks import ConfigError
 from transformer_nmt.training.run_config import register_resolvers
+from transformer_nmt.training.run_plan import check_config
 
 PLACEHOLDER = "<stage folder>"  # the run folder while hashing: the key cannot hold itself
 
@@ -32,12 +36,27 @@ def compose_run(overrides: Sequence[str], corpus: dict[str, Any] | None = None) 
     if root is not None:
         os.environ.setdefault("PROJECT_ROOT", str(root))
     GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(config_dir(root)), version_base="1.3"):
-        cfg = compose("train", overrides=list(overrides), return_hydra_config=True)
+    try:
+        with initialize_config_dir(config_dir=str(config_dir(root)), version_base="1.3"):
+            cfg = compose("train", overrides=list(overrides), return_hydra_config=True)
+    except (HydraException, OmegaConfBaseException) as e:  # a misspelt key, group or value
+        raise ConfigError(f"the overrides do not compose: {' '.join(str(e).split())}") from None
     if corpus is not None:
         with open_dict(cfg):
             cfg.data.corpus = corpus
     return cfg
+
+
+def check_stage(cfg: DictConfig) -> None:
+    """Refuse, before any stage runs, a training stage's config that its run would refuse
+    later (after hours of translation): one process, settings of the right types, and the
+    rules `train` checks first."""
+    check_one_process(cfg)
+    resolved = _in_folder(cfg, PLACEHOLDER)
+    problems = type_problems(resolved)
+    if problems:
+        raise ConfigError("; ".join(problems))
+    check_config(resolved)
 
 
 def check_one_process(cfg: DictConfig) -> None:

@@ -1,12 +1,16 @@
 """A translation stage: a model (a checkpoint, an average, an ensemble) translates a text file.
 
-The output is written atomically, whole: an interrupted stage leaves no partial file, and its
-next run translates again.
+The output is written in parts of PART_LINES lines, each atomically, then joined into one file
+atomically: an interrupted stage leaves only whole parts, and its next run goes on after the last
+of them, each line seeded by its index in the whole file as if nothing had stopped.
 """
 
+import logging
+import shutil
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from functools import partial
+from itertools import islice
 from pathlib import Path
 
 from transformer_nmt.data.bitext import iter_lines
@@ -14,7 +18,12 @@ from transformer_nmt.data.progress import progress
 from transformer_nmt.decoding.sampling import Sampling
 from transformer_nmt.inference.translator import Translator
 from transformer_nmt.pipelines.stages import Stage, stage_key
-from transformer_nmt.runtime.atomic import atomic_open
+from transformer_nmt.runtime.atomic import atomic_open, write_atomically
+
+log = logging.getLogger(__name__)
+
+PARTS = "parts"  # the stage's folder of finished parts, gone once the output is whole
+PART_LINES = 2048  # what a killed stage translates again, at most
 
 
 @dataclass(frozen=True)
@@ -55,19 +64,43 @@ def translate_stage(
     runs = stage.start()
     if runs:
         lines = [line.rstrip("\n") for line in iter_lines(source)]
-        translations = translate(members, lines, decoding)  # one line each (Translator)
+        parts = stage.folder / PARTS
+        for leftover in stage.folder.glob("**/.*.tmp"):  # a process killed mid-write left it
+            leftover.unlink()
+        done = _finished_parts(parts)
+        first = min(done * PART_LINES, len(lines))
+        if done:
+            log.info("Stage %s: lines 1 to %d translated before; going on", name, first)
+        # One line each (Translator), seeded by its index in the whole file.
+        translations = translate(members, lines[first:], decoding, start=first)
+        # A bar on a terminal, a log line every 30 s off one: a corpus may take hours.
+        bar = progress(
+            translations, desc=f"Stage {name}", total=len(lines) - first, unit=" sentences"
+        )
+        for k in range(done, -(-len(lines) // PART_LINES)):
+            part = "".join(f"{translation}\n" for translation in islice(bar, PART_LINES))
+            write_atomically(parts / f"{k:06d}.txt", part)
         with atomic_open(output, "w", encoding="utf-8") as f:
-            # A bar on a terminal, a log line every 30 s off one: a corpus may take hours.
-            for translation in progress(
-                translations, desc=f"Stage {name}", total=len(lines), unit=" sentences"
-            ):
-                f.write(translation + "\n")
+            for k in range(_finished_parts(parts)):
+                f.write((parts / f"{k:06d}.txt").read_text(encoding="utf-8"))
         stage.finish({"model": [[str(c) for c in m] for m in members], "source": str(source)})
+        shutil.rmtree(parts, ignore_errors=True)
     return output, runs
 
 
-def translate(members: Members, lines: list[str], decoding: Decoding) -> Iterator[str]:
-    """Each line's translation (its first sample when sampling), in input order."""
+def _finished_parts(parts: Path) -> int:
+    """How many parts, from the first, are written."""
+    k = 0
+    while (parts / f"{k:06d}.txt").is_file():
+        k += 1
+    return k
+
+
+def translate(
+    members: Members, lines: list[str], decoding: Decoding, start: int = 0
+) -> Iterator[str]:
+    """Each line's translation (its first sample when sampling), in input order; start: the
+    index of lines[0] in the whole input, which seeds its samples."""
     options = dict(
         beam_size=decoding.beam_size,
         alpha=decoding.alpha,
@@ -80,9 +113,9 @@ def translate(members: Members, lines: list[str], decoding: Decoding) -> Iterato
 
         make = partial(_shard_model, tuple(tuple(m) for m in members))
         devices = [decoding.device] * decoding.shards
-        results = translate_sharded(make, devices, lines, options)
+        results = translate_sharded(make, devices, lines, options, first_index=start)
     else:
-        results = load_model(members, decoding.device).stream(lines, **options)
+        results = load_model(members, decoding.device).stream(lines, start=start, **options)
     for hypotheses in results:
         yield hypotheses[0][0]
 
