@@ -224,7 +224,7 @@ def test_two_ranks_signalled_at_different_points_stop_after_the_same_update(tmp_
     same path, on a real SLURM job (tests/test_slurm.py), which it also requeues."""
     run = tmp_path / "run"
     command = [
-        sys.executable, "train.py", *quick_toy_run(12), "logger=none", "trainer=ddp_cpu",
+        sys.executable, "train.py", *quick_toy_run(8), "logger=none", "trainer=ddp_cpu",
         f"paths.log_dir={tmp_path}", f"paths.cache_dir={tmp_path}/cache", f"hydra.run.dir={run}",
         *signal_ranks_apart(SIGNALLED_AT, signum, tmp_path),
     ]  # fmt: skip
@@ -411,7 +411,7 @@ def test_two_ranks_with_dropout_stopped_and_restarted_end_bit_identical_to_the_u
 
     def run(name: str, *overrides: str) -> subprocess.CompletedProcess:
         command = [
-            sys.executable, "train.py", *quick_toy_run(12), "logger=none", "trainer=ddp_cpu",
+            sys.executable, "train.py", *quick_toy_run(8), "logger=none", "trainer=ddp_cpu",
             "model.dropout=0.1", f"paths.log_dir={tmp_path}", f"paths.cache_dir={tmp_path}/cache",
             f"hydra.run.dir={tmp_path}/{name}", *overrides,
         ]  # fmt: skip
@@ -430,7 +430,7 @@ def test_two_ranks_with_dropout_stopped_and_restarted_end_bit_identical_to_the_u
         torch.load(tmp_path / r / "checkpoints" / "last.ckpt", weights_only=True)
         for r in ("whole", "restarted")
     ]
-    assert ends[0]["global_step"] == 12
+    assert ends[0]["global_step"] == 8
     assert_bit_identical(*ends)
 
 
@@ -444,7 +444,7 @@ def test_a_validation_inside_an_accumulation_writes_last_ckpt_at_the_update_end(
         "trainer.max_steps=9", "model.dropout=0.1",
     ]  # fmt: skip
     assert start(tmp_path, "whole", *every_quarter).wait(timeout=600) == 0
-    kill = signal_at(2, signal.SIGKILL, once=f"{tmp_path}/killed")
+    kill = signal_at(2, signal.SIGKILL, once=f"{tmp_path}/killed_once")
     assert start(tmp_path, "killed", *every_quarter, *kill).wait(timeout=600) == -signal.SIGKILL
     assert last_step(tmp_path / "killed") == 2
     resumed = start(tmp_path, "killed", *every_quarter, *kill)
