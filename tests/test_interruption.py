@@ -224,7 +224,7 @@ def test_two_ranks_signalled_at_different_points_stop_after_the_same_update(tmp_
     same path, on a real SLURM job (tests/test_slurm.py), which it also requeues."""
     run = tmp_path / "run"
     command = [
-        sys.executable, "train.py", *quick_toy_run(8), "logger=none", "trainer=ddp_cpu",
+        sys.executable, "train.py", *quick_toy_run(12), "logger=none", "trainer=ddp_cpu",
         f"paths.log_dir={tmp_path}", f"paths.cache_dir={tmp_path}/cache", f"hydra.run.dir={run}",
         *signal_ranks_apart(SIGNALLED_AT, signum, tmp_path),
     ]  # fmt: skip
