@@ -52,3 +52,10 @@ def test_updates_become_batches_and_shares_and_times_pass_unchanged():
 def test_updates_counted_over_epochs_under_accumulation_are_refused():
     with pytest.raises(ValueError, match="trainer.check_val_every_n_epoch=1"):
         val_check_batches(1000, 2, every_n_epochs=None)
+
+
+def test_the_wmt_recipe_validates_every_2000_updates(tmp_path):
+    cfg = compose_train(tmp_path, ["experiment=wmt14_en_de"])
+    check_config(cfg)
+    interval, every = cfg.trainer.val_check_interval, cfg.trainer.check_val_every_n_epoch
+    assert val_check_batches(interval, 8, every) == 16_000  # one device accumulates 8 batches
