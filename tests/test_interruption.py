@@ -16,6 +16,7 @@ from helpers.ddp import ddp_env
 from helpers.hydra_compose import ROOT, compose_train
 from helpers.quick_toy_run import quick_toy_run
 from helpers.signal_at_step import signal_at, signal_ranks_apart
+from helpers.stop_inside_update import stop_inside_update
 from helpers.sweep_runs import wait_for
 from transformer_nmt.checkpoint import load_checkpoint, save_atomically
 from transformer_nmt.train import train
@@ -455,4 +456,28 @@ def test_a_validation_inside_an_accumulation_writes_last_ckpt_at_the_update_end(
         for r in ("whole", "killed")
     ]
     assert ends[0]["global_step"] == 9
+    assert_bit_identical(*ends)
+
+
+@pytest.mark.slow
+def test_training_that_ends_inside_an_accumulation_resumes_at_the_update_start(tmp_path):
+    """Ended after batch 5, the first of update 3 (as `trainer.max_time` can end it), the run's
+    last.ckpt holds the end of update 2, the loops' progress and the generators with it: the
+    resumed run trains batch 5 again, with the same dropout masks."""
+    quick = [q for q in QUICK if not q.startswith(("trainer.max_steps", "logger"))]
+    quick += [
+        "logger=none", "model.dropout=0.1", "trainer.accumulate_grad_batches=2",
+        "trainer.max_steps=6",
+    ]  # fmt: skip
+    train(compose_train(tmp_path / "whole", quick))
+    train(compose_train(tmp_path / "cut", [*quick, *stop_inside_update(5)]))
+    last = tmp_path / "cut" / "run" / "checkpoints" / "last.ckpt"
+    cut = torch.load(last, weights_only=True)
+    assert cut["global_step"] == 2
+    assert cut["loops"]["fit_loop"]["epoch_loop.batch_progress"]["current"]["processed"] == 4
+    train(compose_train(tmp_path / "resumed", [*quick, f"ckpt_path={last}"]))
+    ends = [
+        torch.load(tmp_path / r / "run" / "checkpoints" / "last.ckpt", weights_only=True)
+        for r in ("whole", "resumed")
+    ]
     assert_bit_identical(*ends)

@@ -32,7 +32,7 @@ def set_rng_states(states: dict[str, Any]) -> None:
     kind, keys, position, has_gauss, gauss = states["numpy"]
     np.random.set_state((kind, keys.numpy().astype(np.uint32), position, has_gauss, gauss))
     random.setstate(states["python"])
-    if "cuda" in states:
+    if "cuda" in states and torch.cuda.is_available():  # not when a GPU run resumes on a CPU
         torch.cuda.set_rng_state(states["cuda"])
 
 
@@ -44,18 +44,19 @@ class RngStates(L.Callback):
     are gathered (one `all_gather_object`, as every rank takes part in a save) and each resumed
     rank takes its own, by global rank (the plan refuses a resume on another world size).
 
-    The states saved are those at the end of the last update, taken at each update's end: every
-    checkpoint holds the run as of an update boundary (`CheckpointPolicy`), and a run that ends
-    inside an accumulation resumes at its start, drawing its micro-batches' masks again. They come
-    back as training starts, after everything a resumed run does first (setup, the sanity check,
-    the budget probe), and the training loader draws its workers' seeds from its own generator, so
-    the global ones are drawn from by training steps only.
+    The states saved are those of the moment, which the uninterrupted run goes on from, except
+    inside a gradient accumulation: there every checkpoint holds the run as of the update's start
+    (`CheckpointPolicy`), and so do the states, taken as each update ends, so that the resumed run
+    draws its micro-batches' masks again. They come back as training starts, after everything a
+    resumed run does first (setup, the sanity check, the budget probe); the loaders draw their
+    workers' seeds from their own generator, so that the global ones serve training steps only.
     """
 
     def __init__(self) -> None:
-        self._at_update_end: dict[str, Any] | None = None
-        self._step_seen = -1
         self._restored: list[dict[str, Any]] | None = None
+        self._step_seen = 0
+        self._inside_update = False  # whether the last batch was a micro-batch before the last
+        self._at_update_start: dict[str, Any] | None = None
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self._restored is not None:
@@ -67,18 +68,20 @@ class RngStates(L.Callback):
                 "goes on from the seed's, so its dropout masks differ from the interrupted run's",
                 trainer.ckpt_path,
             )
-        self._step_seen = trainer.global_step
-        self._at_update_end = rng_states()
+        self._step_seen, self._inside_update = trainer.global_step, False
+        self._at_update_start = rng_states() if trainer.accumulate_grad_batches > 1 else None
 
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx: int
     ) -> None:
-        if trainer.global_step != self._step_seen:  # not a micro-batch inside an update
+        self._inside_update = trainer.global_step == self._step_seen
+        if not self._inside_update:
             self._step_seen = trainer.global_step
-            self._at_update_end = rng_states()
+            if trainer.accumulate_grad_batches > 1:
+                self._at_update_start = rng_states()
 
     def state_dict(self) -> dict[str, Any]:
-        states = self._at_update_end or rng_states()
+        states = self._at_update_start if self._inside_update else rng_states()
         if not torch.distributed.is_available() or not torch.distributed.is_initialized():
             return {"ranks": [states]}
         gathered: list[dict[str, Any] | None] = [None] * torch.distributed.get_world_size()
