@@ -10,10 +10,19 @@ from transformer_nmt.training.callbacks.rng_states import rng_states, set_rng_st
 
 
 def draws() -> tuple:
-    return torch.rand(3).tolist(), np.random.rand(3).tolist(), random.random(), np.random.randn()
+    cuda = torch.rand(3, device="cuda").tolist() if torch.cuda.is_available() else None
+    return (
+        torch.rand(3).tolist(),
+        cuda,
+        np.random.rand(3).tolist(),
+        random.random(),
+        np.random.randn(),
+    )
 
 
 def test_the_states_load_with_weights_only_and_repeat_every_generators_draws():
+    if torch.cuda.is_available():
+        torch.cuda.init()  # a run's CUDA is initialised before a checkpoint is saved
     np.random.randn()  # NumPy now holds a cached Gaussian, part of its state
     buffer = io.BytesIO()
     torch.save({"ranks": [rng_states()]}, buffer)
