@@ -16,6 +16,7 @@ from helpers.ddp import ddp_env
 from helpers.hydra_compose import ROOT, compose_train
 from helpers.quick_toy_run import quick_toy_run
 from helpers.signal_at_step import signal_at, signal_ranks_apart
+from helpers.stop_inside_update import stop_inside_update
 from helpers.sweep_runs import wait_for
 from transformer_nmt.checkpoint import load_checkpoint, save_atomically
 from transformer_nmt.train import train
@@ -367,3 +368,116 @@ def test_nan_losses_can_be_skipped_and_counted(tmp_path, nan_at):
     assert last_step(tmp_path / "run") == 8
     model, _ = load_checkpoint(tmp_path / "run" / "checkpoints" / "last.ckpt")
     assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def assert_bit_identical(reference: dict, run: dict) -> None:
+    """Two checkpoints' weights and Adam state, equal bit for bit."""
+    assert run["global_step"] == reference["global_step"]
+    for key, weights in reference["state_dict"].items():
+        torch.testing.assert_close(run["state_dict"][key], weights, rtol=0, atol=0, msg=key)
+    adam = [end["optimizer_states"][0]["state"] for end in (reference, run)]
+    for index, state in adam[0].items():
+        for name, value in state.items():
+            torch.testing.assert_close(adam[1][index][name], value, rtol=0, atol=0, msg=name)
+
+
+@pytest.mark.slow
+def test_a_run_with_dropout_resumed_mid_epoch_and_at_its_end_is_bit_identical_to_the_whole_run(
+    tmp_path,
+):
+    # 13 shuffled, length-bucketed batches an epoch, validated at its end: resumed at step 10,
+    # mid-epoch, and at step 13, after the validation; the rest draws dropout masks from the
+    # restored generators.
+    quick = [q for q in QUICK if not q.startswith(("trainer.max_steps", "logger"))]
+    quick += ["logger=none", "model.dropout=0.1"]
+    train(compose_train(tmp_path / "whole", [*quick, "trainer.max_steps=18"]))
+    last = None
+    for name, steps in (("to10", 10), ("to13", 13), ("to18", 18)):
+        resume = [f"ckpt_path={last}"] if last else []
+        train(compose_train(tmp_path / name, [*quick, f"trainer.max_steps={steps}", *resume]))
+        last = tmp_path / name / "run" / "checkpoints" / "last.ckpt"
+    ends = [
+        torch.load(tmp_path / r / "run" / "checkpoints" / "last.ckpt", weights_only=True)
+        for r in ("whole", "to18")
+    ]
+    assert_bit_identical(*ends)
+
+
+@pytest.mark.slow
+def test_two_ranks_with_dropout_stopped_and_restarted_end_bit_identical_to_the_uninterrupted_run(
+    tmp_path,
+):
+    """Rank 1 alone is signalled; each rank draws its own masks for its own batches, and each
+    must get its own generators back."""
+
+    def run(name: str, *overrides: str) -> subprocess.CompletedProcess:
+        command = [
+            sys.executable, "train.py", *quick_toy_run(8), "logger=none", "trainer=ddp_cpu",
+            "model.dropout=0.1", f"paths.log_dir={tmp_path}", f"paths.cache_dir={tmp_path}/cache",
+            f"hydra.run.dir={tmp_path}/{name}", *overrides,
+        ]  # fmt: skip
+        return subprocess.run(
+            command, cwd=ROOT, env=ddp_env(), capture_output=True, text=True, timeout=300
+        )
+
+    done = run("whole")
+    assert done.returncode == 0, done.stderr[-3000:]
+    stop = signal_at(5, signal.SIGTERM, once=f"{tmp_path}/signalled", rank=1)
+    for expected_exit in (exit_status(signal.SIGTERM), 0):
+        done = run("restarted", *stop)
+        assert done.returncode == expected_exit, done.stderr[-3000:]
+    assert "Resuming from" in (tmp_path / "restarted" / "train.log").read_text()
+    ends = [
+        torch.load(tmp_path / r / "checkpoints" / "last.ckpt", weights_only=True)
+        for r in ("whole", "restarted")
+    ]
+    assert ends[0]["global_step"] == 8
+    assert_bit_identical(*ends)
+
+
+@pytest.mark.slow
+def test_a_validation_inside_an_accumulation_writes_last_ckpt_at_the_update_end(tmp_path):
+    """13 batches an epoch in updates of 2, validated every quarter epoch: after batches 3, 6, 9
+    and 12, the first inside update 2. Killed as update 3 starts, the run resumes from the end of
+    update 2, not from inside it, which would skip batch 4's gradients."""
+    every_quarter = [
+        "trainer.accumulate_grad_batches=2", "trainer.val_check_interval=0.25",
+        "trainer.max_steps=9", "model.dropout=0.1",
+    ]  # fmt: skip
+    assert start(tmp_path, "whole", *every_quarter).wait(timeout=600) == 0
+    kill = signal_at(2, signal.SIGKILL, once=f"{tmp_path}/killed_once")
+    assert start(tmp_path, "killed", *every_quarter, *kill).wait(timeout=600) == -signal.SIGKILL
+    assert last_step(tmp_path / "killed") == 2
+    resumed = start(tmp_path, "killed", *every_quarter, *kill)
+    _, stderr = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, stderr[-3000:]
+    ends = [
+        torch.load(tmp_path / r / "checkpoints" / "last.ckpt", weights_only=True)
+        for r in ("whole", "killed")
+    ]
+    assert ends[0]["global_step"] == 9
+    assert_bit_identical(*ends)
+
+
+@pytest.mark.slow
+def test_training_that_ends_inside_an_accumulation_resumes_at_the_update_start(tmp_path):
+    """Ended after batch 5, the first of update 3 (as `trainer.max_time` can end it), the run's
+    last.ckpt holds the end of update 2, the loops' progress and the generators with it: the
+    resumed run trains batch 5 again, with the same dropout masks."""
+    quick = [q for q in QUICK if not q.startswith(("trainer.max_steps", "logger"))]
+    quick += [
+        "logger=none", "model.dropout=0.1", "trainer.accumulate_grad_batches=2",
+        "trainer.max_steps=6",
+    ]  # fmt: skip
+    train(compose_train(tmp_path / "whole", quick))
+    train(compose_train(tmp_path / "cut", [*quick, *stop_inside_update(5)]))
+    last = tmp_path / "cut" / "run" / "checkpoints" / "last.ckpt"
+    cut = torch.load(last, weights_only=True)
+    assert cut["global_step"] == 2
+    assert cut["loops"]["fit_loop"]["epoch_loop.batch_progress"]["current"]["processed"] == 4
+    train(compose_train(tmp_path / "resumed", [*quick, f"ckpt_path={last}"]))
+    ends = [
+        torch.load(tmp_path / r / "run" / "checkpoints" / "last.ckpt", weights_only=True)
+        for r in ("whole", "resumed")
+    ]
+    assert_bit_identical(*ends)

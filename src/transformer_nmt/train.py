@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from transformer_nmt.data.datamodule import TranslationDataModule
 from transformer_nmt.data.tokenizer import PAD_ID
 from transformer_nmt.training.callbacks.plan_record import PlanRecord
+from transformer_nmt.training.callbacks.rng_states import RngStates
 from transformer_nmt.training.config_checks import check_resume
 from transformer_nmt.training.ddp import ddp_strategy
 from transformer_nmt.training.init_from import KeepParentState, Parent, load_parent
@@ -161,7 +162,7 @@ def build_trainer(
     """The Trainer with its callbacks, in the planned precision and accumulation; with the
     parent's optimizer and schedule state where `init_keep` names them."""
     callbacks = [instantiate(c) for c in (cfg.callbacks or {}).values()]
-    callbacks += [PlanRecord(plan), AgreedStop()]
+    callbacks += [PlanRecord(plan), AgreedStop(), RngStates()]
     if plan.max_time:  # in place of Lightning's Timer, whose end costs a sync a micro-batch
         callbacks.append(TimeBudget(plan.max_time))
     if parent and parent.kept:

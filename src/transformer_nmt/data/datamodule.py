@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import lightning as L
 import numpy as np
+import torch
 from torch.utils.data import DataLoader
 
 from transformer_nmt.data.batching import TokenBatchSampler, collate
@@ -247,6 +248,9 @@ class TranslationDataModule(L.LightningDataModule):
                 max_tokens=rounding_budget(self.hparams.pad_to_multiple_of, self.max_tokens),
             ),
             num_workers=workers,
+            # Its workers' seeds, drawn for each epoch, come from here, not from the global
+            # generator, which then serves training steps only: a resumed run's dropout matches.
+            generator=torch.Generator().manual_seed(self.hparams.seed),
             # Restarting workers every epoch would ship the dataset to each of them again.
             persistent_workers=workers > 0,
         )

@@ -1,5 +1,7 @@
 """The `trainer` settings a run is refused for before the Trainer is built: devices that are not
-there, compile under DDP, a sweep whose ranks would each run it, a spawning strategy."""
+there, compile under DDP, a sweep whose ranks would each run it, a spawning strategy, a
+validation interval that is neither updates nor a share of an epoch; and that interval in the
+batches Lightning counts."""
 
 from hydra.core.hydra_config import HydraConfig
 from lightning.fabric.accelerators.cuda import num_cuda_devices
@@ -15,6 +17,7 @@ def trainer_problems(cfg: DictConfig) -> list[str]:
         *_multirun_problems(cfg),
         *_device_problems(cfg),
         *_compile_problems(cfg),
+        *_val_check_problems(cfg),
     ]
 
 
@@ -34,6 +37,44 @@ def _spawn_problems(cfg: DictConfig) -> list[str]:
         "which starts each rank as this command; in a sweep, trainer.devices=1 per trial or "
         "hydra/launcher=submitit_slurm with a task per device"
     ]
+
+
+def _val_check_problems(cfg: DictConfig) -> list[str]:
+    """`trainer.val_check_interval`: updates, a share of an epoch, or a time, nothing else."""
+    interval = cfg.trainer.get("val_check_interval", 1.0)
+    updates = isinstance(interval, int) and not isinstance(interval, bool) and interval >= 1
+    share = isinstance(interval, float) and 0 < interval <= 1
+    if updates or share or interval is None or isinstance(interval, str):
+        return []
+    return [
+        f"trainer.val_check_interval={interval}: give the updates (optimizer steps) between two "
+        "validations as an integer >= 1, e.g. 1000, the share of each epoch as a float in "
+        "(0, 1], e.g. 0.25 (1.0: at each epoch's end), or a time as 'DD:HH:MM:SS'"
+    ]
+
+
+def val_check_batches(
+    interval: int | float | str, accumulate_grad_batches: int, every_n_epochs: int | None
+) -> int | float | str:
+    """`trainer.val_check_interval` as Lightning counts it: updates into batches.
+
+    Lightning counts an integer interval in batches, from each epoch's start (an epoch starts an
+    update, so every multiple of the accumulation in it ends one), or over the whole run with
+    `check_val_every_n_epoch=None`, where an epoch's last update, shorter when the epoch's batches
+    are not a multiple of the accumulation, would put validations inside later updates. A share
+    of an epoch or a time passes unchanged.
+    """
+    if not isinstance(interval, int) or accumulate_grad_batches == 1:
+        return interval
+    if every_n_epochs is None:
+        raise ValueError(
+            f"trainer.val_check_interval={interval} updates with trainer.check_val_every_n_epoch"
+            f"=null and accumulate_grad_batches={accumulate_grad_batches}: over epochs Lightning "
+            "counts batches, and an epoch's shorter last update would shift validation into "
+            "later updates. Set trainer.check_val_every_n_epoch=1 (updates counted from each "
+            "epoch's start)"
+        )
+    return interval * accumulate_grad_batches
 
 
 def _multirun_problems(cfg: DictConfig) -> list[str]:

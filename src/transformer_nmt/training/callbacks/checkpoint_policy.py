@@ -2,7 +2,6 @@
 and which are kept."""
 
 import logging
-import math
 import time
 from pathlib import Path
 from typing import Any
@@ -30,9 +29,15 @@ class CheckpointPolicy(Checkpoint):
 
     - `last.ckpt`: everything a resumed run needs, refreshed at every validation and periodic
       save, and written when training ends (`max_steps`, `max_epochs`, `max_time`, or a stop
-      that sets `trainer.should_stop`). An end mid-epoch records the loops' progress as it stood
-      after the last batch, as a periodic checkpoint at that step does: Lightning counts the cut
-      epoch as finished, and a run extended from it would otherwise skip the rest of that epoch.
+      that sets `trainer.should_stop`). The end records the loops' progress as it stood after
+      the last update, as a periodic checkpoint at that step does: Lightning counts the last
+      epoch as finished, and a run extended from it would otherwise skip the rest of a cut epoch,
+      or the whole next one after a complete epoch.
+    - every checkpoint holds the run at an update boundary: a validation inside a gradient
+      accumulation writes `last.ckpt` once the update is done, and a file written inside one
+      anyway (the best, or the end of training) records the loops' progress of the update's
+      start, so that a resumed run trains its micro-batches again rather than skip them (their
+      partial gradients are not saved); `RngStates` saves the random generators of that point.
     - the best by `monitor`: `step<N>-<metric><value>.ckpt`, one file, replaced when beaten.
     - periodic `step<N>.ckpt`, every `every_minutes` of training (or every `every_n_steps`), for
       averaging (`--average-last N` averages these only); the last `keep_last` kept, each new one
@@ -83,8 +88,10 @@ class CheckpointPolicy(Checkpoint):
         self.kept: list[str] = []  # periodic files on disk, oldest first
         self._saving: str | None = None  # the kind of the file being written
         self._step_seen = 0  # the optimizer step the last batch ended at
+        self._inside_update = False  # whether the last batch was a micro-batch before the last
+        self._last_due = False  # last.ckpt to write once the update under way is done
         self._periodic_since = 0.0  # time.monotonic() of the last periodic save, or the start
-        self._after_last_batch: dict | None = None  # the fit loop's state and epoch then
+        self._after_last_update: dict | None = None  # the fit loop's state and epoch then
 
     @property
     def state_key(self) -> str:
@@ -92,22 +99,27 @@ class CheckpointPolicy(Checkpoint):
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._step_seen = trainer.global_step  # a resumed run does not save its first step again
+        self._inside_update = False
         self._periodic_since = time.monotonic()
         self._log_disk(pl_module)
 
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx: int
     ) -> None:
-        self._after_last_batch = {
+        step = trainer.global_step
+        self._inside_update = step == self._step_seen  # a micro-batch of an accumulated update
+        if self._inside_update:
+            return
+        self._step_seen = step
+        self._after_last_update = {
             "fit_loop": trainer.fit_loop.state_dict(),
             "epoch": trainer.current_epoch,
         }
-        step = trainer.global_step
-        if step == self._step_seen:  # a micro-batch of an accumulated update
-            return
-        self._step_seen = step
         if self._periodic_due(trainer, step):
             self._save_periodic(trainer)
+        elif self._last_due:
+            self._save(trainer, self.last_model_path, "last")
+        self._last_due = False
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.sanity_checking or trainer.state.fn != TrainerFn.FITTING:
@@ -117,7 +129,10 @@ class CheckpointPolicy(Checkpoint):
             self.current_score = score.detach().clone()
             if self._improves(self.current_score):
                 self._save_best(trainer, self.current_score)
-        self._save(trainer, self.last_model_path, "last")
+        if self._inside_update:
+            self._last_due = True  # its micro-batches' gradients would be lost
+        else:
+            self._save(trainer, self.last_model_path, "last")
         self._tell_loggers(trainer)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -132,9 +147,10 @@ class CheckpointPolicy(Checkpoint):
         if self._saving == PERIODIC and not self.optimizer_state:
             for key in RESUME_ONLY_KEYS:
                 checkpoint.pop(key, None)
-        if self._after_last_batch is not None and _ended_mid_epoch(trainer):
-            checkpoint["loops"]["fit_loop"] = self._after_last_batch["fit_loop"]
-            checkpoint["epoch"] = self._after_last_batch["epoch"]
+        boundary = self._after_last_update
+        if boundary is not None and (self._inside_update or _epoch_closed(trainer)):
+            checkpoint["loops"]["fit_loop"] = boundary["fit_loop"]
+            checkpoint["epoch"] = boundary["epoch"]
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -221,12 +237,10 @@ class CheckpointPolicy(Checkpoint):
         )
 
 
-def _ended_mid_epoch(trainer: L.Trainer) -> bool:
-    """Whether the fit loop has closed an epoch whose batches did not all run."""
+def _epoch_closed(trainer: L.Trainer) -> bool:
+    """Whether the fit loop has closed its last epoch, as it does when training ends."""
     epoch = trainer.fit_loop.epoch_progress.current
-    batches = trainer.num_training_batches
-    trained = trainer.fit_loop.epoch_loop.batch_progress.current.processed
-    return epoch.processed == epoch.started and math.isfinite(batches) and trained < batches
+    return epoch.started > 0 and epoch.processed == epoch.started
 
 
 def retention_problems(cfg: DictConfig) -> list[str]:

@@ -1,4 +1,5 @@
-"""The run plan through fit: completed by the measured auto budget, logged once, checkpointed."""
+"""The run plan through fit: completed by the measured auto budget, logged once, checkpointed,
+and the validation interval counted in its updates."""
 
 import logging
 from typing import Any
@@ -6,6 +7,7 @@ from typing import Any
 import lightning as L
 
 from transformer_nmt.training.run_plan import CHECKPOINT_KEY, RunPlan
+from transformer_nmt.training.trainer_settings import val_check_batches
 
 log = logging.getLogger(__name__)
 
@@ -17,15 +19,27 @@ class PlanRecord(L.Callback):
     measured as fit set up (`AutoMaxTokens`), and the plan takes it, once. The log line and the
     loggers' `run_plan` hyperparameters then say what training uses; every checkpoint holds it as
     `checkpoint["run_plan"]`, plain types, which a resumed run reuses (`run_plan.plan_run`).
+
+    An integer `trainer.val_check_interval` counts updates; Lightning, which counts batches, is
+    given it in the plan's accumulation (`trainer_settings.val_check_batches`) as fit starts,
+    once that is final.
     """
 
     def __init__(self, plan: RunPlan) -> None:
         self.plan = plan
+        self.val_check_interval: int | float | str | None = None  # as configured, in updates
 
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self.plan.max_tokens is None:
             max_tokens = trainer.datamodule.max_tokens
             self.plan = self.plan.measured(max_tokens, trainer.accumulate_grad_batches)
+        if self.val_check_interval is None:
+            self.val_check_interval = trainer.val_check_interval
+        trainer.val_check_interval = val_check_batches(
+            self.val_check_interval,
+            self.plan.accumulate_grad_batches,
+            trainer.check_val_every_n_epoch,
+        )
         if trainer.is_global_zero:
             log.info("%s", self.plan.describe())
         for logger in trainer.loggers:
