@@ -28,6 +28,12 @@ HOST_SIDE = {
     "training/bleu.py:SacreBLEU.__init__": (
         "metric state defaults: torchmetrics moves them with the module"
     ),
+    "training/bleu.py:SacreCHRF.__init__": (
+        "metric state defaults: torchmetrics moves them with the module"
+    ),
+    "data/batching.py:collate": (
+        "a batch's direction ids, built on the CPU beside its padded tokens; Lightning moves them"
+    ),
 }
 # -----------------------------------------------------------------------------------------------
 

@@ -133,7 +133,8 @@ def test_help_lists_the_config_groups():
         timeout=120,
     ).stdout
     for group in (
-        "model: base, big, narrow, rnn_attention, small, tiny",
+        "model: base, big, narrow, rnn_attention, small, student_3_1, student_3_1_d128,"
+        " student_6_1, student_6_2, tiny",
         "data:",
         "trainer:",
         "logger:",

@@ -27,7 +27,7 @@ from transformer_nmt.training.loggers import (
     wandb_group,
 )
 from transformer_nmt.training.module import TranslationModule
-from transformer_nmt.training.plan_sharing import agreed_plan
+from transformer_nmt.training.plan_sharing import agreed_plan, withdraw_plan
 from transformer_nmt.training.resume import ResumePoint
 from transformer_nmt.training.run_config import write_run_config
 from transformer_nmt.training.run_lock import RunLock, is_global_rank_zero
@@ -71,6 +71,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
             return plan_run(cfg)
 
         # Decided once, on global rank 0, before anything is written; the other ranks take it.
+        held.callback(withdraw_plan)
         plan = agreed_plan(decide, cfg.paths.output_dir, timeout)
         resume = ResumePoint(plan.resume_from)
         log_slurm_job()

@@ -16,6 +16,7 @@ from helpers.ddp import ddp_env
 from helpers.hydra_compose import ROOT, compose_train
 from helpers.quick_toy_run import quick_toy_run
 from helpers.start_per_rank import start_per_rank
+from transformer_nmt.train import train
 from transformer_nmt.training.config_checks import ConfigError
 from transformer_nmt.training.plan_sharing import PLAN_ENV, agreed_plan, launch_key, plan_file
 from transformer_nmt.training.refusals import RankRefused
@@ -161,3 +162,14 @@ def test_a_rank_blind_to_last_ckpt_resumes_beside_the_others(tmp_path):
     saved = torch.load(last, weights_only=True)
     assert saved["global_step"] == 4
     assert saved["run_plan"]["resume_from"] == str(last) and saved["run_plan"]["world_size"] == 2
+
+
+@pytest.mark.slow
+def test_a_finished_run_leaves_no_plan_for_the_ranks_of_a_later_run_it_starts(
+    tmp_path, monkeypatch
+):
+    """Rank 0 hands its plan to the ranks it starts through its environment; after the run, a
+    process this one starts (another run's srun-like rank) must not take that plan as its own."""
+    monkeypatch.delenv(PLAN_ENV, raising=False)
+    train(compose_train(tmp_path, [*quick_toy_run(2), "logger=none"]))
+    assert PLAN_ENV not in os.environ

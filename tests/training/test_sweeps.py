@@ -41,6 +41,7 @@ from hydra_plugins.transformer_nmt_sweeper._trials import (
 from transformer_nmt.model.transformer.config import settings_problems
 from transformer_nmt.train import build_loggers
 from transformer_nmt.training.loggers import finish_wandb_runs, wandb_group
+from transformer_nmt.training.run_plan import plan_run
 from transformer_nmt.training.sweeps import optimized_metric, raise_if_diverged
 
 WANDB_SWEEP = ROOT / "experiments" / "sweeps" / "wandb_multi30k_de_en.yaml"
@@ -351,7 +352,7 @@ def test_wandb_runs_are_grouped_by_sweep_in_multiruns_only(tmp_path, monkeypatch
     HydraConfig.instance().set_config(cfg)
 
     assert wandb_group(cfg) == group
-    loggers = build_loggers(cfg)
+    loggers = build_loggers(cfg, plan_run(cfg))
     finish_wandb_runs(loggers, checkpoint=None)
     (records,) = (tmp_path / "run" / "wandb").glob("offline-run-*/run-*.wandb")
     assert wandb_records.run_record(records).run_group == (group or "")

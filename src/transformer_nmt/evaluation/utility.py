@@ -59,7 +59,7 @@ def _counts(
     # float32 products, exact below 2^24, on the threads the process gave torch (numpy's BLAS
     # would take every core, whatever --threads says).
     H_t, R_t = torch.from_numpy(H), torch.from_numpy(R)
-    matches_t = torch.zeros(len(H), len(R))
+    matches_t = torch.zeros(len(H), len(R), device=H_t.device)
     for k in range(1, int(counts.max(initial=0)) + 1):
         matches_t += (H_t >= k).float() @ (R_t >= k).float().T
     matches = matches_t.round().long().numpy()

@@ -59,8 +59,7 @@ class SacreCHRF(Metric):
 
     def update(self, hypotheses: list[str], references: list[str]) -> None:
         per_sentence = self.chrf._extract_corpus_statistics(hypotheses, [references])
-        summed = torch.tensor(per_sentence, dtype=torch.long).sum(0)
-        self.stats += summed.to(self.stats.device)
+        self.stats += torch.tensor(per_sentence, dtype=torch.long, device=self.stats.device).sum(0)
 
     def compute(self) -> torch.Tensor:
         score = self.chrf._compute_score_from_stats(self.stats.tolist()).score

@@ -92,6 +92,12 @@ def _decide_and_hand_over(decide: Callable[[], RunPlan], channel: "Channel | Non
     return plan
 
 
+def withdraw_plan() -> None:
+    """Rank 0's plan leaves its environment as its run ends: a process it starts later (another
+    run's ranks) must not take a finished run's plan for its own."""
+    os.environ.pop(PLAN_ENV, None)
+
+
 def _received(handed: dict) -> RunPlan:
     if "refused" in handed:
         raise RankRefused(
