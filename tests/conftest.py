@@ -34,6 +34,15 @@ DEVICES = [
 ]
 
 
+@pytest.fixture
+def one_thread():
+    """Tiny models gain nothing from intra-op threads, which a busy machine makes costly."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(params=DEVICES)
 def device(request: pytest.FixtureRequest) -> torch.device:
     """Each device the test should hold on: the CPU always, CUDA where available."""

@@ -156,15 +156,6 @@ def test_train_py_composes_the_rnn():
     assert "_target_: transformer_nmt.model.rnn.RNNAttention" in out
 
 
-@pytest.fixture
-def one_thread():
-    """Tiny models gain nothing from intra-op threads, and lose much on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.mark.slow
 def test_the_rnn_learns_the_toy_task_and_draws_its_alignments(tmp_path, one_thread):
     overrides = [

@@ -17,12 +17,8 @@ TINY = dict(vocab_size=VOCAB, pad_id=PAD, N=2, d_model=32, d_ff=64, h=4, dropout
 
 
 @pytest.fixture(autouse=True)
-def one_thread():
+def tiny_tensors_on_one_thread(one_thread):
     """Tiny tensors gain nothing from intra-op threads; syncing them would dominate run time."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture

@@ -356,16 +356,7 @@ def test_prefixes_and_constraints_of_empty_lines_are_warned_of_by_line(folder, c
     assert "line 2:" not in caplog.text
 
 
-@pytest.fixture
-def single_thread():
-    """Tiny models gain nothing from intra-op threads, which a busy machine makes costly."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.mark.usefixtures("single_thread")
+@pytest.mark.usefixtures("one_thread")
 @pytest.mark.parametrize("candidates", ["sample", "beam", "both"])
 def test_mbr_picks_by_mean_utility_over_the_seeded_samples_in_any_batches(folder, candidates):
     translator = Translator.from_checkpoint(folder / "step1.ckpt", device="cpu")
@@ -388,7 +379,7 @@ def test_mbr_picks_by_mean_utility_over_the_seeded_samples_in_any_batches(folder
     assert translator.translate(INPUTS, n_best=2, mbr=other, **options) != got
 
 
-@pytest.mark.usefixtures("single_thread")
+@pytest.mark.usefixtures("one_thread")
 def test_mbr_decodes_with_an_ensemble_and_refuses_what_it_cannot_do(folder):
     members = [folder / "step1.ckpt", folder / "step2.ckpt"]
     ensemble = Translator.from_ensemble(members, device="cpu")

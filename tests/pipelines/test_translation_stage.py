@@ -3,7 +3,6 @@
 from pathlib import Path
 
 import pytest
-import torch
 
 from helpers.checkpoint_files import SENTENCES, write_checkpoint
 from transformer_nmt.data.tokenizer import BPETokenizer
@@ -17,15 +16,7 @@ class Killed(Exception):
     """Stands for the kill that stops a stage midway."""
 
 
-@pytest.fixture
-def single_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.mark.usefixtures("single_thread")
+@pytest.mark.usefixtures("one_thread")
 def test_a_killed_stage_resumes_from_its_last_part_and_leaves_no_temporary_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
