@@ -34,7 +34,7 @@ from helpers.loopback import free_ports
 from helpers.signal_at_step import signal_at
 from transformer_nmt.data.tokenizer import PAD_ID
 from transformer_nmt.model import Transformer
-from transformer_nmt.training.run_plan import check_config
+from transformer_nmt.training.plan.run_plan import check_config
 
 TIMEOUT = 300
 # A few hundred steps of the toy task: enough for a BLEU above zero to compare.

@@ -25,10 +25,10 @@ HOST_SIDE = {
     "model/transformer/layers.py:SublayerConnection.__init__": (
         "ReZero's alpha, a parameter built at init: it moves with the module"
     ),
-    "training/bleu.py:SacreBLEU.__init__": (
+    "training/step/bleu.py:SacreBLEU.__init__": (
         "metric state defaults: torchmetrics moves them with the module"
     ),
-    "training/bleu.py:SacreCHRF.__init__": (
+    "training/step/bleu.py:SacreCHRF.__init__": (
         "metric state defaults: torchmetrics moves them with the module"
     ),
     "data/batching.py:collate": (

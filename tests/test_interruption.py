@@ -20,10 +20,10 @@ from helpers.stop_inside_update import stop_inside_update
 from helpers.sweep_runs import wait_for
 from transformer_nmt.checkpoint import load_checkpoint, save_atomically
 from transformer_nmt.train import train
-from transformer_nmt.training.checkpoint_io import AtomicCheckpointIO
-from transformer_nmt.training.module import TranslationModule
-from transformer_nmt.training.stop import exit_status
-from transformer_nmt.training.sweeps import optimized_metric
+from transformer_nmt.training.run.checkpoint_io import AtomicCheckpointIO
+from transformer_nmt.training.run.stop import exit_status
+from transformer_nmt.training.run.sweeps import optimized_metric
+from transformer_nmt.training.step.module import TranslationModule
 
 DIES_MID_SAVE = """
 import io, os, signal, sys, torch

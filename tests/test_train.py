@@ -14,9 +14,9 @@ from transformer_nmt.data.toy import ToyCorpus
 from transformer_nmt.model import RNNAttention
 from transformer_nmt.runtime.allocator import FAST_MALLOC
 from transformer_nmt.train import train
-from transformer_nmt.training.precision import auto_precision
-from transformer_nmt.training.run_lock import RunLock, RunLockedError
-from transformer_nmt.training.sweeps import optimized_metric
+from transformer_nmt.training.plan.precision import auto_precision
+from transformer_nmt.training.run.run_lock import RunLock, RunLockedError
+from transformer_nmt.training.run.sweeps import optimized_metric
 
 TOY = ["experiment=toy", "logger=none"]
 # Drawing attention maps would take most of a toy run's validation; the RNN test checks them.
@@ -116,7 +116,7 @@ def test_a_run_that_ends_before_its_first_validation_succeeds_and_says_the_metri
     tmp_path, caplog
 ):
     cfg = compose_train(tmp_path, [*TOY, "trainer.max_steps=2", "+trainer.limit_val_batches=0"])
-    with caplog.at_level("WARNING", logger="transformer_nmt.training.sweeps"):
+    with caplog.at_level("WARNING", logger="transformer_nmt.training.run.sweeps"):
         assert optimized_metric(cfg, train(cfg)) is None  # what `python train.py` returns
     assert "optimized_metric=val/bleu is missing" in caplog.text
     checkpoint = tmp_path / "run" / "checkpoints" / "last.ckpt"

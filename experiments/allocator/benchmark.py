@@ -20,7 +20,7 @@ STEP = """
 import sys, time, torch
 from transformer_nmt.data.bitext import TextCorpus
 from transformer_nmt.data.datamodule import TranslationDataModule
-from transformer_nmt.training.loss import label_smoothed_nll
+from transformer_nmt.training.step.loss import label_smoothed_nll
 from transformer_nmt.model import Transformer
 dm = TranslationDataModule(TextCorpus(sys.argv[1], {"train": "train", "val": "val"}), "de", "en",
                            max_tokens=4096, max_len=128, cache_dir=sys.argv[2])

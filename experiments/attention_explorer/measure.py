@@ -43,10 +43,10 @@ from transformer_nmt.model import Transformer
 from transformer_nmt.train import build_data_and_module, build_trainer
 from transformer_nmt.training.callbacks import attention_maps
 from transformer_nmt.training.callbacks.attention_maps import AttentionMaps
-from transformer_nmt.training.init_from import load_parent
-from transformer_nmt.training.resume import ResumePoint
-from transformer_nmt.training.run_config import register_resolvers
-from transformer_nmt.training.run_plan import plan_run
+from transformer_nmt.training.fine_tuning.init_from import load_parent
+from transformer_nmt.training.plan.resume import ResumePoint
+from transformer_nmt.training.plan.run_config import register_resolvers
+from transformer_nmt.training.plan.run_plan import plan_run
 
 
 def base_page(out: Path, sentences: int = 4) -> Path:

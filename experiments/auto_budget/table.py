@@ -8,7 +8,7 @@ whose memory holds any budget, or with `--rows N` the worst batch of N longest p
 import argparse
 
 from transformer_nmt.data.token_budget import largest_budget
-from transformer_nmt.training.batch_size import per_rank_cap, plan_update
+from transformer_nmt.training.plan.batch_size import per_rank_cap, plan_update
 
 LONGEST = 257
 

@@ -4,7 +4,7 @@ import os
 import platform
 from pathlib import Path
 
-from transformer_nmt.training.precision import NATIVE_BF16_CPU_FLAGS
+from transformer_nmt.training.plan.precision import NATIVE_BF16_CPU_FLAGS
 
 FLAGS = ("avx2", "avx512f", *NATIVE_BF16_CPU_FLAGS)  # what decides fp32 and bf16 speed
 

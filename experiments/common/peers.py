@@ -29,8 +29,8 @@ from transformer_nmt.cli.compose import compose_group
 from transformer_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from transformer_nmt.decoding import beam_search, greedy_search
 from transformer_nmt.model import Transformer
-from transformer_nmt.training.loss import label_smoothed_nll
-from transformer_nmt.training.module import real_target_logits
+from transformer_nmt.training.step.loss import label_smoothed_nll
+from transformer_nmt.training.step.module import real_target_logits
 
 EPSILON = 0.1  # label smoothing (paper, section 5.4)
 BEAM = 4

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from experiments.common.machine import cpu_name, load_average
-from transformer_nmt.training.precision import cpu_has_native_bf16
+from transformer_nmt.training.plan.precision import cpu_has_native_bf16
 
 ROOT = Path(__file__).resolve().parents[2]
 ENGINES = ("ours", "ours-int8", "ours-bf16", "hf", "ct2-float32", "ct2-int8", "ct2-int8-vmap")

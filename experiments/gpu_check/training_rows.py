@@ -25,11 +25,11 @@ from transformer_nmt.data.datamodule import pad_multiple
 from transformer_nmt.data.token_budget import BudgetError
 from transformer_nmt.data.tokenizer import EOS_ID, PAD_ID
 from transformer_nmt.model import Transformer
-from transformer_nmt.training.batch_size import UpdatePlan, per_rank_cap, plan_update
-from transformer_nmt.training.budget_probe import Measurement, measure_max_tokens
-from transformer_nmt.training.budget_probe import is_out_of_memory as ran_out_of_memory_error
-from transformer_nmt.training.loss import label_smoothed_nll
-from transformer_nmt.training.module import real_target_logits
+from transformer_nmt.training.plan.batch_size import UpdatePlan, per_rank_cap, plan_update
+from transformer_nmt.training.plan.budget_probe import Measurement, measure_max_tokens
+from transformer_nmt.training.plan.budget_probe import is_out_of_memory as ran_out_of_memory_error
+from transformer_nmt.training.step.loss import label_smoothed_nll
+from transformer_nmt.training.step.module import real_target_logits
 
 LIGHTNING = {"bf16": "bf16-mixed", "fp32": "32-true"}
 

@@ -26,8 +26,8 @@ from transformer_nmt.data.tokenizer import EOS_ID, PAD_ID
 from transformer_nmt.model import Transformer
 from transformer_nmt.model.masks import padding_mask
 from transformer_nmt.model.transformer.attention import MultiHeadAttention, attention_kernel
-from transformer_nmt.training.loss import label_smoothed_nll
-from transformer_nmt.training.precision import cpu_has_native_bf16
+from transformer_nmt.training.plan.precision import cpu_has_native_bf16
+from transformer_nmt.training.step.loss import label_smoothed_nll
 
 KERNELS = ("fused", "math", "explicit")
 VOCAB = 8000

@@ -36,7 +36,7 @@ from experiments.speed.step_profile import profile_training
 from experiments.speed.tables import Tables, summarize
 from experiments.speed.training_memory import measure_memory
 from transformer_nmt.runtime.allocator import use_fast_malloc
-from transformer_nmt.training.precision import auto_cpu_precision, cpu_has_native_bf16
+from transformer_nmt.training.plan.precision import auto_cpu_precision, cpu_has_native_bf16
 
 
 def parse_args() -> argparse.Namespace:

@@ -1,6 +1,6 @@
 """The label-smoothed loss, forward and backward on CPU logits, by block size .
 
-`training/loss.py` walks the (N, V) logits `CPU_BLOCK_ELEMENTS` at a time on CPUs; "whole" is
+`training/step/loss.py` walks the (N, V) logits `CPU_BLOCK_ELEMENTS` at a time on CPUs; "whole" is
 one block, as the loss ran before. Random logits, best of --repeats, milliseconds:
 
     OMP_NUM_THREADS=2 python -m experiments.speed.loss_blocks
@@ -12,7 +12,7 @@ import torch
 
 from experiments.common.machine import cpu_description, load_average
 from experiments.common.timing import seconds
-from transformer_nmt.training import loss
+from transformer_nmt.training.step import loss
 
 SHAPES = ((1000, 8000), (3600, 32000))  # model=small's Multi30k vocabulary; base's 32k
 BLOCKS = {"whole": 2**62, "2^16": 2**16, "2^18": 2**18, "2^20": 2**20}

@@ -1,4 +1,4 @@
-"""How steady `precision=auto`'s CPU timing is on a busy machine (training/precision.py).
+"""How steady `precision=auto`'s CPU timing is on a busy machine (training/plan/precision.py).
 
 Starts `--load` processes that spin and sleep in random bursts of 20-300 ms, as other jobs on a
 shared machine do, then runs the bf16/fp32 matmul probe `--probes` times and prints its readings
@@ -13,7 +13,7 @@ import random
 import statistics
 import time
 
-from transformer_nmt.training.precision import BF16_MIN_MATMUL_SPEEDUP, cpu_bf16_matmul_speedup
+from transformer_nmt.training.plan.precision import BF16_MIN_MATMUL_SPEEDUP, cpu_bf16_matmul_speedup
 
 
 def bursts(seed: int) -> None:

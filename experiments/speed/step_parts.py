@@ -23,7 +23,7 @@ from transformer_nmt.cli.compose import compose_group
 from transformer_nmt.data.tokenizer import PAD_ID
 from transformer_nmt.model import Transformer
 from transformer_nmt.runtime.allocator import use_fast_malloc
-from transformer_nmt.training.loss import label_smoothed_nll
+from transformer_nmt.training.step.loss import label_smoothed_nll
 
 PARTS = ["forward without the output projection", "output projection", "label-smoothed loss"]
 PARTS += ["backward", "Adam, fused"]

@@ -18,22 +18,21 @@ from transformer_nmt.data.datamodule import TranslationDataModule
 from transformer_nmt.data.tokenizer import PAD_ID
 from transformer_nmt.training.callbacks.plan_record import PlanRecord
 from transformer_nmt.training.callbacks.rng_states import RngStates
-from transformer_nmt.training.config_checks import check_resume
-from transformer_nmt.training.ddp import ddp_strategy
-from transformer_nmt.training.init_from import KeepParentState, Parent, load_parent
-from transformer_nmt.training.loggers import (
+from transformer_nmt.training.fine_tuning.init_from import KeepParentState, Parent, load_parent
+from transformer_nmt.training.plan.config_checks import check_resume
+from transformer_nmt.training.plan.plan_sharing import agreed_plan, withdraw_plan
+from transformer_nmt.training.plan.resume import ResumePoint
+from transformer_nmt.training.plan.run_config import write_run_config
+from transformer_nmt.training.plan.run_plan import RunPlan, plan_run
+from transformer_nmt.training.run.ddp import ddp_strategy
+from transformer_nmt.training.run.loggers import (
     finish_wandb_runs,
     start_wandb_runs,
     wandb_group,
 )
-from transformer_nmt.training.module import TranslationModule
-from transformer_nmt.training.plan_sharing import agreed_plan, withdraw_plan
-from transformer_nmt.training.resume import ResumePoint
-from transformer_nmt.training.run_config import write_run_config
-from transformer_nmt.training.run_lock import RunLock, is_global_rank_zero
-from transformer_nmt.training.run_plan import RunPlan, plan_run
-from transformer_nmt.training.slurm_requeue import log_slurm_job
-from transformer_nmt.training.stop import (
+from transformer_nmt.training.run.run_lock import RunLock, is_global_rank_zero
+from transformer_nmt.training.run.slurm_requeue import log_slurm_job
+from transformer_nmt.training.run.stop import (
     SIGNALS,
     AgreedStop,
     Stopped,
@@ -41,8 +40,9 @@ from transformer_nmt.training.stop import (
     raise_if_stopped,
     warn_if_torchrun_cuts_the_stop,
 )
-from transformer_nmt.training.sweeps import best_scores, raise_if_diverged
-from transformer_nmt.training.time_budget import TimeBudget
+from transformer_nmt.training.run.sweeps import best_scores, raise_if_diverged
+from transformer_nmt.training.run.time_budget import TimeBudget
+from transformer_nmt.training.step.module import TranslationModule
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
     of each metric a checkpoint callback monitors. Raises `FloatingPointError` if the training
     loss became non-finite, so that a sweep records the trial as failed, and `Stopped` (a
     `SystemExit`) once SIGTERM, SIGUSR1 or Ctrl-C has stopped every rank after one update and
-    the checkpoint policy has saved `last.ckpt` (`training/stop.py`): 128 + the signal on global
+    the checkpoint policy has saved `last.ckpt` (`training/run/stop.py`): 128 + the signal on global
     rank 0 (143, 138, 130), 0 on the others, since a launcher that sees a rank fail first
     (Lightning's, torchrun) kills the rest, rank 0 still closing its loggers. A signal that comes
     before training stops it after its first update.

@@ -9,7 +9,7 @@ import pytest
 from helpers.hydra_compose import ROOT
 from helpers.sweep_runs import TOY_SPACE, train_command
 from transformer_nmt.cli.train import HINT
-from transformer_nmt.training.run_lock import RunLock
+from transformer_nmt.training.run.run_lock import RunLock
 
 TIMEOUT = 300
 

@@ -12,7 +12,7 @@ from helpers.hydra_compose import ROOT
 from transformer_nmt.data.batching import collate
 from transformer_nmt.data.tokenizer import EOS_ID, PAD_ID, BPETokenizer
 from transformer_nmt.model import Transformer
-from transformer_nmt.training.module import TranslationModule
+from transformer_nmt.training.step.module import TranslationModule
 
 
 def ddp_env() -> dict[str, str]:

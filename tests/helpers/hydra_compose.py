@@ -7,7 +7,7 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, open_dict
 
-from transformer_nmt.training.run_config import register_resolvers
+from transformer_nmt.training.plan.run_config import register_resolvers
 
 ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "conf"

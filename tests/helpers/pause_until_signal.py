@@ -7,14 +7,14 @@ from pathlib import Path
 import lightning as L
 
 from transformer_nmt.runtime.atomic import write_atomically
-from transformer_nmt.training.stop import SIGNALS
+from transformer_nmt.training.run.stop import SIGNALS
 
 
 class PauseUntilSignal(L.Callback):
     """As training step `step` starts, global rank 0 writes `<dirpath>/paused_at_<step>` and waits
     until it has received a stop signal; the other ranks go on into the step's collectives and
     wait there for rank 0, which is where the signal finds them. Every rank then stops after the
-    step that rank 0 runs with the signal seen (`training/stop.py`)."""
+    step that rank 0 runs with the signal seen (`training/run/stop.py`)."""
 
     def __init__(self, step: int, dirpath: str) -> None:
         self.step = step

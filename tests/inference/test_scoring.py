@@ -13,7 +13,7 @@ from transformer_nmt.data.toy import ENGLISH
 from transformer_nmt.decoding.ensemble import Ensemble
 from transformer_nmt.inference.alignment import Alignment, pharaoh, word_indices
 from transformer_nmt.model import RNNAttention, Transformer
-from transformer_nmt.training.loss import label_smoothed_nll
+from transformer_nmt.training.step.loss import label_smoothed_nll
 
 PAIRS = [
     ("one two three", "drei zwei eins"),

@@ -27,7 +27,7 @@ from transformer_nmt.pipelines.chains import (
 from transformer_nmt.pipelines.stages import DONE
 from transformer_nmt.pipelines.training import best_checkpoint
 from transformer_nmt.pipelines.translation import Decoding
-from transformer_nmt.training.config_checks import ConfigError
+from transformer_nmt.training.plan.config_checks import ConfigError
 
 pytestmark = pytest.mark.slow
 

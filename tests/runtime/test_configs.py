@@ -8,8 +8,8 @@ from lightning.pytorch.loggers import CSVLogger, WandbLogger
 from helpers.hydra_compose import CONF, compose_train
 from transformer_nmt.data.datamodule import TranslationDataModule
 from transformer_nmt.model import FAMILIES
-from transformer_nmt.training.module import TranslationModule
-from transformer_nmt.training.precision import resolve_precision
+from transformer_nmt.training.plan.precision import resolve_precision
+from transformer_nmt.training.step.module import TranslationModule
 
 
 def options(group: str) -> list[str]:

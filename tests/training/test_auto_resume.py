@@ -9,8 +9,8 @@ import torch
 from helpers.hydra_compose import ROOT, compose_train
 from transformer_nmt.model import TransformerConfig
 from transformer_nmt.train import train
-from transformer_nmt.training.config_checks import ConfigError
-from transformer_nmt.training.run_plan import resume_point
+from transformer_nmt.training.plan.config_checks import ConfigError
+from transformer_nmt.training.plan.run_plan import resume_point
 
 TOY = ["experiment=toy", "logger=none"]
 

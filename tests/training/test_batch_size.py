@@ -11,16 +11,16 @@ from helpers.hydra_compose import compose_train
 from helpers.trainer_record import record_trainer
 from transformer_nmt.data.token_budget import largest_budget
 from transformer_nmt.train import train
-from transformer_nmt.training.batch_size import (
+from transformer_nmt.training.plan.batch_size import (
     UpdatePlan,
     device_count,
     per_rank_cap,
     plan_update,
     updates_per_step,
 )
-from transformer_nmt.training.config_checks import ConfigError
-from transformer_nmt.training.resume import ResumePoint
-from transformer_nmt.training.run_plan import check_config, plan_run, planned_update
+from transformer_nmt.training.plan.config_checks import ConfigError
+from transformer_nmt.training.plan.resume import ResumePoint
+from transformer_nmt.training.plan.run_plan import check_config, plan_run, planned_update
 
 
 def planned(cfg) -> tuple[int, int | None, int | None]:

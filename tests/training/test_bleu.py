@@ -5,7 +5,7 @@ import sacrebleu
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from transformer_nmt.training.bleu import SacreBLEU, SacreCHRF
+from transformer_nmt.training.step.bleu import SacreBLEU, SacreCHRF
 
 REFS = [
     "A man in an orange hat starring at something.",

@@ -9,7 +9,7 @@ import torch
 from transformer_nmt.data.token_budget import BudgetError
 from transformer_nmt.data.tokenizer import PAD_ID
 from transformer_nmt.model import Transformer
-from transformer_nmt.training.budget_probe import (
+from transformer_nmt.training.plan.budget_probe import (
     HostMemory,
     StepProbe,
     is_out_of_memory,

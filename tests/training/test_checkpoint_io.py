@@ -10,7 +10,7 @@ import torch
 from helpers.full_disk import fill_disk_after
 from transformer_nmt.checkpoint import save_atomically
 from transformer_nmt.runtime import atomic
-from transformer_nmt.training.checkpoint_io import AtomicCheckpointIO
+from transformer_nmt.training.run.checkpoint_io import AtomicCheckpointIO
 
 
 @pytest.mark.parametrize("save", [save_atomically, AtomicCheckpointIO().save_checkpoint])

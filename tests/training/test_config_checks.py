@@ -14,8 +14,8 @@ from transformer_nmt.cli.train import HINT
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.model import RNNConfig, TransformerConfig
 from transformer_nmt.train import train
-from transformer_nmt.training.config_checks import ConfigError
-from transformer_nmt.training.run_plan import check_config
+from transformer_nmt.training.plan.config_checks import ConfigError
+from transformer_nmt.training.plan.run_plan import check_config
 
 TOY = ["experiment=toy", "logger=none"]
 

@@ -7,9 +7,9 @@ from helpers.checkpoint_files import SENTENCES
 from helpers.hydra_compose import compose_train
 from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer
 from transformer_nmt.model import Transformer
-from transformer_nmt.training import device_defaults
-from transformer_nmt.training.module import TranslationModule
-from transformer_nmt.training.run_plan import check_config
+from transformer_nmt.training.plan import device_defaults
+from transformer_nmt.training.plan.run_plan import check_config
+from transformer_nmt.training.step.module import TranslationModule
 
 
 def test_an_unknown_device_takes_the_cpu_value():

@@ -40,7 +40,7 @@ def assert_one_sync_a_step(counts_file: Path, logging_at_most: int = 8) -> None:
     others = [n for step, n in per_batch if (step + 1) % LOG_EVERY]
     assert len(logging) == 3 and len(others) >= 8, per_batch
     # The finite-loss check: one read of one all-reduced flag. The stop votes ride in the step's
-    # all_reduce and are read without a sync (training/stop.py).
+    # all_reduce and are read without a sync (training/run/stop.py).
     assert others == [1] * len(others), where
     # Plus the train metrics brought to the host at once, the global tokens/s put on the device,
     # the periodic checkpoint's clock broadcast, and the logger's reads of the 4 device metrics

@@ -16,9 +16,9 @@ from transformer_nmt.checkpoint import model_weights, read_checkpoint
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.data.tokenizer_kinds import tokenizer_from_str
 from transformer_nmt.model.vocab_growth import PER_TOKEN
-from transformer_nmt.training.config_checks import ConfigError
-from transformer_nmt.training.init_from import load_parent
-from transformer_nmt.training.parent_position import BATCHING, position_problems
+from transformer_nmt.training.fine_tuning.init_from import load_parent
+from transformer_nmt.training.fine_tuning.parent_position import BATCHING, position_problems
+from transformer_nmt.training.plan.config_checks import ConfigError
 
 pytest.importorskip("transformers")
 pytest.importorskip("sentencepiece")

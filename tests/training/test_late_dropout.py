@@ -11,7 +11,7 @@ from helpers.step_clock import StepClock, tick
 from transformer_nmt.model import Transformer
 from transformer_nmt.model.interface import SettableDropout
 from transformer_nmt.train import train
-from transformer_nmt.training import module
+from transformer_nmt.training.step import module
 
 # The toy run (its tiny model has no dropout) with dropout 0.3 late, on small batches: the
 # switch follows the clock and the validations, not the batch size.

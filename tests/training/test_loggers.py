@@ -22,15 +22,15 @@ from helpers.stalled_wandb_server import StalledWandbServer
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.runtime.wandb_run import RUN_FILE, folder_run, save_run, saved_run
 from transformer_nmt.train import train
-from transformer_nmt.training.config_checks import ConfigError
-from transformer_nmt.training.loggers import (
+from transformer_nmt.training.plan.config_checks import ConfigError
+from transformer_nmt.training.plan.run_plan import check_config
+from transformer_nmt.training.run.loggers import (
     PENDING_FILE,
     finish_wandb_runs,
     wandb_logger,
     wandb_problems,
 )
-from transformer_nmt.training.run_plan import check_config
-from transformer_nmt.training.stop import exit_status
+from transformer_nmt.training.run.stop import exit_status
 
 TOY = ["experiment=toy", "logger=wandb", "data.corpus.num_train=200", "data.corpus.num_val=8"]
 # Training and one validation batch only: what W&B logs of them is the subject here.

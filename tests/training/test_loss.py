@@ -4,8 +4,8 @@ import torch.nn.functional as F
 
 from transformer_nmt.data.batching import collate
 from transformer_nmt.model import Transformer
-from transformer_nmt.training import loss as loss_module
-from transformer_nmt.training.loss import label_smoothed_nll, perplexity
+from transformer_nmt.training.step import loss as loss_module
+from transformer_nmt.training.step.loss import label_smoothed_nll, perplexity
 
 PAD = 0
 

@@ -6,7 +6,7 @@ from omegaconf import open_dict
 from helpers.csv_metrics import logged
 from helpers.hydra_compose import compose_train
 from transformer_nmt.train import train
-from transformer_nmt.training.lr_schedule import (
+from transformer_nmt.training.step.lr_schedule import (
     LearningRate,
     cooldown_problem,
     cooldown_window,

@@ -7,7 +7,7 @@ import torch
 from lightning.pytorch.plugins.precision import MixedPrecision
 
 from helpers.ddp import BatchesPerRank, batch, sentences, tiny_module
-from transformer_nmt.training.module import TranslationModule
+from transformer_nmt.training.step.module import TranslationModule
 
 
 def configured_adam(**trainer_args) -> tuple[TranslationModule, torch.optim.Optimizer, object]:

@@ -8,10 +8,9 @@ import torch
 from transformer_nmt.data.batching import collate
 from transformer_nmt.data.tokenizer import EOS_ID, PAD_ID
 from transformer_nmt.model import Transformer
-from transformer_nmt.training import precision
-from transformer_nmt.training.config_checks import ConfigError
-from transformer_nmt.training.loss import label_smoothed_nll
-from transformer_nmt.training.precision import (
+from transformer_nmt.training.plan import precision
+from transformer_nmt.training.plan.config_checks import ConfigError
+from transformer_nmt.training.plan.precision import (
     AUTO_CPU_PRECISION_ENV,
     auto_cpu_precision,
     auto_precision,
@@ -19,7 +18,8 @@ from transformer_nmt.training.precision import (
     cpu_has_native_bf16,
     resolve_precision,
 )
-from transformer_nmt.training.resume import ResumePoint
+from transformer_nmt.training.plan.resume import ResumePoint
+from transformer_nmt.training.step.loss import label_smoothed_nll
 
 # What initialises CUDA in this process, and so stops the fork launchers from starting.
 CUDA_INITIALISERS = [
@@ -149,7 +149,7 @@ def test_the_cpu_choice_is_made_once_and_inherited_by_the_ranks(cpu):
     assert auto_precision("cpu") == "bf16-mixed"
     cpu(True, 0.55)  # a later probe that would disagree, as one on a busy machine might
     assert auto_precision("cpu") == "bf16-mixed"
-    code = "import transformer_nmt.training.precision as p; print(p.auto_cpu_precision())"
+    code = "import transformer_nmt.training.plan.precision as p; print(p.auto_cpu_precision())"
     child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert child.stdout.strip() == "bf16-mixed", child.stderr
 
@@ -274,7 +274,7 @@ def test_a_bf16_run_requeued_onto_gpus_without_native_bf16_is_refused_naming_bot
 def test_importing_and_resolving_leave_cuda_uninitialised():
     """In a fresh interpreter, since tests on a GPU machine initialise CUDA in this one."""
     code = (
-        "import torch; import transformer_nmt.training.precision as p; "
+        "import torch; import transformer_nmt.training.plan.precision as p; "
         "p.resolve_precision('auto', 'auto');"
         "print(torch.cuda.is_initialized())"
     )

@@ -9,10 +9,10 @@ from helpers.ddp import batch, sentences, tiny_module
 from helpers.hydra_compose import compose_train
 from transformer_nmt.model import Transformer
 from transformer_nmt.train import train
-from transformer_nmt.training import loss as loss_module
-from transformer_nmt.training.loss import label_smoothed_nll
-from transformer_nmt.training.module import real_target_logits
-from transformer_nmt.training.rdrop import doubled, symmetric_kl
+from transformer_nmt.training.step import loss as loss_module
+from transformer_nmt.training.step.loss import label_smoothed_nll
+from transformer_nmt.training.step.module import real_target_logits
+from transformer_nmt.training.step.rdrop import doubled, symmetric_kl
 
 
 def reference_kl(p_logits, q_logits):

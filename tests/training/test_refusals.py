@@ -9,7 +9,7 @@ import pytest
 from helpers.failing_probe import PROBE_FAULT
 from helpers.quick_toy_run import quick_toy_run
 from helpers.srun_ranks import run_folder_overrides, run_srun_ranks
-from transformer_nmt.training.run_lock import LOCK_NAME
+from transformer_nmt.training.run.run_lock import LOCK_NAME
 
 # Well below ddp_timeout_minutes, the wait of a rank left behind; above a loaded start of both.
 PROMPT = 150
@@ -38,7 +38,7 @@ def test_an_unreadable_last_ckpt_seen_by_rank_0_ends_both_ranks_naming_it(tmp_pa
 
 @pytest.mark.slow
 def test_a_held_run_lock_ends_both_ranks_naming_its_holder(tmp_path):
-    holds = "import sys; from transformer_nmt.training.run_lock import RunLock\n"
+    holds = "import sys; from transformer_nmt.training.run.run_lock import RunLock\n"
     holds += "with RunLock(sys.argv[1]):\n    print('held', flush=True); sys.stdin.readline()"
     holder = subprocess.Popen(
         [sys.executable, "-c", holds, str(tmp_path / "run")],

@@ -1,7 +1,7 @@
 import torch
 
-from transformer_nmt.training import resume as resume_module
-from transformer_nmt.training.resume import ResumePoint
+from transformer_nmt.training.plan import resume as resume_module
+from transformer_nmt.training.plan.resume import ResumePoint
 
 
 def test_a_fresh_run_answers_every_question_with_nothing(monkeypatch):

@@ -10,11 +10,11 @@ import sys
 
 import pytest
 
-from transformer_nmt.training.run_lock import RunLock, RunLockedError, is_global_rank_zero
+from transformer_nmt.training.run.run_lock import RunLock, RunLockedError, is_global_rank_zero
 
 HOLDS_THE_LOCK = """
 import sys
-from transformer_nmt.training.run_lock import RunLock
+from transformer_nmt.training.run.run_lock import RunLock
 
 with RunLock(sys.argv[1]):
     print("held", flush=True)

@@ -17,10 +17,10 @@ from helpers.hydra_compose import ROOT, compose_train
 from helpers.quick_toy_run import quick_toy_run
 from helpers.start_per_rank import start_per_rank
 from transformer_nmt.train import train
-from transformer_nmt.training.config_checks import ConfigError
-from transformer_nmt.training.plan_sharing import PLAN_ENV, agreed_plan, launch_key, plan_file
-from transformer_nmt.training.refusals import RankRefused
-from transformer_nmt.training.run_plan import RunPlan, plan_run
+from transformer_nmt.training.plan.config_checks import ConfigError
+from transformer_nmt.training.plan.plan_sharing import PLAN_ENV, agreed_plan, launch_key, plan_file
+from transformer_nmt.training.plan.refusals import RankRefused
+from transformer_nmt.training.plan.run_plan import RunPlan, plan_run
 
 TOY = ["experiment=toy", "logger=none", "trainer.precision=32-true"]
 # The variables srun sets on task 1 of 2 (task 0's: SLURM_PROCID=0).

@@ -8,8 +8,8 @@ from lightning.fabric.plugins.environments import SLURMEnvironment, TorchElastic
 
 from helpers.hydra_compose import compose_train
 from transformer_nmt.train import build_trainer
-from transformer_nmt.training.run_plan import plan_run
-from transformer_nmt.training.slurm_requeue import requeue_this_job, slurm_job
+from transformer_nmt.training.plan.run_plan import plan_run
+from transformer_nmt.training.run.slurm_requeue import requeue_this_job, slurm_job
 
 A_JOB = {
     "SLURM_JOB_ID": "7",

@@ -46,7 +46,7 @@ from hydra_plugins.transformer_nmt_sweeper._trials import (
 )
 from transformer_nmt.runtime.lock_file import STALE
 from transformer_nmt.runtime.processes import filesystem_now
-from transformer_nmt.training.run_lock import LOCK_NAME
+from transformer_nmt.training.run.run_lock import LOCK_NAME
 
 COMPLETE, RUNNING, WAITING = TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING
 INTERVAL, HEARTBEAT_TIMEOUT, STORAGE_TIMEOUT = 1, 5, 4  # seconds, short for tests

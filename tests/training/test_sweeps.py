@@ -40,9 +40,9 @@ from hydra_plugins.transformer_nmt_sweeper._trials import (
 )
 from transformer_nmt.model.transformer.config import settings_problems
 from transformer_nmt.train import build_loggers
-from transformer_nmt.training.loggers import finish_wandb_runs, wandb_group
-from transformer_nmt.training.run_plan import plan_run
-from transformer_nmt.training.sweeps import optimized_metric, raise_if_diverged
+from transformer_nmt.training.plan.run_plan import plan_run
+from transformer_nmt.training.run.loggers import finish_wandb_runs, wandb_group
+from transformer_nmt.training.run.sweeps import optimized_metric, raise_if_diverged
 
 WANDB_SWEEP = ROOT / "experiments" / "sweeps" / "wandb_multi30k_de_en.yaml"
 # Every parameter still searched, among toy sizes: the space's own sizes double the test's time.

@@ -10,9 +10,9 @@ from helpers.ddp import assert_same_weights, ddp_env, weights_callback
 from helpers.hydra_compose import ROOT, compose_train
 from helpers.step_clock import StepClock, tick
 from transformer_nmt.train import train
-from transformer_nmt.training.config_checks import ConfigError
-from transformer_nmt.training.lr_schedule import inverse_sqrt_warmup
-from transformer_nmt.training.run_plan import check_config
+from transformer_nmt.training.plan.config_checks import ConfigError
+from transformer_nmt.training.plan.run_plan import check_config
+from transformer_nmt.training.step.lr_schedule import inverse_sqrt_warmup
 
 # The toy run with a 100-second budget whose last 30 seconds cool down, on a clock that moves
 # with the batches (no validation: only training spends the budget); small batches, as the plan

@@ -8,10 +8,10 @@ import pytest
 
 from helpers.ddp import ddp_env
 from helpers.loopback import free_ports
-from transformer_nmt.training.stop import STOP_SECONDS, torchrun_stop_problems
+from transformer_nmt.training.run.stop import STOP_SECONDS, torchrun_stop_problems
 
 SHOW = (
-    "import json; from transformer_nmt.training.stop import torchrun_stop_problems as p; "
+    "import json; from transformer_nmt.training.run.stop import torchrun_stop_problems as p; "
     "print(json.dumps(p()))"
 )
 TORCHRUN = {"TORCHELASTIC_RUN_ID": "none", "LOCAL_RANK": "0"}

@@ -7,9 +7,9 @@ import pytest
 from helpers.hydra_compose import compose_train
 from helpers.validation_steps import record_validations
 from transformer_nmt.train import train
-from transformer_nmt.training.config_checks import ConfigError
-from transformer_nmt.training.run_plan import check_config
-from transformer_nmt.training.trainer_settings import val_check_batches
+from transformer_nmt.training.plan.config_checks import ConfigError
+from transformer_nmt.training.plan.run_plan import check_config
+from transformer_nmt.training.plan.trainer_settings import val_check_batches
 
 # 13 batches an epoch, validation on one batch.
 SMALL = [

@@ -37,8 +37,8 @@ from optuna.trial import FrozenTrial, TrialState
 
 from transformer_nmt.runtime.atomic import write_atomically
 from transformer_nmt.runtime.lock_file import LockFile
-from transformer_nmt.training.run_lock import LOCK_NAME
-from transformer_nmt.training.stop import SIGNALS, exit_status
+from transformer_nmt.training.run.run_lock import LOCK_NAME
+from transformer_nmt.training.run.stop import SIGNALS, exit_status
 
 from ._heartbeat import Beating, Silences, underlying
 from ._space import keep_search_space, search_space

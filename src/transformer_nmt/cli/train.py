@@ -15,7 +15,7 @@ from omegaconf import DictConfig
 
 from transformer_nmt.runtime.allocator import use_expandable_segments, use_fast_malloc
 from transformer_nmt.runtime.configs import checkout_root, config_dir
-from transformer_nmt.training.run_config import register_resolvers
+from transformer_nmt.training.plan.run_config import register_resolvers
 
 # Printed after Hydra's own message when the command line does not compose into a config.
 HINT = (
@@ -50,7 +50,7 @@ def task(cfg: DictConfig) -> float | None:
     """Returns `cfg.optimized_metric` (best `val/bleu` by default) for Hydra sweepers."""
     # Imported after Hydra has parsed --help, which needs no torch.
     from transformer_nmt.train import train
-    from transformer_nmt.training.sweeps import optimized_metric
+    from transformer_nmt.training.run.sweeps import optimized_metric
 
     try:
         return optimized_metric(cfg, train(cfg))
@@ -66,9 +66,9 @@ def deliberate_errors() -> tuple[type[Exception], ...]:
     from transformer_nmt.data.corpus import DataError
     from transformer_nmt.data.token_budget import BudgetError
     from transformer_nmt.runtime.wandb_run import WandbRunError
-    from transformer_nmt.training.config_checks import ConfigError
-    from transformer_nmt.training.refusals import RankRefused
-    from transformer_nmt.training.run_lock import RunLockedError
+    from transformer_nmt.training.plan.config_checks import ConfigError
+    from transformer_nmt.training.plan.refusals import RankRefused
+    from transformer_nmt.training.run.run_lock import RunLockedError
 
     return (
         ConfigError,

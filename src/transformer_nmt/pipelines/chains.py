@@ -37,7 +37,7 @@ from transformer_nmt.pipelines.training import (
 )
 from transformer_nmt.pipelines.translation import Decoding, translate_stage
 from transformer_nmt.runtime.atomic import atomic_open
-from transformer_nmt.training.config_checks import ConfigError
+from transformer_nmt.training.plan.config_checks import ConfigError
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from transformer_nmt.data.bitext import iter_lines
 from transformer_nmt.data.tokenizer import SubwordTokenizer
 from transformer_nmt.model.families import FAMILIES
-from transformer_nmt.training.config_checks import ConfigError
+from transformer_nmt.training.plan.config_checks import ConfigError
 
 SAMPLE_LINES = 2000  # of each file: enough to tell languages apart, cheap on any corpus
 WORD = re.compile(r"\w+")

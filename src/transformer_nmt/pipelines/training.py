@@ -1,7 +1,7 @@
 """A training stage: `train(cfg)` in the stage's folder, composed from `python train.py` overrides.
 
 The folder is the run folder (`hydra.run.dir`), so an interrupted stage resumes from its
-`checkpoints/last.ckpt` as any run started again in its folder does (training/auto_resume.py).
+`checkpoints/last.ckpt` as any run started again in its folder does (training/plan/auto_resume.py).
 What the stage gives the next is the run's best checkpoint by validation, as a user would pick.
 """
 
@@ -21,10 +21,10 @@ from transformer_nmt.checkpoint import best_checkpoints
 from transformer_nmt.pipelines.checks import type_problems
 from transformer_nmt.pipelines.stages import Stage, stage_key
 from transformer_nmt.runtime.configs import checkout_root, config_dir
-from transformer_nmt.training.auto_resume import run_folder_checkpoint
-from transformer_nmt.training.config_checks import ConfigError
-from transformer_nmt.training.run_config import register_resolvers
-from transformer_nmt.training.run_plan import check_config
+from transformer_nmt.training.plan.auto_resume import run_folder_checkpoint
+from transformer_nmt.training.plan.config_checks import ConfigError
+from transformer_nmt.training.plan.run_config import register_resolvers
+from transformer_nmt.training.plan.run_plan import check_config
 
 PLACEHOLDER = "<stage folder>"  # the run folder while hashing: the key cannot hold itself
 

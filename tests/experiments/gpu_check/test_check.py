@@ -12,7 +12,7 @@ import torch
 
 import transformer_nmt
 from experiments.gpu_check import check, ct2_cuda, wheels
-from transformer_nmt.training.precision import AUTO_CPU_PRECISION_ENV
+from transformer_nmt.training.plan.precision import AUTO_CPU_PRECISION_ENV
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -6,7 +6,7 @@ from torch._dynamo.utils import counters
 
 from transformer_nmt.data.batching import collate
 from transformer_nmt.model import Transformer
-from transformer_nmt.training.loss import label_smoothed_nll
+from transformer_nmt.training.step.loss import label_smoothed_nll
 
 
 def bucket(batch_size: int, src_len: int, tgt_len: int, seed: int) -> dict:

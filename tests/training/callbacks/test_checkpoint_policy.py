@@ -8,8 +8,8 @@ from helpers.hydra_compose import compose_train
 from transformer_nmt.checkpoint import KIND_KEY, PERIODIC, last_checkpoints, read_checkpoint
 from transformer_nmt.cli.evaluate import main as evaluate_main
 from transformer_nmt.train import train
-from transformer_nmt.training.config_checks import ConfigError
-from transformer_nmt.training.run_plan import check_config
+from transformer_nmt.training.plan.config_checks import ConfigError
+from transformer_nmt.training.plan.run_plan import check_config
 
 SMALL = [
     "experiment=toy", "logger=none", "data.corpus.num_train=300", "data.max_tokens=192",

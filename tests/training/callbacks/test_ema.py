@@ -20,10 +20,10 @@ from helpers.signal_at_step import signal_at
 from transformer_nmt.train import build_data_and_module, build_trainer, fit, train
 from transformer_nmt.training.callbacks.checkpoint_policy import CheckpointPolicy
 from transformer_nmt.training.callbacks.ema import WeightEMA
-from transformer_nmt.training.config_checks import ConfigError
-from transformer_nmt.training.resume import ResumePoint
-from transformer_nmt.training.run_plan import check_config, plan_run
-from transformer_nmt.training.stop import Stopped
+from transformer_nmt.training.plan.config_checks import ConfigError
+from transformer_nmt.training.plan.resume import ResumePoint
+from transformer_nmt.training.plan.run_plan import check_config, plan_run
+from transformer_nmt.training.run.stop import Stopped
 
 DECAY, START = 0.8, 4
 # 15 toy batches an epoch: 20 updates validate once, at update 15, between start and end.

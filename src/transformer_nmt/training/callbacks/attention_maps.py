@@ -11,7 +11,7 @@ from lightning.pytorch.loggers import WandbLogger
 from transformer_nmt.explorer import explore_sentence, write_page
 from transformer_nmt.explorer.plots import draw_sentence_attention
 from transformer_nmt.runtime.atomic import write_atomically
-from transformer_nmt.training.val_examples import pick_val_examples
+from transformer_nmt.training.step.val_examples import pick_val_examples
 
 EXPLORER_DATA = "explorer.json"  # one validation's explorer data, in its step folder
 

@@ -6,11 +6,11 @@ import lightning as L
 import torch
 
 from transformer_nmt.data.token_budget import MEMORY_MARGIN, BudgetError
-from transformer_nmt.training.batch_size import per_rank_cap, plan_update
-from transformer_nmt.training.budget_probe import Measurement, measure_max_tokens
 from transformer_nmt.training.callbacks.late_dropout import LateDropout
 from transformer_nmt.training.callbacks.plan_record import fit_plan
-from transformer_nmt.training.refusals import on_every_rank
+from transformer_nmt.training.plan.batch_size import per_rank_cap, plan_update
+from transformer_nmt.training.plan.budget_probe import Measurement, measure_max_tokens
+from transformer_nmt.training.plan.refusals import on_every_rank
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from transformer_nmt.data.tokenizer import PAD_ID
-from transformer_nmt.training.hot_path import is_logging_step
+from transformer_nmt.training.step.hot_path import is_logging_step
 
 
 class BatchTelemetry(L.Callback):

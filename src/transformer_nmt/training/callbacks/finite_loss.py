@@ -7,7 +7,7 @@ import torch
 from torch import Tensor
 from torch.distributed import ReduceOp
 
-from transformer_nmt.training.hot_path import all_reduce_
+from transformer_nmt.training.step.hot_path import all_reduce_
 
 log = logging.getLogger(__name__)
 

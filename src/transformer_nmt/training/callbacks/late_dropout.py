@@ -10,8 +10,8 @@ import torch
 from lightning.pytorch.callbacks import Timer
 
 from transformer_nmt.model.interface import SettableDropout
-from transformer_nmt.training.hot_path import is_logging_step
-from transformer_nmt.training.time_budget import budget_timer
+from transformer_nmt.training.run.time_budget import budget_timer
+from transformer_nmt.training.step.hot_path import is_logging_step
 
 log = logging.getLogger(__name__)
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import lightning as L
 
-from transformer_nmt.training.run_plan import CHECKPOINT_KEY, RunPlan
-from transformer_nmt.training.trainer_settings import val_check_batches
+from transformer_nmt.training.plan.run_plan import CHECKPOINT_KEY, RunPlan
+from transformer_nmt.training.plan.trainer_settings import val_check_batches
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ from lightning.pytorch.callbacks import Timer
 from omegaconf import DictConfig
 
 from transformer_nmt.training.callbacks import configured
-from transformer_nmt.training.lr_schedule import cooldown_window, timed_cooldown_problems
-from transformer_nmt.training.time_budget import budget_timer
+from transformer_nmt.training.run.time_budget import budget_timer
+from transformer_nmt.training.step.lr_schedule import cooldown_window, timed_cooldown_problems
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from lightning.pytorch.loggers import WandbLogger
 
 from transformer_nmt.data.framing import first_token, pad_batch
 from transformer_nmt.runtime.atomic import write_atomically
-from transformer_nmt.training.val_examples import pick_val_examples
+from transformer_nmt.training.step.val_examples import pick_val_examples
 
 COLUMNS = ["step", "source", "reference", "hypothesis", "sentence_bleu"]
 

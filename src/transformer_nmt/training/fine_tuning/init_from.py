@@ -30,14 +30,14 @@ from transformer_nmt.checkpoint import (
 from transformer_nmt.data.framing import ADDED_TOKENS
 from transformer_nmt.data.tokenizer import SubwordTokenizer
 from transformer_nmt.model import EncoderDecoder
-from transformer_nmt.training.config_checks import ConfigError
-from transformer_nmt.training.parent_position import position_problems
-from transformer_nmt.training.parent_vocab import (
+from transformer_nmt.training.fine_tuning.parent_position import position_problems
+from transformer_nmt.training.fine_tuning.parent_vocab import (
     extend_vocab,
     frozen_rows_problem,
     parent_data,
     vocab_problem,
 )
+from transformer_nmt.training.plan.config_checks import ConfigError
 
 # What only a run with `init_from` reads.
 PARENT_SETTINGS = ("init_average_last", "init_keep", "init_freeze", "init_extend_vocab")

@@ -7,7 +7,7 @@ from hydra.core.hydra_config import HydraConfig
 from lightning.fabric.accelerators.cuda import num_cuda_devices
 from omegaconf import DictConfig, OmegaConf
 
-from transformer_nmt.training.sweeps import is_multirun
+from transformer_nmt.training.run.sweeps import is_multirun
 
 
 def trainer_problems(cfg: DictConfig) -> list[str]:

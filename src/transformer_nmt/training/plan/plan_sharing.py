@@ -33,9 +33,9 @@ from typing import Protocol
 from torch.distributed import DistStoreError, TCPStore
 
 from transformer_nmt.runtime.atomic import write_atomically
-from transformer_nmt.training.refusals import RankRefused, cause
-from transformer_nmt.training.run_lock import is_global_rank_zero
-from transformer_nmt.training.run_plan import RunPlan
+from transformer_nmt.training.plan.refusals import RankRefused, cause
+from transformer_nmt.training.plan.run_plan import RunPlan
+from transformer_nmt.training.run.run_lock import is_global_rank_zero
 
 log = logging.getLogger(__name__)
 

@@ -17,21 +17,24 @@ from typing import Any
 from omegaconf import DictConfig
 
 from transformer_nmt.data.framing import ADDED_TOKENS
-from transformer_nmt.training.auto_resume import found_in_run_folder_hint, run_folder_checkpoint
-from transformer_nmt.training.batch_size import batch_problems, device_count, plan_update
 from transformer_nmt.training.callbacks import timed_cooldown
 from transformer_nmt.training.callbacks.checkpoint_policy import retention_problems
-from transformer_nmt.training.config_checks import (
+from transformer_nmt.training.plan.auto_resume import (
+    found_in_run_folder_hint,
+    run_folder_checkpoint,
+)
+from transformer_nmt.training.plan.batch_size import batch_problems, device_count, plan_update
+from transformer_nmt.training.plan.config_checks import (
     ConfigError,
     model_problems,
     resume_problems,
     warn_about_positions,
 )
-from transformer_nmt.training.loggers import planned_wandb_run, wandb_problems
-from transformer_nmt.training.lr_schedule import schedule_problems
-from transformer_nmt.training.precision import resolve_precision
-from transformer_nmt.training.resume import ResumePoint
-from transformer_nmt.training.trainer_settings import trainer_problems
+from transformer_nmt.training.plan.precision import resolve_precision
+from transformer_nmt.training.plan.resume import ResumePoint
+from transformer_nmt.training.plan.trainer_settings import trainer_problems
+from transformer_nmt.training.run.loggers import planned_wandb_run, wandb_problems
+from transformer_nmt.training.step.lr_schedule import schedule_problems
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from transformer_nmt.checkpoint import read_checkpoint, resolve_checkpoints
 from transformer_nmt.data.tokenizer import BPETokenizer, SubwordTokenizer
 from transformer_nmt.model import EncoderDecoder
 from transformer_nmt.model.vocab_growth import PER_TOKEN, with_vocab_size
-from transformer_nmt.training.config_checks import ConfigError
+from transformer_nmt.training.plan.config_checks import ConfigError
 
 log = logging.getLogger(__name__)
 

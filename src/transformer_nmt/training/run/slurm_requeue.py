@@ -13,7 +13,7 @@ import signal
 import subprocess
 from collections.abc import Mapping
 
-from transformer_nmt.training.run_lock import is_global_rank_zero
+from transformer_nmt.training.run.run_lock import is_global_rank_zero
 
 log = logging.getLogger(__name__)
 

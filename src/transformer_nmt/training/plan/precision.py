@@ -17,8 +17,8 @@ from pathlib import Path
 
 import torch
 
-from transformer_nmt.training.config_checks import ConfigError
-from transformer_nmt.training.resume import ResumePoint
+from transformer_nmt.training.plan.config_checks import ConfigError
+from transformer_nmt.training.plan.resume import ResumePoint
 
 log = logging.getLogger(__name__)
 

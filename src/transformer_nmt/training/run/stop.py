@@ -30,7 +30,7 @@ import torch
 from lightning.pytorch.trainer.connectors.signal_connector import _SignalConnector
 from torch import Tensor
 
-from transformer_nmt.training.slurm_requeue import REQUEUE_SIGNAL, requeue_this_job
+from transformer_nmt.training.run.slurm_requeue import REQUEUE_SIGNAL, requeue_this_job
 
 log = logging.getLogger(__name__)
 

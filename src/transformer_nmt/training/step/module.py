@@ -14,13 +14,13 @@ from transformer_nmt.data.padding import projected_rows
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.decoding import greedy_search
 from transformer_nmt.model import EncoderDecoder
-from transformer_nmt.training.bleu import SacreBLEU, SacreCHRF
-from transformer_nmt.training.device_defaults import device_default
-from transformer_nmt.training.hot_path import all_reduce_, is_logging_step
-from transformer_nmt.training.loss import label_smoothed_nll, perplexity
-from transformer_nmt.training.lr_schedule import LearningRate, cooldown_problem
-from transformer_nmt.training.rdrop import doubled, symmetric_kl
-from transformer_nmt.training.stop import StopVotes
+from transformer_nmt.training.plan.device_defaults import device_default
+from transformer_nmt.training.run.stop import StopVotes
+from transformer_nmt.training.step.bleu import SacreBLEU, SacreCHRF
+from transformer_nmt.training.step.hot_path import all_reduce_, is_logging_step
+from transformer_nmt.training.step.loss import label_smoothed_nll, perplexity
+from transformer_nmt.training.step.lr_schedule import LearningRate, cooldown_problem
+from transformer_nmt.training.step.rdrop import doubled, symmetric_kl
 
 
 def real_target_logits(
@@ -124,7 +124,7 @@ class TranslationModule(L.LightningModule):
         self.schedule: LearningRate | None = None  # the learning rate, built with the optimizer
         # Settable during training (callbacks/late_dropout.py); hparams keep the starting value.
         self.rdrop_alpha = rdrop_alpha
-        # The stop signals each rank saw, summed with the step's token count (training/stop.py).
+        # The stop signals each rank saw, summed with the step's token count (training/run/stop.py).
         self.stop_votes = StopVotes()
 
     def _loss(self, batch: dict[str, Any], rdrop_alpha: float = 0) -> tuple[Tensor, Tensor, int]:
@@ -161,7 +161,7 @@ class TranslationModule(L.LightningModule):
         token count and multiplies by the world size: a rank's tokens then weigh as much as any
         other's, whatever its batch holds (fairseq does the same). The token count is summed by
         one small collective on the device, together with the detached loss and NLL sums for
-        logging and the ranks' stop votes (`training/stop.py`); the host waits for none of it.
+        logging and the ranks' stop votes (`training/run/stop.py`); the host waits for none of it.
 
         Under gradient accumulation the update's token count is known only after its last
         micro-batch, and Lightning divides each micro-batch's loss by the number accumulated.
@@ -304,7 +304,7 @@ class TranslationModule(L.LightningModule):
         checkpoint["tokenizer"] = self.tokenizer.to_str()
         if self.languages is not None:  # what nmt-translate --tgt-lang may ask of the model
             checkpoint[LANGUAGES_KEY] = self.languages.to_dict()
-        # A run resumed with precision=auto trains on in this (training/precision.py).
+        # A run resumed with precision=auto trains on in this (training/plan/precision.py).
         checkpoint["precision"] = {"device": self.device.type, "precision": self.trainer.precision}
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:

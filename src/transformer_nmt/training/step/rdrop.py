@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd.function import FunctionCtx, once_differentiable
 
-from transformer_nmt.training.loss import row_blocks
+from transformer_nmt.training.step.loss import row_blocks
 
 
 def doubled(batch: dict[str, Any]) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from transformer_nmt.data.token_budget import (
     worst_batch,
 )
 from transformer_nmt.model import EncoderDecoder
-from transformer_nmt.training.module import training_loss
+from transformer_nmt.training.step.module import training_loss
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from transformer_nmt.training.resume import ResumePoint
+from transformer_nmt.training.plan.resume import ResumePoint
 
 log = logging.getLogger(__name__)
 

@@ -11,9 +11,9 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from transformer_nmt.data.datamodule import TranslationDataModule
-from transformer_nmt.training.batch_size import device_count
-from transformer_nmt.training.resume import ResumePoint
-from transformer_nmt.training.run_plan import planned_update
+from transformer_nmt.training.plan.batch_size import device_count
+from transformer_nmt.training.plan.resume import ResumePoint
+from transformer_nmt.training.plan.run_plan import planned_update
 
 # Data settings that cut or order an epoch's batches, as the parent's datamodule recorded them.
 BATCHING = ("src_lang", "tgt_lang", "max_len", "bpe_dropout", "seed")

@@ -16,7 +16,7 @@ from transformer_nmt.data.padding import longest_padded
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.model.families import DEFAULT_FAMILY, Family, family_of_model
 from transformer_nmt.training.callbacks import configured
-from transformer_nmt.training.resume import ResumePoint
+from transformer_nmt.training.plan.resume import ResumePoint
 
 log = logging.getLogger(__name__)
 

@@ -22,9 +22,9 @@ from transformer_nmt.runtime.wandb_run import (
     wandb_mode,
 )
 from transformer_nmt.training.callbacks.checkpoint_policy import CheckpointPolicy
-from transformer_nmt.training.resume import ResumePoint
-from transformer_nmt.training.run_lock import is_global_rank_zero
-from transformer_nmt.training.sweeps import is_multirun
+from transformer_nmt.training.plan.resume import ResumePoint
+from transformer_nmt.training.run.run_lock import is_global_rank_zero
+from transformer_nmt.training.run.sweeps import is_multirun
 
 if TYPE_CHECKING:
     import wandb

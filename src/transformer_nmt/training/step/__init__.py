@@ -1,0 +1,1 @@
+"""The training step: the LightningModule, its loss, learning-rate schedule, validation metrics."""
