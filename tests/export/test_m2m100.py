@@ -88,6 +88,10 @@ def test_the_checkpoint_records_every_direction_with_both_tags(folder, imported)
     config = model.config
     assert (config.norm_first, config.positions, config.tie_embeddings) == (True, "fairseq", "all")
     assert tokenizer.tokens()[config.decoder_start] == "</s>"
+    # Language tags are special tokens: decoding skips them, as transformers' pipelines do.
+    words = tokenizer.encode_batch(["un chien"], side="target")[0]
+    tag = tokenizer.tokens().index("<2fr>")
+    assert tokenizer.decode_batch([[tag, *words, tag]]) == ["un chien"]
 
 
 def test_tokens_and_logits_are_transformers(folder, imported):
@@ -97,7 +101,9 @@ def test_tokens_and_logits_are_transformers(folder, imported):
     to_ours = torch.tensor(tokenizer.folder_ids())
     frame = languages.frame("fr", tag_ids(tokenizer.tokens(), languages), "de")
     batch = theirs_tokenizer(TEXTS, return_tensors="pt", padding=True)
-    src = source_batch(tokenizer.encode_batch(TEXTS), model.config.max_positions, frame.source_prefix)
+    src = source_batch(
+        tokenizer.encode_batch(TEXTS), model.config.max_positions, frame.source_prefix
+    )
     real = batch.attention_mask.bool()
     assert src.shape == batch.input_ids.shape
     assert torch.equal(src[real], to_ours[batch.input_ids][real])  # `__de__ tokens </s>`
