@@ -155,6 +155,7 @@ def test_translation_needs_the_source_language(imported):
 
 def test_export_loads_in_transformers_and_generates_as_ours(imported, tmp_path):
     export_main(["hf", str(imported), str(tmp_path / "hf")])
+    assert "forced_bos_token_id" in (tmp_path / "hf" / "README.md").read_text()
     exported, exported_tokenizer = reference(tmp_path / "hf")
     model, tokenizer = load_checkpoint(imported)
     languages = Languages.from_dict(read_checkpoint(imported)[LANGUAGES_KEY])
@@ -173,6 +174,14 @@ def test_export_loads_in_transformers_and_generates_as_ours(imported, tmp_path):
         assert again[key] == first[key], key
     for key, t in first["state_dict"].items():
         assert torch.equal(again["state_dict"][key], t), key
+
+
+def test_ctranslate2_refuses_it_naming_the_switches(imported, tmp_path):
+    with pytest.raises(SystemExit) as exit_info:
+        export_main(["ct2", str(imported), str(tmp_path / "ct2")])
+    message = str(exit_info.value)
+    assert "model.positions=fairseq" in message and "model.decoder_start=" in message
+    assert not (tmp_path / "ct2").exists()
 
 
 REFUSED = {

@@ -261,7 +261,14 @@ def export_hf(model: Transformer, tokenizer: SubwordTokenizer, out: str | os.Pat
             written as an M2M-100 folder (`m2m100.py`), or refused likewise.
     """
     out = Path(out)
-    if isinstance(tokenizer, M2M100Tokenizer):
+    fairseq = model.config.positions == "fairseq"
+    if fairseq != isinstance(tokenizer, M2M100Tokenizer):
+        raise ExportError(
+            "an M2M-100 folder holds a model with fairseq's positions (model.positions=fairseq) "
+            f"and M2M-100's SentencePiece vocabulary; this one has model.positions="
+            f"{model.config.positions} and a {type(tokenizer).__name__}: export it as safetensors"
+        )
+    if fairseq:
         from transformer_nmt.export.m2m100 import export_m2m100
 
         return export_m2m100(model, tokenizer, out)
@@ -274,6 +281,15 @@ def export_hf(model: Transformer, tokenizer: SubwordTokenizer, out: str | os.Pat
     # than the SentencePiece MarianTokenizer that config.json's model type would imply.
     fast_tokenizer(tokenizer, model.config.max_positions).save_pretrained(out)
     return out
+
+
+def kind_and_usage(tokenizer: SubwordTokenizer) -> tuple[str, str]:
+    """What `export_hf` writes for a model of this tokenizer, and its card's usage section."""
+    if isinstance(tokenizer, M2M100Tokenizer):
+        from transformer_nmt.export.m2m100 import usage as m2m100_usage
+
+        return "a Hugging Face transformers M2M-100 model", m2m100_usage()
+    return "a Hugging Face transformers MarianMT model", usage()
 
 
 def usage() -> str:

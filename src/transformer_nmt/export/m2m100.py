@@ -312,3 +312,26 @@ def write_tokenizer(tokenizer: M2M100Tokenizer, out: Path) -> None:
     write_atomically(out / "vocab.json", json.dumps(vocab, ensure_ascii=False, indent=2))
     files = (str(out / name) for name in ("vocab.json", "sentencepiece.bpe.model"))
     Theirs(*files, language_codes=tokenizer.language_codes).save_pretrained(out)
+
+
+def usage() -> str:
+    """The model card's section on loading the folder."""
+    return """## Usage
+
+```python
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+tokenizer = AutoTokenizer.from_pretrained("path/to/this/folder", src_lang="de")
+model = AutoModelForSeq2SeqLM.from_pretrained("path/to/this/folder")
+batch = tokenizer(["Ein Satz zum Übersetzen."], return_tensors="pt", padding=True)
+output = model.generate(
+    **batch, forced_bos_token_id=tokenizer.get_lang_id("fr"), num_beams=4, max_new_tokens=128
+)
+print(tokenizer.batch_decode(output, skip_special_tokens=True))
+```
+
+The tokenizer frames a source as `__de__ tokens </s>`; the decoder starts with `</s>` and the
+target language's token, which `forced_bos_token_id` names, as in training. `nmt-translate
+--src-lang de --tgt-lang fr` translates the same. `generate`'s `length_penalty` divides by
+|Y|^alpha, what `nmt-translate --penalty fairseq` does.
+"""
