@@ -14,6 +14,7 @@ from transformer_nmt import Translator
 from transformer_nmt.checkpoint import load_checkpoint, read_checkpoint
 from transformer_nmt.cli.export import main as export_main
 from transformer_nmt.cli.import_model import main as import_main
+from transformer_nmt.cli.translate import main as translate_main
 from transformer_nmt.data.framing import pad_batch, source_batch
 from transformer_nmt.data.languages import LANGUAGES_KEY, Languages, tag_ids
 from transformer_nmt.data.tokenizer import EOS_ID
@@ -147,10 +148,17 @@ def test_greedy_outputs_are_transformers_generate(folder, imported, lang):
     assert len(set(outputs)) > 1  # sources decoded, not one constant
 
 
-def test_translation_needs_the_source_language(imported):
-    translator = Translator.from_checkpoint(imported, device="cpu")
-    with pytest.raises(ValueError, match="name the source language with src_lang"):
-        translator.translate(TEXTS[:1], tgt_lang="fr")
+def test_nmt_translate_takes_both_languages_and_needs_the_source_one(imported, tmp_path, capsys):
+    source = tmp_path / "source.de"
+    source.write_text("\n".join(TEXTS[:2]) + "\n")
+    common = [str(imported), str(source), "--beam-size", "1", "--max-len-b", str(MAX_LEN_B)]
+    translate_main([*common, "--src-lang", "de", "--tgt-lang", "fr"])
+    expected = Translator.from_checkpoint(imported, device="cpu").translate(
+        TEXTS[:2], beam_size=1, max_len_b=MAX_LEN_B, tgt_lang="fr", src_lang="de"
+    )
+    assert capsys.readouterr().out.splitlines() == expected
+    with pytest.raises(SystemExit, match="name the source language with src_lang \\(--src-lang"):
+        translate_main([*common, "--tgt-lang", "fr"])
 
 
 def test_export_loads_in_transformers_and_generates_as_ours(imported, tmp_path):
