@@ -224,3 +224,13 @@ def test_a_folder_of_another_model_type_is_refused_naming_it(folder, tmp_path):
     assert message.startswith(f"error: {variant}: its config.json has model_type='bert'")
     assert "'marian'" in message and "'m2m_100'" in message and "\n" not in message
     assert not (tmp_path / "out.ckpt").exists()
+
+
+def test_an_nllb_tokenizer_is_refused_naming_what_is_read(folder, tmp_path):
+    variant = tmp_path / "nllb"
+    shutil.copytree(folder, variant)
+    (variant / "vocab.json").unlink()
+    (variant / "tokenizer.json").write_text("{}")
+    with pytest.raises(SystemExit, match="NLLB-shaped .* reads M2M-100's tokenizer only"):
+        import_main(["hf", str(variant), str(tmp_path / "out.ckpt")])
+    assert not (tmp_path / "out.ckpt").exists()

@@ -237,6 +237,12 @@ def read_folder(folder: str | os.PathLike) -> tuple[Transformer, SubwordTokenize
     missing = [name for name in tokenizer_files if not (folder / name).is_file()]
     if not any((folder / name).is_file() for name in WEIGHT_FILES):
         missing.append(" or ".join(WEIGHT_FILES))
+    nllb = "vocab.json" in missing and (folder / "tokenizer.json").is_file()
+    if model_type == m2m100.MODEL_TYPE and nllb:  # NllbTokenizer's files: no vocab.json
+        raise ImportProblem(
+            f"{folder}: an NLLB-shaped M2M-100 folder (tokenizer.json, no vocab.json); "
+            "nmt-import hf reads M2M-100's tokenizer only (sentencepiece.bpe.model, vocab.json)"
+        )
     if missing:
         raise ImportProblem(
             f"{folder}: not a {MODEL_TYPES[model_type]} folder as transformers saves them, it "
