@@ -49,7 +49,7 @@ def test_every_ordered_pair_is_a_direction_unless_listed_or_excluded():
         ({"directions": ["de-xx"]}, "data.directions: de-xx names \\['xx'\\]"),
         ({"directions": ["de"]}, "data.directions: 'de' is no direction"),
         ({"exclude": ["en-de"], "directions": ["de-en"]}, "data.exclude names \\['en-de'\\]"),
-        ({"tag_side": "both"}, "data.tag_side='both'"),
+        ({"tag_side": "middle"}, "data.tag_side='middle'"),
         ({"languages": ["de", "de"]}, "data.languages names \\['de'\\] twice"),
     ],
 )

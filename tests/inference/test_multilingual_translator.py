@@ -28,7 +28,7 @@ def multilingual_checkpoint(tmp_path, tag_side="target", exclude=("fr-de",)):
     return path
 
 
-@pytest.mark.parametrize("tag_side", ["target", "source"])
+@pytest.mark.parametrize("tag_side", ["target", "source", "both"])
 def test_the_tag_of_the_language_asked_for_frames_the_search(tmp_path, tag_side):
     path = multilingual_checkpoint(tmp_path, tag_side)
     translator = Translator.from_checkpoint(path, device="cpu")
@@ -37,14 +37,17 @@ def test_the_tag_of_the_language_asked_for_frames_the_search(tmp_path, tag_side)
     tokens = tokenizer.encode_batch(["one two three", "four five"])
     outputs = {}
     for lang in ("de", "fr"):
-        prefix = (tags[lang],) if tag_side == "source" else ()
-        bos = tags[lang] if tag_side == "target" else TARGET_FRAME["bos_id"]
+        # "both": the source's own language (en) before it, the target's starting the decoder.
+        prefix = {"source": (tags[lang],), "both": (tags["en"],)}.get(tag_side, ())
+        bos = TARGET_FRAME["bos_id"] if tag_side == "source" else tags[lang]
         src = source_batch(tokens, model.config.max_positions, prefix)
         out = greedy_search(model, src, bos, TARGET_FRAME["eos_id"], max_len_b=5)
         expected = tokenizer.decode_batch([cut_at_eos(row) for row in out.tolist()])
+        src_lang = "en" if tag_side == "both" else None
         found = translator.translate(
-            ["one two three", "four five"], beam_size=1, max_len_b=5, tgt_lang=lang
-        )
+            ["one two three", "four five"], beam_size=1, max_len_b=5, tgt_lang=lang,
+            src_lang=src_lang,
+        )  # fmt: skip
         assert found == expected
         outputs[lang] = out.tolist()
     assert outputs["de"] != outputs["fr"]  # the tag changes what a random model writes

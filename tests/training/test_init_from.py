@@ -11,6 +11,7 @@ from hydra.utils import instantiate
 
 from helpers.checkpoint_files import SENTENCES, write_checkpoint
 from helpers.hydra_compose import compose_train
+from helpers.multilingual_files import write_parallel
 from helpers.quick_toy_run import quick_toy_run
 from transformer_nmt.checkpoint import model_weights, read_checkpoint
 from transformer_nmt.data.tokenizer import BPETokenizer
@@ -22,6 +23,7 @@ from transformer_nmt.training.plan.config_checks import ConfigError
 
 pytest.importorskip("transformers")
 pytest.importorskip("sentencepiece")
+from helpers.m2m100_folder import write_m2m100_folder  # noqa: E402
 from helpers.opus_folder import write_opus_folder  # noqa: E402
 from transformer_nmt.export.hf_import import read_folder  # noqa: E402
 
@@ -53,6 +55,55 @@ def test_an_imported_model_fine_tunes_with_frozen_parts_unchanged(tmp_path):
     for name, weight in parent.state_dict().items():
         frozen = name.startswith(("src_embed.", "tgt_embed.", "generator.weight", "encoder."))
         assert torch.equal(trained[name], weight) == frozen, name
+
+
+@pytest.mark.slow
+def test_an_imported_m2m100_model_fine_tunes_on_directions_tagged_as_its_own(tmp_path):
+    from transformer_nmt.inference.translator import Translator
+    from transformer_nmt.train import train
+
+    write_m2m100_folder(tmp_path / "m2m")
+    parent, tokenizer = read_folder(tmp_path / "m2m")
+    data = write_parallel(tmp_path / "data", {"train": 40, "val": 8}, languages=("de", "fr"))
+    cfg = compose_train(
+        tmp_path,
+        [
+            "data=multi30k_multilingual",
+            "logger=csv",
+            "data.max_tokens=192",
+            "trainer.max_epochs=-1",
+            "trainer.max_steps=3",
+            "+trainer.limit_val_batches=1",
+            "+trainer.num_sanity_val_steps=0",
+            "+trainer.enable_progress_bar=false",
+            "trainer.precision=32-true",
+            "module.max_len_b=5",
+            "~callbacks.attention_maps",
+            f"data.corpus.path={data}",
+            "data.corpus.splits={train: train, val: val, test: val}",
+            "data.languages=[de,fr]",
+            "data.tag_side=both",  # M2M-100's: each side's language tag
+            "data.max_len=32",
+            f"init_from={tmp_path / 'm2m'}",
+        ],
+    )
+    datamodule = instantiate(cfg.data)
+    datamodule.tokenizer = tokenizer
+    datamodule.setup("fit")
+    example = datamodule.datasets["train"][0]  # de-fr: `<2de> tokens </s>`, decoder from <2fr>
+    tags = {lang: tokenizer.tokens().index(f"<2{lang}>") for lang in ("de", "fr")}
+    assert example["src"][0] == tags["de"] and example["bos_id"] == tags["fr"]
+    train(cfg)
+    last = Path(cfg.paths.output_dir) / "checkpoints" / "last.ckpt"
+    checkpoint = read_checkpoint(last)
+    assert checkpoint["global_step"] == 3
+    assert checkpoint["tokenizer"] == tokenizer.to_str()
+    assert checkpoint["model_config"] == parent.config.to_dict()
+    assert checkpoint["languages"]["tag_side"] == "both"
+    trained = model_weights(checkpoint)
+    assert any(not torch.equal(trained[name], w) for name, w in parent.state_dict().items())
+    translator = Translator.from_checkpoint(last, device="cpu")
+    assert len(translator.translate(["eins zwei"], tgt_lang="fr", src_lang="de")) == 1
 
 
 @pytest.fixture

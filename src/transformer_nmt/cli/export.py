@@ -103,8 +103,8 @@ def main(argv: list[str] | None = None) -> None:
             from transformer_nmt.export import hf
 
             hf.export_hf(model, tokenizer, args.out)
-            what = "a Hugging Face transformers MarianMT model"
-            usage, library = hf.usage(), hf.LIBRARY
+            what, usage = hf.kind_and_usage(tokenizer)
+            library = hf.LIBRARY
         elif args.format == "ct2":
             from transformer_nmt.export import ct2
 

@@ -2,6 +2,7 @@
 like one trained here.
 
     nmt-import hf opus-mt-de-en/ opus-mt-de-en.ckpt     # a MarianMT folder (OPUS-MT), downloaded
+    nmt-import hf m2m100_418M/ m2m100.ckpt              # an M2M-100 folder: --src-lang, --tgt-lang
 """
 
 import argparse
@@ -9,9 +10,12 @@ import sys
 from pathlib import Path
 
 from transformer_nmt.checkpoint import CheckpointError
+from transformer_nmt.data.languages import LANGUAGES_KEY
 from transformer_nmt.model import config_from_dict
 
-FORMATS = {"hf": "a Hugging Face transformers MarianMT folder, as OPUS-MT models ship"}
+FORMATS = {
+    "hf": "a Hugging Face transformers MarianMT (OPUS-MT) or M2M-100 folder, as the models ship"
+}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -41,8 +45,10 @@ def main(argv: list[str] | None = None) -> None:
     except (CheckpointError, ImportProblem, OSError) as e:
         sys.exit(f"error: {e}")
     config = config_from_dict(checkpoint["model_config"])
+    languages = checkpoint.get(LANGUAGES_KEY)
+    kind = "MarianMT" if languages is None else f"M2M-100 ({len(languages['languages'])} languages)"
     print(
-        f"{args.out}: {args.folder}'s MarianMT model, {config.sizes()}, a vocabulary of "
+        f"{args.out}: {args.folder}'s {kind} model, {config.sizes()}, a vocabulary of "
         f"{config.vocab_size} (SentencePiece)"
     )
 

@@ -4,17 +4,20 @@ One special token a language (`<2fr>`, as Johnson et al., 2017) names the langua
 into. By default it is the decoder's first token, in place of BOS (`framing.Frame`): fairseq's
 decoder language token, and M2M-100's and NLLB's forced first token. `tag_side="source"` puts it
 before the source tokens instead, as Johnson et al. did, and the decoder starts with BOS.
+`tag_side="both"` is M2M-100's and NLLB's: the source starts with its own language's tag, and
+the decoder with the target language's, so a direction needs both languages named.
 Directions are written `src-tgt` ("de-fr") in configs, logs and metric names.
 """
 
 import itertools
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from transformer_nmt.data.framing import Frame
 
-TAG_SIDES = ("target", "source")
+TAG_SIDES = ("target", "source", "both")
 LANGUAGES_KEY = "languages"  # where a checkpoint records `Languages.to_dict()`
 
 Direction = tuple[str, str]
@@ -52,7 +55,7 @@ class Languages:
             languages: each once, e.g. ["de", "en", "fr", "cs"].
             directions: "src-tgt" names; None: every ordered pair of `languages`.
             exclude: directions left out of `directions` (zero-shot ones), e.g. ["fr-cs"].
-            tag_side: "target" or "source".
+            tag_side: "target", "source" or "both".
         """
         languages = [str(lang) for lang in languages]
         if len(languages) < 2:
@@ -87,10 +90,20 @@ class Languages:
         """One tag a language, in the languages' order: their token ids follow the specials."""
         return [language_tag(lang) for lang in self.languages]
 
-    def frame(self, tgt_lang: str, tag_ids: dict[str, int]) -> Frame:
-        """How pairs into `tgt_lang` are framed: its tag on the tag side."""
+    def frame(self, tgt_lang: str, tag_ids: dict[str, int], src_lang: str | None = None) -> Frame:
+        """How pairs into `tgt_lang` are framed: its tag on the tag side; with "both", the
+        source starts with `src_lang`'s tag (which it then needs)."""
         tag = tag_ids[tgt_lang]
-        return Frame(source_prefix=(tag,)) if self.tag_side == "source" else Frame(bos_id=tag)
+        if self.tag_side == "source":
+            return Frame(source_prefix=(tag,))
+        if self.tag_side == "both":
+            if src_lang is None:
+                raise ValueError(
+                    "this model reads the source language's tag before the source (tag_side="
+                    "both, as M2M-100): name the source language with src_lang (--src-lang)"
+                )
+            return Frame(source_prefix=(tag_ids[src_lang],), bos_id=tag)
+        return Frame(bos_id=tag)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain lists and strings: what a checkpoint records (loadable with weights_only)."""
@@ -125,4 +138,5 @@ def _parse(name: Any, languages: list[str], option: str) -> Direction:
 
 
 def _repeated(items: list[str]) -> list[str]:
-    return sorted({item for item in items if items.count(item) > 1})
+    # Counted once: M2M-100's 100 languages make 9900 directions.
+    return sorted(item for item, n in Counter(items).items() if n > 1)

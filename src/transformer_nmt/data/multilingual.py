@@ -113,7 +113,8 @@ class MultilingualDataModule(TranslationDataModule):
         languages: the languages, e.g. [de, en, fr, cs]; each gets a tag token in the BPE.
         directions: "src-tgt" names to train; None: every ordered pair of `languages`.
         exclude: directions left out (zero-shot), e.g. [fr-cs, cs-fr].
-        tag_side: "target" (the decoder starts with the tag) or "source" (the source does).
+        tag_side: "target" (the decoder starts with the tag), "source" (the source does) or
+            "both" (the source starts with its own language's tag as well, as M2M-100).
         temperature: T of the directions' sampling; 1: every pair once an epoch.
         src_lang, tgt_lang: one direction's settings: null here, `directions` names them.
         **settings: as `TranslationDataModule` (vocab_size, max_tokens, max_len, seed, ...).
@@ -218,7 +219,7 @@ class MultilingualDataModule(TranslationDataModule):
             log.info("%s %s: %d pairs kept, %d too long", split, name, len(part), dropped)
             self.dropped[split] += dropped
             parts.append(part)
-            frames.append(self.languages.frame(direction[1], ids))
+            frames.append(self.languages.frame(direction[1], ids, direction[0]))
         dataset = MultilingualDataset(parts, frames)
         if split == "train":
             self._plan_sampling(dataset.sizes)

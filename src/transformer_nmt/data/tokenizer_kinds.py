@@ -1,14 +1,17 @@
-"""Either kind of tokenizer rebuilt from the string it saves (`to_str`), as checkpoints and
-exported folders keep it; beside both kinds, so that neither imports the other."""
+"""Each kind of tokenizer rebuilt from the string it saves (`to_str`), as checkpoints and
+exported folders keep it; beside the kinds, so that none imports another."""
 
 import json
 
+from transformer_nmt.data import m2m100_tokenizer as m2m
 from transformer_nmt.data import sentencepiece_tokenizer as sp
 from transformer_nmt.data.tokenizer import BPETokenizer, SubwordTokenizer
 
 
 def tokenizer_from_str(s: str) -> SubwordTokenizer:
-    """Rebuild either kind from its `to_str` string (a checkpoint's "tokenizer")."""
+    """Rebuild any kind from its `to_str` string (a checkpoint's "tokenizer")."""
     if s.startswith(f'{{"{sp.KEY}":'):
         return sp.SentencePieceTokenizer.from_dict(json.loads(s)[sp.KEY])
+    if s.startswith(f'{{"{m2m.KEY}":'):
+        return m2m.M2M100Tokenizer.from_dict(json.loads(s)[m2m.KEY])
     return BPETokenizer.from_str(s)

@@ -13,7 +13,11 @@ from transformer_nmt.model import ModelConfig, TransformerConfig
 # Problems by the switch (or family) that causes them: formats are compared switch by switch.
 Problems = dict[str, str]
 
-NAMES = {"hf": "MarianMT (Hugging Face)", "ct2": "CTranslate2", "safetensors": "safetensors"}
+NAMES = {
+    "hf": "Hugging Face transformers (MarianMT, M2M-100)",
+    "ct2": "CTranslate2",
+    "safetensors": "safetensors",
+}
 
 
 def _family(config: ModelConfig, name: str) -> Problems:
@@ -40,13 +44,57 @@ def marian_problems(config: ModelConfig) -> Problems:
         problems["model.positions"] = (
             f"model.positions={config.positions}: MarianMT has sinusoidal positions only"
         )
+    if config.decoder_start is not None:
+        problems["model.decoder_start"] = (
+            f"model.decoder_start={config.decoder_start}: MarianMT's decoder reads nothing "
+            "before its first token"
+        )
+    return problems | _head_problems(config, "MarianMT")
+
+
+def _head_problems(config: TransformerConfig, name: str) -> Problems:
     head = config.d_model // config.h
     if config.d_model % config.h or config.d_k != head or config.d_v != head:
-        problems["model.d_k, model.d_v"] = (
-            f"model.d_k={config.d_k}, model.d_v={config.d_v}: MarianMT's heads are "
-            f"d_model / h = {config.d_model / config.h:g} wide"
+        return {
+            "model.d_k, model.d_v": (
+                f"model.d_k={config.d_k}, model.d_v={config.d_v}: {name}'s heads are "
+                f"d_model / h = {config.d_model / config.h:g} wide"
+            )
+        }
+    return {}
+
+
+# An M2M-100 folder holds exactly the Transformer with these settings.
+M2M100_SETTINGS = {
+    "norm_first": True,
+    "positions": "fairseq",
+    "tie_embeddings": "all",
+    "output_bias": False,
+    "rezero": False,
+}
+
+
+def m2m100_problems(config: ModelConfig) -> Problems:
+    """Why an M2M-100 folder cannot hold this model exactly; empty if it can."""
+    problems = _family(config, "M2M-100")
+    if problems:
+        return problems
+    for key, value in M2M100_SETTINGS.items():
+        if getattr(config, key) != value:
+            problems[f"model.{key}"] = f"model.{key}={getattr(config, key)}: M2M-100's is {value}"
+    if config.decoder_start is None:
+        problems["model.decoder_start"] = (
+            "model.decoder_start=null: M2M-100's decoder reads </s> before the language tag"
         )
-    return problems
+    return problems | _head_problems(config, "M2M-100")
+
+
+def hf_problems(config: ModelConfig) -> Problems:
+    """Why neither transformers folder can hold this model exactly: M2M-100's for a model with
+    fairseq's positions (one imported from M2M-100), MarianMT's for any other."""
+    if isinstance(config, TransformerConfig) and config.positions == "fairseq":
+        return m2m100_problems(config)
+    return marian_problems(config)
 
 
 def ct2_problems(config: ModelConfig) -> Problems:
@@ -63,6 +111,16 @@ def ct2_problems(config: ModelConfig) -> Problems:
             f"model.d_k={config.d_k} differs from model.d_v={config.d_v}: CTranslate2's heads "
             "have one size"
         )
+    if config.positions == "fairseq":
+        problems["model.positions"] = (
+            "model.positions=fairseq: CTranslate2 here is given the paper's sinusoids or learned "
+            "positions"
+        )
+    if config.decoder_start is not None:
+        problems["model.decoder_start"] = (
+            f"model.decoder_start={config.decoder_start}: CTranslate2's decoder here starts "
+            "with one token"
+        )
     return problems
 
 
@@ -72,7 +130,7 @@ def safetensors_problems(config: ModelConfig) -> Problems:
 
 
 PROBLEMS: dict[str, Callable[[ModelConfig], Problems]] = {
-    "hf": marian_problems,
+    "hf": hf_problems,
     "ct2": ct2_problems,
     "safetensors": safetensors_problems,
 }

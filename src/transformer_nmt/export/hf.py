@@ -36,6 +36,7 @@ from torch import Tensor
 from transformers import GenerationConfig, MarianConfig, MarianMTModel, PreTrainedTokenizerFast
 
 from transformer_nmt.data.framing import TARGET_FRAME, source_ids
+from transformer_nmt.data.m2m100_tokenizer import M2M100Tokenizer
 from transformer_nmt.data.sentencepiece_tokenizer import SentencePieceTokenizer
 from transformer_nmt.data.tokenizer import PAD_ID, SPECIAL_TOKENS, BPETokenizer, SubwordTokenizer
 from transformer_nmt.export import ExportError
@@ -256,9 +257,21 @@ def export_hf(model: Transformer, tokenizer: SubwordTokenizer, out: str | os.Pat
 
     Raises:
         ExportError: a model MarianMT cannot express (`formats.marian_problems`), named with
-            the setting and the formats that take it.
+            the setting and the formats that take it; a model with M2M-100's tokenizer is
+            written as an M2M-100 folder (`m2m100.py`), or refused likewise.
     """
     out = Path(out)
+    fairseq = model.config.positions == "fairseq"
+    if fairseq != isinstance(tokenizer, M2M100Tokenizer):
+        raise ExportError(
+            "an M2M-100 folder holds a model with fairseq's positions (model.positions=fairseq) "
+            f"and M2M-100's SentencePiece vocabulary; this one has model.positions="
+            f"{model.config.positions} and a {type(tokenizer).__name__}: export it as safetensors"
+        )
+    if fairseq:
+        from transformer_nmt.export.m2m100 import export_m2m100
+
+        return export_m2m100(model, tokenizer, out)
     marian = to_marian(model, marian_ids(tokenizer))
     marian.save_pretrained(out)
     if isinstance(tokenizer, SentencePieceTokenizer):
@@ -268,6 +281,15 @@ def export_hf(model: Transformer, tokenizer: SubwordTokenizer, out: str | os.Pat
     # than the SentencePiece MarianTokenizer that config.json's model type would imply.
     fast_tokenizer(tokenizer, model.config.max_positions).save_pretrained(out)
     return out
+
+
+def kind_and_usage(tokenizer: SubwordTokenizer) -> tuple[str, str]:
+    """What `export_hf` writes for a model of this tokenizer, and its card's usage section."""
+    if isinstance(tokenizer, M2M100Tokenizer):
+        from transformer_nmt.export.m2m100 import usage as m2m100_usage
+
+        return "a Hugging Face transformers M2M-100 model", m2m100_usage()
+    return "a Hugging Face transformers MarianMT model", usage()
 
 
 def usage() -> str:

@@ -1,4 +1,5 @@
-"""A MarianMT folder (OPUS-MT's, or `nmt-export hf`'s of an import) as a checkpoint: hf.py reversed.
+"""A MarianMT folder (OPUS-MT's, or `nmt-export hf`'s of an import) as a checkpoint: hf.py reversed;
+an M2M-100 folder likewise (`m2m100.py`).
 
 The folder is read from disk only (the user downloads it): `config.json`, the weights
 (`model.safetensors` or `pytorch_model.bin`, read without pickle), and the SentencePiece
@@ -18,13 +19,18 @@ from torch import Tensor
 from transformers import MarianConfig
 
 from transformer_nmt.checkpoint import PREFIX, save_atomically
+from transformer_nmt.data.languages import LANGUAGES_KEY, Languages
+from transformer_nmt.data.m2m100_tokenizer import M2M100Tokenizer
 from transformer_nmt.data.sentencepiece_tokenizer import SentencePieceTokenizer
-from transformer_nmt.data.tokenizer import PAD_ID
+from transformer_nmt.data.tokenizer import PAD_ID, SubwordTokenizer
+from transformer_nmt.export import m2m100
 from transformer_nmt.export.hf import feature_order
 from transformer_nmt.model import Transformer
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 TOKENIZER_FILES = ("source.spm", "target.spm", "vocab.json")
+# The model types read, and what each is.
+MODEL_TYPES = {"marian": "MarianMT", m2m100.MODEL_TYPE: "M2M-100"}
 # Marian's activation names -> ours ("swish" is transformers' name of SiLU).
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "swish", "silu": "swish"}
 # Keys of Marian (and BART) configs for layers the Transformer here lacks: on means refused.
@@ -205,27 +211,54 @@ def our_state_dict(
     return out
 
 
-def read_folder(folder: str | os.PathLike) -> tuple[Transformer, SentencePieceTokenizer]:
+def read_folder(folder: str | os.PathLike) -> tuple[Transformer, SubwordTokenizer]:
     """The folder's network as our Transformer (eval mode) and its tokenizer; writes nothing.
 
+    Reads a MarianMT folder (model_type "marian") or an M2M-100 one ("m2m_100", `m2m100.py`).
+
     Raises:
-        ImportProblem: a missing file, or settings the Transformer here lacks, each named.
+        ImportProblem: a missing file, another model type, or settings the Transformer here
+            lacks, each named.
     """
     folder = Path(folder)
-    missing = [name for name in ("config.json", *TOKENIZER_FILES) if not (folder / name).is_file()]
-    if not any((folder / name).is_file() for name in WEIGHT_FILES):
-        missing.append(" or ".join(WEIGHT_FILES))
-    if missing:
+    if not (folder / "config.json").is_file():
         raise ImportProblem(
-            f"{folder}: not a MarianMT folder as OPUS-MT ships them, it lacks {', '.join(missing)}"
-            "; download the whole model repository (e.g. `hf download Helsinki-NLP/opus-mt-de-en "
-            "--local-dir FOLDER`)"
+            f"{folder}: not a transformers model folder, it lacks config.json; download the whole "
+            "model repository (e.g. `hf download Helsinki-NLP/opus-mt-de-en --local-dir FOLDER`)"
         )
     raw = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    if raw.get("model_type") != "marian":
+    model_type = raw.get("model_type")
+    if model_type not in MODEL_TYPES:
         raise ImportProblem(
-            f"{folder / 'config.json'}: model_type={raw.get('model_type')!r}, not 'marian'"
+            f"{folder}: its config.json has model_type={model_type!r}; nmt-import hf reads "
+            f"{', '.join(f'{t!r} ({what})' for t, what in MODEL_TYPES.items())} folders"
         )
+    tokenizer_files = TOKENIZER_FILES if model_type == "marian" else m2m100.TOKENIZER_FILES
+    missing = [name for name in tokenizer_files if not (folder / name).is_file()]
+    if not any((folder / name).is_file() for name in WEIGHT_FILES):
+        missing.append(" or ".join(WEIGHT_FILES))
+    nllb = "vocab.json" in missing and (folder / "tokenizer.json").is_file()
+    if model_type == m2m100.MODEL_TYPE and nllb:  # NllbTokenizer's files: no vocab.json
+        raise ImportProblem(
+            f"{folder}: an NLLB-shaped M2M-100 folder (tokenizer.json, no vocab.json); "
+            "nmt-import hf reads M2M-100's tokenizer only (sentencepiece.bpe.model, vocab.json)"
+        )
+    if missing:
+        raise ImportProblem(
+            f"{folder}: not a {MODEL_TYPES[model_type]} folder as transformers saves them, it "
+            f"lacks {', '.join(missing)}; download the whole model repository (e.g. `hf download "
+            "Helsinki-NLP/opus-mt-de-en --local-dir FOLDER`)"
+        )
+    if model_type == m2m100.MODEL_TYPE:
+        try:
+            return m2m100.read_folder(folder, raw, read_weights(folder))
+        except (ValueError, OSError) as e:
+            raise ImportProblem(str(e)) from e
+    return read_marian(folder, raw)
+
+
+def read_marian(folder: Path, raw: dict[str, Any]) -> tuple[Transformer, SentencePieceTokenizer]:
+    """A MarianMT folder's network as our Transformer (eval mode) and its tokenizer."""
     config = MarianConfig.from_dict(raw)
     tokenizer_config_file = folder / "tokenizer_config.json"
     tokenizer_config = (
@@ -255,6 +288,14 @@ def read_folder(folder: str | os.PathLike) -> tuple[Transformer, SentencePieceTo
     return model.eval(), tokenizer
 
 
+def folder_languages(tokenizer: SubwordTokenizer) -> Languages | None:
+    """An M2M-100 model's languages, every direction between them, each side tagged; None for
+    MarianMT's, whose language codes (`>>fra<<`) are text of the source."""
+    if isinstance(tokenizer, M2M100Tokenizer):
+        return Languages.from_config(tokenizer.languages, tag_side="both")
+    return None
+
+
 def import_hf(folder: str | os.PathLike, out: str | os.PathLike) -> dict[str, Any]:
     """Write the folder's model as a checkpoint at `out` (atomically) and return the checkpoint."""
     model, tokenizer = read_folder(folder)
@@ -264,5 +305,7 @@ def import_hf(folder: str | os.PathLike, out: str | os.PathLike) -> dict[str, An
         "tokenizer": tokenizer.to_str(),
         "imported_from": str(folder),
     }
+    if (languages := folder_languages(tokenizer)) is not None:
+        checkpoint[LANGUAGES_KEY] = languages.to_dict()
     save_atomically(checkpoint, out)
     return checkpoint

@@ -701,7 +701,7 @@ class Translator:
                 ", ".join(languages.names),
             )
         ids = tag_ids(self.tokenizer.tokens(), languages)
-        return languages.frame(tgt_lang, ids)
+        return languages.frame(tgt_lang, ids, src_lang)
 
     def _encode(self, sentences: list[str], lines: list[int]) -> list[list[int]]:
         """Token ids of each sentence, warning (by line number) about those too long to fit."""

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from transformer_nmt.model.transformer.positions import (
+    FairseqSinusoidalPositions,
     LearnedPositionalEmbedding,
     SinusoidalPositionalEncoding,
 )
@@ -18,6 +19,18 @@ def test_sinusoids_follow_the_papers_formula():
             angle = pos / 10000 ** (2 * i / d_model)
             assert math.isclose(out[pos, 2 * i].item(), math.sin(angle), abs_tol=1e-6)
             assert math.isclose(out[pos, 2 * i + 1].item(), math.cos(angle), abs_tol=1e-6)
+
+
+def test_fairseq_sinusoids_follow_fairseqs_formula_from_position_2():
+    d_model = 16
+    half = d_model // 2
+    out = FairseqSinusoidalPositions(d_model, max_positions=100)(torch.zeros(1, 100, d_model))[0]
+    for index in (0, 1, 7, 99):
+        pos = index + 2  # fairseq numbers tokens from its padding_idx 1 + 1
+        for i in range(half):
+            angle = pos * math.exp(-i * math.log(10000) / (half - 1))
+            assert math.isclose(out[index, i].item(), math.sin(angle), abs_tol=1e-4)
+            assert math.isclose(out[index, half + i].item(), math.cos(angle), abs_tol=1e-4)
 
 
 def test_sinusoids_are_a_buffer_left_out_of_checkpoints():

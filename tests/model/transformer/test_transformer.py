@@ -175,6 +175,21 @@ def test_attention_weights_of_every_layer(make_model, make_tokens):
         assert (dec_self.masked_select(future) == 0).all()
 
 
+def test_a_decoder_start_is_read_before_the_targets(make_model, make_tokens):
+    started, plain = make_model(decoder_start=2), make_model()
+    plain.load_state_dict(started.state_dict())
+    src, tgt = make_tokens([7, 4]), make_tokens([5, 5], seed=1, bos=True)
+    memory, src_mask = started.encode(src), padding_mask(src, PAD)
+    # The same network reading one more target token in front, whose prediction is dropped.
+    two = torch.cat([torch.full_like(tgt[:, :1], 2), tgt], dim=1)
+    torch.testing.assert_close(started(src, tgt), plain(src, two)[:, 1:], atol=1e-5, rtol=1e-5)
+    logits, self_weights, src_weights = started.decode(tgt, memory, src_mask, need_weights=True)
+    assert logits.shape == (2, 5, 50)
+    assert self_weights[0].shape == (2, 4, 5, 6)  # each target position sees the start too
+    assert src_weights[0].shape == (2, 4, 5, 7)
+    assert not torch.allclose(logits, plain.decode(tgt, memory, src_mask), atol=1e-3)
+
+
 # --- incremental decoding -------------------------------------------------------------------
 
 
@@ -186,6 +201,7 @@ def test_attention_weights_of_every_layer(make_model, make_tokens):
         {"positions": "learned"},
         {"d_k": 6, "d_v": 10},
         {"N_enc": 3, "N_dec": 1, "d_ff_dec": 16},
+        {"norm_first": True, "positions": "fairseq", "decoder_start": 2},
     ],
 )
 def test_cached_decoding_equals_full_recompute(make_model, make_tokens, overrides, device):
@@ -198,7 +214,8 @@ def test_cached_decoding_equals_full_recompute(make_model, make_tokens, override
     # A prefix of several tokens at once, then one token a step.
     chunks = [tgt[:, :3]] + [tgt[:, t : t + 1] for t in range(3, 6)]
     cached = torch.cat([model.decode(chunk, memory, src_mask, cache) for chunk in chunks], dim=1)
-    assert cache[0]["self_attn"]["k"].shape[2] == 6
+    started = model.config.decoder_start is not None  # the cache holds the start token too
+    assert cache[0]["self_attn"]["k"].shape[2] == 6 + started
     real = tgt != PAD  # the cache does not mask target padding; search never reads past EOS
     torch.testing.assert_close(cached[real], full[real], atol=1e-5, rtol=1e-5)
 

@@ -5,7 +5,8 @@ from typing import Any, ClassVar
 
 from transformer_nmt.model.config import TIE_EMBEDDINGS, DataclassConfig, choice_problems
 
-POSITIONS = ("sinusoidal", "learned")
+# fairseq: fairseq's sinusoids, as M2M-100 and NLLB were trained with (`positions.py`).
+POSITIONS = ("sinusoidal", "learned", "fairseq")
 # swish (SiLU, x * sigmoid(x)) is what Marian trains OPUS-MT models with.
 ACTIVATIONS = ("relu", "gelu", "swish")
 # auto: per device, dtype and direction (attention.py's attention_kernel); the others force
@@ -36,7 +37,8 @@ class TransformerConfig(DataclassConfig):
             relu_dropout, fairseq's --attention-dropout and --activation-dropout). Not the
             paper, whose 0 turns them off. `callbacks=late_dropout` raises `dropout` only.
         norm_first: pre-norm layers and a final LayerNorm per stack; the paper is post-norm.
-        positions: "sinusoidal" (the paper) or "learned" (Table 3 row E).
+        positions: "sinusoidal" (the paper), "learned" (Table 3 row E), or "fairseq": not the
+            paper, fairseq's sinusoids (M2M-100's, NLLB's; `FairseqSinusoidalPositions`).
         max_positions: longest sequence the position table covers.
         tie_embeddings: "all" shares one matrix between source embeddings, target embeddings and
             the pre-softmax projection (the paper, section 3.4); "decoder" ties only the target
@@ -44,6 +46,10 @@ class TransformerConfig(DataclassConfig):
         activation: "relu" (the paper), "gelu" or "swish" in the feed-forward networks.
         output_bias: not the paper: a bias on the pre-softmax projection (Marian's
             final_logits_bias, which OPUS-MT models carry); the paper's projection has none.
+        decoder_start: not the paper: a token id the decoder reads before its input, so that a
+            target's first token (BOS, or a language tag in its place) is its second. M2M-100
+            and NLLB start decoding with `</s>` and then the language tag (their
+            decoder_start_token_id and forced_bos_token_id); None reads none, as the paper.
         rezero: not the paper: every residual connection is x + alpha * Dropout(Sublayer(x))
             with a trainable scalar alpha initialised to 0 and no LayerNorm (ReZero, Bachlechner
             et al., 2020), so every layer starts as the identity. Excludes norm_first.
@@ -73,6 +79,7 @@ class TransformerConfig(DataclassConfig):
     tie_embeddings: str = "all"
     activation: str = "relu"
     output_bias: bool = False
+    decoder_start: int | None = None
     rezero: bool = False
     attention_kernel: str = "auto"
 
@@ -137,6 +144,14 @@ def settings_problems(settings: dict[str, Any]) -> list[str]:
             "attention_kernel": ATTENTION_KERNELS,
         },
     )
+    start, vocab_size = settings.get("decoder_start"), settings.get("vocab_size")
+    if start is not None and not (
+        isinstance(start, int)
+        and not isinstance(start, bool)
+        and 0 <= start
+        and (vocab_size is None or start < vocab_size)
+    ):
+        problems.append(f"model.decoder_start={start!r} must be a token id or null")
     if settings.get("rezero") and settings.get("norm_first"):
         problems.append(
             "model.rezero=true and model.norm_first=true exclude each other: ReZero layers have "

@@ -4,6 +4,7 @@ import copy
 from dataclasses import asdict
 from typing import Any
 
+import torch
 from torch import Tensor, nn
 
 from transformer_nmt.model.embeddings import Embeddings
@@ -13,9 +14,16 @@ from transformer_nmt.model.transformer.config import TransformerConfig
 from transformer_nmt.model.transformer.dropout import Dropout
 from transformer_nmt.model.transformer.layers import DecoderLayer, EncoderLayer
 from transformer_nmt.model.transformer.positions import (
+    FairseqSinusoidalPositions,
     LearnedPositionalEmbedding,
     SinusoidalPositionalEncoding,
 )
+
+POSITIONS = {
+    "sinusoidal": SinusoidalPositionalEncoding,
+    "learned": LearnedPositionalEmbedding,
+    "fairseq": FairseqSinusoidalPositions,
+}
 
 # One dict per decoder layer, holding one dict per attention module ("self_attn", "src_attn") with
 # that module's keys "k" and values "v", (B, h, T, d_k) and (B, h, T, d_v).
@@ -89,13 +97,11 @@ class Transformer(nn.Module):
             if config.tie_embeddings == "all"
             else Embeddings(vocab_size, d_model, pad_id)
         )
-        Positions = (
-            SinusoidalPositionalEncoding
-            if config.positions == "sinusoidal"
-            else LearnedPositionalEmbedding
-        )
+        Positions = POSITIONS[config.positions]
         self.src_positions = Positions(d_model, config.max_positions)
-        self.tgt_positions = Positions(d_model, config.max_positions)
+        # A decoder start token takes a position before the target's own max_positions.
+        started = config.decoder_start is not None
+        self.tgt_positions = Positions(d_model, config.max_positions + started)
         self.dropout = Dropout(config.dropout)
         self.encoder = Encoder(config)
         self.decoder = Decoder(config)
@@ -195,8 +201,35 @@ class Transformer(nn.Module):
         cache: Cache | None = None,
         need_weights: bool = False,
     ) -> tuple[Tensor, list[Tensor], list[Tensor]]:
-        """The decoder stack's output (B, T, d_model) before the output projection."""
+        """The decoder stack's output (B, T, d_model) before the output projection.
+
+        With `config.decoder_start`, the decoder reads that token first: at the first step (no
+        cache, or an empty one) it is put before `tgt_in`, its output dropped; a cache then
+        holds it, so later steps' positions count it.
+        """
         offset = self._cached_length(cache)
+        start = self.config.decoder_start
+        if start is not None and offset == 0:
+            first = torch.full_like(tgt_in[:, :1], start)  # (B, 1)
+            x, self_weights, src_weights = self._decoder_layers(
+                torch.cat([first, tgt_in], dim=1), memory, src_mask, cache, need_weights, 0
+            )
+            # The start's own output, and the attention rows of its query, predict nothing.
+            self_weights = [w[:, :, 1:] for w in self_weights]
+            src_weights = [w[:, :, 1:] for w in src_weights]
+            return x[:, 1:], self_weights, src_weights
+        return self._decoder_layers(tgt_in, memory, src_mask, cache, need_weights, offset)
+
+    def _decoder_layers(
+        self,
+        tgt_in: Tensor,
+        memory: Tensor,
+        src_mask: Tensor,
+        cache: Cache | None,
+        need_weights: bool,
+        offset: int,
+    ) -> tuple[Tensor, list[Tensor], list[Tensor]]:
+        """Embed `tgt_in` at positions offset.. and run the decoder stack on it."""
         x = self.dropout(self.tgt_positions(self.tgt_embed(tgt_in), offset))
         # Without a cache the decoder layers attend causally with the fused kernel's flag instead of
         # a (B, 1, T, T) mask: targets are right-padded, so that alone keeps every real position

@@ -1,5 +1,6 @@
 """Positional encodings (section 3.5): the paper's sinusoids, or learned (Table 3 row E)."""
 
+import math
 from collections.abc import Callable
 from typing import Self
 
@@ -31,6 +32,30 @@ class SinusoidalPositionalEncoding(nn.Module):
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         """x (B, T, d_model) sits at positions offset..offset+T-1 (offset > 0 mid-decoding)."""
         return x + self.pe[offset : offset + x.size(1)]
+
+
+class FairseqSinusoidalPositions(SinusoidalPositionalEncoding):
+    """fairseq's sinusoids, which M2M-100 and NLLB were trained with; not the paper's.
+
+    Three departures from the paper's table: the sines fill the first half of the features and
+    the cosines the second; the frequencies are 10000^(-i / (d_model / 2 - 1)), not
+    10000^(-2i / d_model); and positions count from FIRST, since fairseq's vocabulary puts
+    `<pad>` at 1 and numbers a sequence's tokens from padding_idx + 1 (its padding row is zero).
+    An odd d_model leaves its last feature zero.
+    """
+
+    FIRST = 2
+
+    def __init__(self, d_model: int, max_positions: int):
+        nn.Module.__init__(self)
+        half = d_model // 2
+        # In float32, as fairseq computes it: the table the models trained with, bit for bit.
+        frequencies = torch.exp(torch.arange(half).float() * -(math.log(10000) / (half - 1)))
+        pos = torch.arange(self.FIRST, self.FIRST + max_positions).float()[:, None]  # (P, 1)
+        angles = pos * frequencies[None]  # (P, d_model // 2)
+        pe = torch.zeros(max_positions, d_model)
+        pe[:, :half], pe[:, half : 2 * half] = torch.sin(angles), torch.cos(angles)
+        self.pe = pe  # (P, d_model), not a buffer: see the parent class
 
 
 class LearnedPositionalEmbedding(nn.Module):

@@ -207,9 +207,10 @@ def fit_problems(cfg: DictConfig, model: EncoderDecoder, tokenizer: SubwordToken
 
 
 def read_parent(path: Path, average_last: int | None) -> tuple[EncoderDecoder, SubwordTokenizer]:
-    """A MarianMT folder's model, or a checkpoint's, or the average of a folder's last N."""
+    """A MarianMT or M2M-100 folder's model, or a checkpoint's, or the average of a folder's
+    last N."""
     if path.is_dir() and (path / "config.json").is_file():
-        # Imported here: transformers takes seconds, and only MarianMT folders need it.
+        # Imported here: transformers takes seconds, and only transformers folders need it.
         from transformer_nmt.export.hf_import import read_folder
 
         return read_folder(path)
