@@ -22,7 +22,8 @@ class Hypothesis(NamedTuple):
     length, and its score.
 
     `score` is log P(tokens | source), the sum of every id's log-probability under the model, EOS
-    and forced prefix ids included: what `nmt-score` and `Translator.score` give the same pair.
+    and forced prefix ids included: what `nmt-score` and `Translator.score` give the same pair
+    (a hypothesis cut without EOS sums its ids alone; they score its text as ending in EOS).
     `normalized` is score / length_penalty(len(tokens), alpha, penalty), what beam search ranks by.
     """
 

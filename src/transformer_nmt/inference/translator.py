@@ -43,8 +43,8 @@ from transformer_nmt.model.quantization import quantize_int8
 log = logging.getLogger(__name__)
 
 # One sentence's n-best (translation, score) pairs, best first. A score is always the model's
-# log-probability of the translation's ids, EOS included (`Hypothesis.score`): what `score` gives
-# the same pair, however the translation was found and ranked.
+# log-probability of the translation's ids, EOS included (`Hypothesis.score`): what
+# `Translator.score` gives the same pair, however the translation was found and ranked.
 Scored = list[tuple[str, float]]
 
 # Batches read, sorted by source length and decoded before any is yielded: enough for batches of
