@@ -320,9 +320,7 @@ def test_score_pairs_n_best_lists_and_the_reverse_direction(checkpoints, tmp_pat
     rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
     model, tokenizer = load_checkpoint(checkpoints / "last.ckpt")
     expected = Translator(model, tokenizer, device="cpu").score(sources, references)
-    assert [float(row[0]) for row in rows] == pytest.approx(
-        [s.log_prob for s in expected], abs=1e-4
-    )
+    assert [float(row[0]) for row in rows] == pytest.approx([s.score for s in expected], abs=1e-4)
     for row, reference in zip(rows, references, strict=True):
         assert len(row[2].split()) == len(tokenizer.encode_batch([reference])[0]) + 1  # EOS
         assert {int(pair.split("-")[1]) for pair in row[3].split()} <= set(

@@ -42,6 +42,7 @@ def test_cached_equals_uncached(make_model, make_tokens, device):
     for ours, theirs in zip(itertools.chain(*cached), itertools.chain(*uncached), strict=True):
         assert ours.tokens == theirs.tokens
         assert ours.score == pytest.approx(theirs.score, abs=1e-5)
+        assert ours.normalized == pytest.approx(theirs.normalized, abs=1e-5)
 
 
 def test_batched_equals_one_sentence_at_a_time_in_input_order(make_model, make_tokens, device):
@@ -66,7 +67,7 @@ def exhaustive_ranking(
     scored = []
     for ys in outputs:
         logits = model(sentence[None], torch.tensor([[BOS, *ys[:-1]]]))[0]  # (T, V)
-        logits[:, [0, BOS]] = float("-inf")
+        # The full softmax: PAD and BOS are never picked, yet their mass counts.
         log_prob = logits.log_softmax(-1).gather(1, torch.tensor(ys)[:, None]).sum().item()
         scored.append((log_prob / length_penalty(len(ys), alpha, penalty), ys))
     return sorted(scored, reverse=True)
@@ -85,7 +86,9 @@ def test_a_beam_wide_enough_ranks_like_exhaustive_search(make_model, alpha, pena
         with torch.no_grad():
             expected = exhaustive_ranking(model, sentence, len(sentence) + 1, alpha, penalty)[:10]
         assert [h.tokens for h in hypotheses] == [ys for _, ys in expected]
-        assert [h.score for h in hypotheses] == pytest.approx([s for s, _ in expected], abs=1e-5)
+        assert [h.normalized for h in hypotheses] == pytest.approx(
+            [s for s, _ in expected], abs=1e-5
+        )
 
 
 def test_early_stopping_leaves_no_beam_unfinished(make_model, make_tokens, device):

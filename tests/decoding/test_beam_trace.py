@@ -18,13 +18,11 @@ def test_the_trace_finishes_what_beam_search_returns_and_changes_nothing(
     traced = beam_search(model, src, BOS, eos, trace=trace, **options)
     assert traced == beam_search(model, src, BOS, eos, **options)
     for b, hypotheses in enumerate(traced):
-        found = sorted(trace.finished(b), key=lambda h: h[1], reverse=True)
-        assert [(ids, score) for ids, score, _ in found] == [
-            (h.tokens, h.score) for h in hypotheses
-        ]
+        found = sorted(trace.finished(b), key=lambda h: h[2], reverse=True)
+        assert found == [tuple(h) for h in hypotheses]
         for step in trace.steps[b]:
             assert len(step) == 6  # the 2K candidates, best first
-            assert [c.log_prob for c in step] == sorted((c.log_prob for c in step), reverse=True)
+            assert [c.score for c in step] == sorted((c.score for c in step), reverse=True)
         # Every step but the last goes on with K beams; the last ends the search.
         assert [sum(c.status == KEPT for c in step) for step in trace.steps[b][:-1]] == [3] * (
             len(trace.steps[b]) - 1

@@ -20,7 +20,7 @@ def rnn(seed: int = 0) -> RNNAttention:
 
 
 def flat(found):
-    return [(h.tokens, h.score, h.log_prob) for h in itertools.chain(*found)]
+    return [tuple(h) for h in itertools.chain(*found)]
 
 
 @pytest.mark.parametrize("family", ["transformer", "rnn_attention"])

@@ -75,21 +75,17 @@ def test_the_same_seed_gives_the_same_samples_in_any_batch(make_model, make_toke
     assert len({tuple(s) for s in batched[0]}) > 1  # the samples of a sentence differ
 
 
-def test_a_samples_score_is_its_log_probability_under_the_search_distribution(
-    make_model, make_tokens
-):
+def test_a_samples_score_is_its_log_probability_under_the_model(make_model, make_tokens):
     model, src = make_model(), make_tokens([6, 3])
     found = sample(model, src, BOS, EOS, Sampling(n=2, temperature=3.0, top_k=5), [0, 1])
     for b, samples in enumerate(found):
         for h in samples:
             tgt = torch.tensor([[BOS, *h.tokens]])
             logits = model(src[b : b + 1], tgt[:, :-1])[0]
-            log_probs = logits.index_fill(-1, torch.tensor([PAD, BOS]), float("-inf")).log_softmax(
-                -1
-            )
-            expected = log_probs.gather(1, tgt[0, 1:, None]).sum().item()
-            assert h.log_prob == pytest.approx(expected, abs=1e-4)
-            assert h.score == h.log_prob  # alpha 0
+            # The full softmax: PAD and BOS are never drawn, yet their mass counts.
+            expected = logits.log_softmax(-1).gather(1, tgt[0, 1:, None]).sum().item()
+            assert h.score == pytest.approx(expected, abs=1e-4)
+            assert h.normalized == h.score  # alpha 0
 
 
 def test_every_search_keeps_a_prefix_verbatim(make_model, make_tokens, device):

@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from sacrebleu.metrics import BLEU
 
 from transformer_nmt.cli.rescore import main as rescore_main
 from transformer_nmt.data.corpus import DataError
@@ -12,11 +13,12 @@ REFERENCES = ["a dog runs", "two cats sleep", "the sun is hot", "it rains"]
 
 
 def n_best_file(path):
-    """Per sentence, the search's best is wrong; a second model's log-probability (column 4)
-    prefers the reference."""
+    """Per sentence, the search's best (first) is wrong, its score, a log-probability, below the
+    next line's (the length penalty ranked it first); a second model's log-probability (column
+    4) prefers the reference."""
     lines = []
     for i, reference in enumerate(REFERENCES):
-        lines.append(f"{i}\t-1.0\t{reference} today\t-5.0")  # longer, and the search's best
+        lines.append(f"{i}\t-2.5\t{reference} today\t-5.0")  # longer, and the search's best
         lines.append(f"{i}\t-2.0\t{reference}\t-1.0")
         lines.append(f"{i}\t-3.0\tsomething else\t-9.0")
     path.write_text("\n".join(lines) + "\n")
@@ -26,8 +28,10 @@ def n_best_file(path):
 def test_tuned_weights_beat_the_search_and_apply_to_the_same_features(tmp_path):
     n_best = read_n_best(n_best_file(tmp_path / "val.feats"), len(REFERENCES))
     assert n_best[0][1].features == (-2.0, -1.0, 3.0)  # score, nmt-score's column, words
-    assert rerank(n_best, [1.0, 0.0, 0.0]) == [f"{r} today" for r in REFERENCES]
+    searched = [f"{r} today" for r in REFERENCES]
+    assert rerank(n_best, [0.0, 0.0, 0.0]) == searched
     weights, bleu, search = tune(n_best, REFERENCES, trials=20, seed=3)
+    assert search == pytest.approx(BLEU().corpus_score(searched, [REFERENCES]).score)
     assert bleu == pytest.approx(100.0) and search < bleu
     assert rerank(n_best, weights) == REFERENCES
     assert tune(n_best, REFERENCES, trials=20, seed=3)[0] == weights  # seeded

@@ -141,7 +141,8 @@ def test_the_beam_view_shows_the_chosen_translation_with_the_score_the_cli_print
         assert browser.find_element(By.ID, "chosen-score").text == score
         assert browser.find_element(By.ID, "chosen-text").text == text.strip()
         chosen = browser.find_elements(By.CSS_SELECTOR, "#beam .chip.chosen")
-        assert len(chosen) == 1 and chosen[0].text.endswith(f"→ {score}")
+        normalized = browser.find_element(By.ID, "chosen-normalized").text
+        assert len(chosen) == 1 and chosen[0].text.endswith(f" {score} → {normalized}")
 
 
 def page_matrices(browser, v: int, s: int, r: int, kind: str, layers: int, heads: int):
@@ -181,9 +182,9 @@ def test_the_beam_view_holds_beam_searchs_hypotheses_and_scores(
         src = torch.tensor(source_ids(tokenizer.encode_batch([source])[0]))
         (hypotheses,) = beam_search(model, src[None], **TARGET_FRAME, **BEAM, n_best=3)
         shown = browser.execute_script("return window.explorer.finished(0, arguments[0])", s)
-        shown = sorted(shown, key=lambda h: -h["score"])
-        assert [(h["ids"], h["score"], h["logProb"]) for h in shown] == [
-            (h.tokens, h.score, h.log_prob) for h in hypotheses
+        shown = sorted(shown, key=lambda h: -h["normalized"])
+        assert [(h["ids"], h["score"], h["normalized"]) for h in shown] == [
+            tuple(h) for h in hypotheses
         ]
         Select(browser.find_element(By.ID, "sentence")).select_by_value(str(s))
         chips = browser.execute_script(

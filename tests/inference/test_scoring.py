@@ -7,11 +7,17 @@ import torch
 import torch.nn.functional as F
 
 from transformer_nmt import Translator
+from transformer_nmt.cli.score import main as score_main
+from transformer_nmt.cli.translate import main as translate_main
 from transformer_nmt.data.framing import decoder_input, decoder_target, pad_batch, source_ids
-from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer
+from transformer_nmt.data.tokenizer import EOS_ID, PAD_ID, BPETokenizer
 from transformer_nmt.data.toy import ENGLISH
+from transformer_nmt.decoding import length_penalty
 from transformer_nmt.decoding.ensemble import Ensemble
+from transformer_nmt.decoding.mbr import MBR
+from transformer_nmt.decoding.sampling import Sampling
 from transformer_nmt.inference.alignment import Alignment, pharaoh, word_indices
+from transformer_nmt.inference.scoring import score_batch
 from transformer_nmt.model import RNNAttention, Transformer
 from transformer_nmt.training.step.loss import label_smoothed_nll
 
@@ -71,8 +77,8 @@ def test_alignments_of_the_copy_task_are_the_diagonal(copy_model, tokenizer):
     diagonal = [" ".join(f"{i}-{i}" for i in range(len(s.split()))) for s in sentences]
     exact = sum(s.alignment == d for s, d in zip(scored, diagonal, strict=True))
     assert exact >= 30, [s.alignment for s in scored]
-    mean = sum(s.score for s in scored) / len(scored)
-    assert mean > -0.3, [s.score for s in scored]  # it copies: most of a token's mass is right
+    mean = sum(s.mean for s in scored) / len(scored)
+    assert mean > -0.3, [s.mean for s in scored]  # it copies: most of a token's mass is right
 
 
 def test_forced_decoding_scores_are_the_training_losss_log_probabilities(tokenizer):
@@ -88,17 +94,17 @@ def test_forced_decoding_scores_are_the_training_losss_log_probabilities(tokeniz
     real = tgt_out != PAD_ID
     logits = model(src, tgt_in)
     _, nll = label_smoothed_nll(logits[real], tgt_out[real], 0.0)
-    assert sum(s.log_prob for s in scored) == pytest.approx(-nll.item(), abs=1e-4)
+    assert sum(s.score for s in scored) == pytest.approx(-nll.item(), abs=1e-4)
     per_token = -F.cross_entropy(logits.transpose(1, 2), tgt_out, reduction="none")
     for b, s in enumerate(scored):
         length = len(tgt_ids[b]) + 1  # EOS last
         assert s.token_log_probs == pytest.approx(per_token[b, :length].tolist(), abs=1e-5)
-        assert s.score == pytest.approx(s.log_prob / length)
+        assert s.mean == pytest.approx(s.score / length)
         assert s.alignment is None
     alone = [translator.score([src_text], [tgt_text])[0] for src_text, tgt_text in PAIRS]
-    assert [s.log_prob for s in alone] == pytest.approx([s.log_prob for s in scored], abs=1e-5)
+    assert [s.score for s in alone] == pytest.approx([s.score for s in scored], abs=1e-5)
     one = Translator(Ensemble([model]), tokenizer, device="cpu").score(sources, targets)
-    assert [s.log_prob for s in one] == [s.log_prob for s in translator.score(sources, targets)]
+    assert [s.score for s in one] == [s.score for s in translator.score(sources, targets)]
 
 
 def test_rnnsearch_aligns_through_its_one_attention(tokenizer):
@@ -144,3 +150,78 @@ def test_scoring_refuses_what_it_cannot_do_naming_it(tokenizer):
     ensemble = Translator(Ensemble([model, model]), tokenizer, device="cpu")
     with pytest.raises(ValueError, match="alignments are one model's attention"):
         ensemble.score(["one"], ["two"], alignment=Alignment())
+
+
+SEARCHES = {  # name: translate's options, each giving several hypotheses a sentence
+    "beam, gnmt": dict(beam_size=4, n_best=4, alpha=0.6, penalty="gnmt"),
+    "beam, fairseq": dict(beam_size=4, n_best=4, alpha=1.0, penalty="fairseq"),
+    "sampling": dict(sampling=Sampling(n=4, temperature=1.0, seed=3), alpha=0.6),
+    "mbr": dict(mbr=MBR(Sampling(n=4, temperature=1.0, seed=5), "both"), beam_size=3, n_best=3),
+}
+
+
+@pytest.mark.parametrize("search", SEARCHES)
+def test_every_search_reports_the_score_forced_decoding_gives_the_same_pair(
+    search, copy_model, tokenizer
+):
+    translator = Translator(copy_model, tokenizer, device="cpu")
+    sources, _ = copy_batch(tokenizer, 6, seed=999)
+    options = SEARCHES[search]
+    found = translator.translate(sources, max_len_b=5, **options)
+    pairs = [(s, text, score) for s, n in zip(sources, found, strict=True) for text, score in n]
+    assert len({text for _, text, _ in pairs}) > len(sources)  # not only the copies
+    sources_, texts, reported = zip(*pairs, strict=True)
+    forced = translator.score(sources_, texts)
+    # Equal up to float32 sums: search adds a step's log-probability at a time, on the device.
+    assert list(reported) == pytest.approx([s.score for s in forced], rel=1e-5, abs=1e-5)
+
+
+@pytest.mark.parametrize("search", ["beam, gnmt", "beam, fairseq", "sampling"])
+def test_a_hypothesis_score_is_its_log_probability_and_normalized_divides_it(
+    search, copy_model, tokenizer
+):
+    """The search engine's own hypotheses: ids forced-decoded as ids, no tokenizer between."""
+    translator = Translator(copy_model, tokenizer, device="cpu")
+    sources, _ = copy_batch(tokenizer, 6, seed=998)
+    options = dict(max_len_b=3, beam_size=4, n_best=4, alpha=0.6, penalty="gnmt")
+    options |= {k: v for k, v in SEARCHES[search].items() if k != "sampling"}
+    extra = {}
+    if search == "sampling":
+        extra = dict(sampling=SEARCHES[search]["sampling"], indices=[list(range(6))])
+    ids = tokenizer.encode_batch(sources)
+    (found,) = translator.search([ids], **options, **extra)
+    hypotheses = [(i, h) for i, n in enumerate(found) for h in n if h.tokens[-1] == EOS_ID]
+    assert len(hypotheses) >= 12
+    forced = score_batch(copy_model, torch.device("cpu"), [ids[i] for i, _ in hypotheses],
+                         [h.tokens[:-1] for _, h in hypotheses])  # fmt: skip
+    expected = [s.score for s in forced]
+    assert [h.score for _, h in hypotheses] == pytest.approx(expected, rel=1e-5, abs=1e-5)
+    for _, h in hypotheses:
+        penalty = length_penalty(len(h.tokens), options["alpha"], options["penalty"])
+        assert h.normalized == pytest.approx(h.score / penalty, rel=1e-6)
+
+
+def test_nmt_translate_prints_for_a_hypothesis_the_score_nmt_score_prints(
+    copy_model, tokenizer, tmp_path, capsys
+):
+    checkpoint = tmp_path / "copy.ckpt"
+    torch.save(
+        {
+            "state_dict": {f"model.{k}": v for k, v in copy_model.state_dict().items()},
+            "model_config": copy_model.config.to_dict(),
+            "tokenizer": tokenizer.to_str(),
+        },
+        checkpoint,
+    )
+    sources, _ = copy_batch(tokenizer, 4, seed=997)
+    (tmp_path / "src.txt").write_text("\n".join(sources) + "\n")
+    common = [str(checkpoint), str(tmp_path / "src.txt"), "--max-len-b", "5"]
+    for options in (["--n-best", "3", "--beam-size", "3"], ["--sample", "3", "--seed", "2"]):
+        translate_main([*common, *options])
+        (tmp_path / "n_best.txt").write_text(capsys.readouterr().out)
+        files = ["--src", str(tmp_path / "src.txt"), "--n-best", str(tmp_path / "n_best.txt")]
+        score_main([str(checkpoint), *files])
+        rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+        assert len(rows) == 12
+        # line, score, text, then nmt-score's score and mean: both printed to 4 decimals.
+        assert [float(r[1]) for r in rows] == pytest.approx([float(r[3]) for r in rows], abs=2e-4)

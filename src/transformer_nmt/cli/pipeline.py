@@ -2,6 +2,7 @@
 
     nmt-pipeline backtranslate --work bt --monolingual news.en experiment=multi30k_de_en
     nmt-pipeline distill --work kd --teacher big/checkpoints/last.ckpt experiment=... model=small
+    nmt-pipeline distill --work kd --teacher big.ckpt --mbr 32 --epsilon 0.02 experiment=...
 
 Trailing arguments are `python train.py` overrides: the forward run's (and, with the sides
 swapped, the reverse run's) or the student's. Each stage writes into `--work/<stage>-<hash of its
@@ -12,6 +13,7 @@ import argparse
 import logging
 from pathlib import Path
 
+from transformer_nmt.cli import sampling_args
 from transformer_nmt.cli.errors import exits_on
 from transformer_nmt.cli.search_args import (
     non_negative_int,
@@ -19,7 +21,9 @@ from transformer_nmt.cli.search_args import (
     positive_int,
     probability,
 )
+from transformer_nmt.decoding.mbr import CANDIDATES
 from transformer_nmt.decoding.sampling import Sampling
+from transformer_nmt.evaluation.utility import UTILITIES
 from transformer_nmt.pipelines.translation import Decoding
 
 
@@ -69,7 +73,47 @@ def parser() -> argparse.ArgumentParser:
         command.add_argument("--work", type=Path, required=True, help="the stages' folder")
         add_decoding_arguments(command, sampling=command is bt)
         command.add_argument("overrides", nargs="*", help="python train.py overrides")
+    add_mbr_arguments(kd)
     return parser
+
+
+def add_mbr_arguments(parser: argparse.ArgumentParser) -> None:
+    """The teacher's minimum Bayes risk decoding, as `nmt-translate --mbr` takes it."""
+    group = parser.add_argument_group("the teacher's MBR decoding (instead of beam search)")
+    group.add_argument(
+        "--mbr",
+        type=sampling_args.samples_to_compare,
+        metavar="N",
+        help="N samples a sentence are the pseudo-references; the candidate of the highest mean "
+        "utility against them is the student's target, as nmt-translate --mbr N gives it; "
+        "N >= 2 (default: beam search)",
+    )
+    group.add_argument(
+        "--mbr-candidates",
+        choices=CANDIDATES,
+        help="the N samples, the beam's --beam-size n-best, or both (default: sample)",
+    )
+    group.add_argument(
+        "--mbr-utility", choices=UTILITIES, help="sentence chrF, chrF++ or BLEU (default: chrf)"
+    )
+    group.add_argument("--temperature", type=positive_float, help="of the samples (default: 1)")
+    group.add_argument("--top-k", type=positive_int, help="of the samples (default: all)")
+    group.add_argument("--top-p", type=probability, help="of the samples (default: 1, all)")
+    group.add_argument(
+        "--epsilon",
+        type=sampling_args.epsilon,
+        metavar="E",
+        help="sample among the ids of probability >= E only, E in [0, 1) (default: 0, all)",
+    )
+    group.add_argument("--seed", type=non_negative_int, help="of the samples (default: 0)")
+
+
+def check_mbr_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse MBR options without --mbr, as nmt-translate does."""
+    names = ("mbr_candidates", "mbr_utility", *sampling_args.SHAPING)
+    given = [f"--{name.replace('_', '-')}" for name in names if getattr(args, name) is not None]
+    if given and args.mbr is None:
+        parser.error(f"{' '.join(given)} shape the teacher's MBR decoding: add --mbr N")
 
 
 def add_decoding_arguments(parser: argparse.ArgumentParser, sampling: bool) -> None:
@@ -98,6 +142,7 @@ def decoding(args: argparse.Namespace) -> Decoding:
         sampling=sampling,
         shards=args.shards,
         device=args.device,
+        mbr=sampling_args.mbr(args) if hasattr(args, "mbr") else None,
     )
 
 
@@ -110,7 +155,10 @@ def deliberate_errors() -> tuple[type[Exception], ...]:
 @exits_on(*deliberate_errors())
 def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    args = parser().parse_args(argv)
+    arguments = parser()
+    args = arguments.parse_args(argv)
+    if args.command == "distill":
+        check_mbr_args(arguments, args)
     # Imported once the command line is read: torch and Lightning load slowly.
     from transformer_nmt.checkpoint import resolve_checkpoints
     from transformer_nmt.pipelines.chains import (

@@ -67,7 +67,8 @@ def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="MBR decoding: N samples a sentence (shaped by --temperature, --top-k, --top-p, "
         "--epsilon, seeded by --seed) are the pseudo-references; the candidate of the highest "
-        "mean utility against them is printed (with --n-best, 'line<TAB>mean utility<TAB>text'); "
+        "mean utility against them is printed (with --n-best K, the K best by it as "
+        "'line<TAB>score<TAB>text', the score its log-probability as nmt-score gives it); "
         "N >= 2 (default: no MBR)",
     )
     mbr.add_argument(

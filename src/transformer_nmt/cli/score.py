@@ -1,7 +1,9 @@
 """`nmt-score`: a checkpoint's log-probabilities of given translations (forced decoding).
 
-One output line per pair: log-probability<TAB>score (per target token, EOS included), then with
---per-token each token's log-probability (space-separated), with --align the Pharaoh alignment.
+One output line per pair: score<TAB>mean. The score is log P(target + EOS | source), the sum of
+its tokens' log-probabilities, what nmt-translate prints for the same hypothesis; the mean is that
+per token (EOS included). Then with --per-token each token's log-probability (space-separated),
+with --align the Pharaoh alignment.
 An n-best list (`nmt-translate --n-best` or `--sample` lines, 'line<TAB>score<TAB>text') keeps
 its columns and gains these, so that several models' scores accumulate for `nmt-rescore`.
 
@@ -136,7 +138,7 @@ def _n_best(path: Path, sources: list[str]) -> tuple[list[str], list[str], list[
 
 
 def columns(scored: TargetScore) -> str:
-    out = [f"{scored.log_prob:.4f}", f"{scored.score:.4f}"]
+    out = [f"{scored.score:.4f}", f"{scored.mean:.4f}"]
     if scored.token_log_probs is not None:
         out.append(" ".join(f"{p:.4f}" for p in scored.token_log_probs))
     if scored.alignment is not None:

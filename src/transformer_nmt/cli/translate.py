@@ -41,7 +41,9 @@ def main(argv: list[str] | None = None) -> None:
         type=positive_int,
         default=1,
         metavar="N",
-        help="1 to --beam-size; above 1, print 'line<TAB>score<TAB>text' lines (default: 1)",
+        help="1 to --beam-size; above 1, print 'line<TAB>score<TAB>text' lines, best first, the "
+        "score the hypothesis' log-probability (as nmt-score gives it), ranked by score / "
+        "length penalty (default: 1)",
     )
     parser.add_argument(
         "--tgt-lang",

@@ -13,9 +13,9 @@ class Candidate(NamedTuple):
 
     beam: int  # the beam it extends: an index into the previous step's kept candidates
     token: int
-    log_prob: float  # of the whole prefix
+    score: float  # the whole prefix's log-probability, as `Hypothesis.score`
     status: str  # KEPT, FINISHED or PRUNED
-    score: float | None  # FINISHED only: log_prob / length_penalty, as the hypothesis is ranked
+    normalized: float | None  # FINISHED only: score / length_penalty, as hypotheses are ranked
 
 
 class BeamTrace:
@@ -77,14 +77,14 @@ class BeamTrace:
             self.steps[b].append(step)
 
     def finished(self, sentence: int) -> list[tuple[list[int], float, float]]:
-        """(ids, score, log_prob) of each hypothesis the sentence finished, in the order found."""
+        """(ids, score, normalized) of each hypothesis the sentence finished, in the order found."""
         found, beams = [], None  # beams: the ids of each kept candidate, in `kept` order
         for step in self.steps[sentence]:
             kept = []
             for c in step:
                 ids = [c.token] if beams is None else [*beams[c.beam], c.token]
                 if c.status == FINISHED:
-                    found.append((ids, c.score, c.log_prob))
+                    found.append((ids, c.score, c.normalized))
                 elif c.status == KEPT:
                     kept.append(ids)
             beams = kept

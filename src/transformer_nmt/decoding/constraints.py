@@ -27,6 +27,8 @@ from transformer_nmt.decoding.search import (
     _never_ids,
     _next_log_probs,
     length_penalty,
+    ranked,
+    scored,
 )
 from transformer_nmt.model.interface import EncoderDecoder
 from transformer_nmt.model.masks import padding_mask
@@ -247,8 +249,7 @@ class _Step:
                 progress = progress.after(token, self.phrases, self.t == 0)
             bank = banks.setdefault(progress.met_ids(self.phrases), [])
             if token == eos_id or at_max:
-                score = log_prob / length_penalty(len(tokens), *ranking)
-                hypothesis = Hypothesis(tokens, score, log_prob)
+                hypothesis = scored(tokens, log_prob, *ranking)
                 if progress.all_met() and len(bank) < K and len(finished) < K:
                     finished.append(hypothesis)
                 elif not progress.all_met() and at_max:
@@ -265,13 +266,13 @@ class _Step:
 def _allocate(banks: dict[int, list[_Beam]], K: int, C: int) -> list[_Beam]:
     """At most K beams shared among banks 0..C: K // (C + 1) each (the remainder to the banks
     with the most met), then slots a bank leaves empty filled from the most met banks down."""
-    ranked = {bank: sorted(c, key=lambda b: b.log_prob, reverse=True) for bank, c in banks.items()}
+    by_bank = {bank: sorted(c, key=lambda b: b.log_prob, reverse=True) for bank, c in banks.items()}
     shares = [K // (C + 1)] * (C + 1)
     for i in range(K - sum(shares)):
         shares[C - i] += 1
     chosen, rest = [], []
     for bank in range(C, -1, -1):
-        candidates = ranked.get(bank, [])
+        candidates = by_bank.get(bank, [])
         chosen += candidates[: shares[bank]]
         rest += candidates[shares[bank] :]
     chosen += rest[: K - len(chosen)]
@@ -287,14 +288,13 @@ def _results(
     out, missed = [], []
     for b, hypotheses in enumerate(finished):
         if hypotheses:
-            out.append(sorted(hypotheses, key=lambda h: h.score, reverse=True)[:n_best])
+            out.append(ranked(hypotheses)[:n_best])
             missed.append([])
             continue
-        # The most constraints met whole, then the most ids met, then the best score.
-        ranked = sorted(fallback[b], key=lambda x: (sum(x[2].met), x[0], x[1].score), reverse=True)[
-            :n_best
-        ]
-        out.append([h for _, h, _ in ranked])
-        best = ranked[0][2] if ranked else Progress(tuple(False for _ in constraints[b]))
+        # The most constraints met whole, then the most ids met, then the best normalized score.
+        key = lambda x: (sum(x[2].met), x[0], x[1].normalized)  # noqa: E731
+        best_met = sorted(fallback[b], key=key, reverse=True)[:n_best]
+        out.append([h for _, h, _ in best_met])
+        best = best_met[0][2] if best_met else Progress(tuple(False for _ in constraints[b]))
         missed.append([i for i, met in enumerate(best.met) if not met])
     return out, missed

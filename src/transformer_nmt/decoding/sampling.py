@@ -22,6 +22,7 @@ from transformer_nmt.decoding.search import (
     force,
     forced_ids,
     length_penalty,
+    scored,
 )
 from transformer_nmt.model.interface import EncoderDecoder
 from transformer_nmt.model.masks import padding_mask
@@ -89,8 +90,9 @@ def sample(
         sampling: temperature, top-k, top-p, samples a sentence and seed.
         indices: (B,) each sentence's index in the whole input, for its random streams.
         max_len_b: outputs stop at source length + max_len_b ids.
-        alpha, penalty: a sample's score is its log-probability under the model (without
-            temperature or truncation) / length_penalty(|Y|, alpha, penalty).
+        alpha, penalty: a sample's `normalized` score divides its `score`, its log-probability
+            under the model (without temperature or truncation, as `nmt-score` gives it), by
+            length_penalty(|Y|, alpha, penalty).
         use_cache: False recomputes the whole prefix every step (same output, slower).
         target_prefixes: per sentence, target ids (without BOS) every sample starts with.
 
@@ -173,9 +175,6 @@ def _hypotheses(
     ids: Tensor, log_prob: Tensor, lengths: Tensor, n: int, alpha: float, penalty: str
 ) -> list[list[Hypothesis]]:
     """Per sentence, its n samples, each cut after its EOS and scored."""
-    out = []
     rows = zip(ids.tolist(), log_prob.tolist(), lengths.tolist(), strict=True)
-    for tokens, lp, length in rows:
-        score = lp / length_penalty(length, alpha, penalty)
-        out.append(Hypothesis(tokens[:length], score, lp))
+    out = [scored(tokens[:length], lp, alpha, penalty) for tokens, lp, length in rows]
     return [out[b * n : (b + 1) * n] for b in range(len(out) // n)]

@@ -18,15 +18,22 @@ PENALTIES = ("gnmt", "fairseq")
 
 
 class Hypothesis(NamedTuple):
-    """One beam search output: ids without BOS, ending with EOS unless cut at the maximum length."""
+    """One search or sampling output: ids without BOS, ending with EOS unless cut at the maximum
+    length, and its score.
+
+    `score` is log P(tokens | source), the sum of every id's log-probability under the model, EOS
+    and forced prefix ids included: what `nmt-score` and `Translator.score` give the same pair
+    (a hypothesis cut without EOS sums its ids alone; they score its text as ending in EOS).
+    `normalized` is score / length_penalty(len(tokens), alpha, penalty), what beam search ranks by.
+    """
 
     tokens: list[int]
-    score: float  # log_prob / length_penalty(len(tokens))
-    log_prob: float
+    score: float
+    normalized: float
 
 
 def length_penalty(length: int, alpha: float, form: str = "gnmt") -> float:
-    """The divisor of a hypothesis' log-probability; `length` counts its ids, EOS included.
+    """The divisor of a hypothesis' score; `length` counts its ids, EOS included.
 
     "gnmt" is the paper's (Wu et al., 2016): ((5 + |Y|) / 6)^alpha. "fairseq" is |Y|^alpha,
     what fairseq's --lenpen computes, for comparing with fairseq.
@@ -66,9 +73,11 @@ def _next_log_probs(
     else:
         logits = model.decode(prefix[:, -1:], memory, src_mask, cache)[:, -1]
     # Padding and BOS are never targets in training, so a prediction of either is noise; a PAD
-    # inside a prefix would also be masked by uncached decoding but not by the cache.
-    logits.index_fill_(-1, never, float("-inf"))
-    return logits.float().log_softmax(dim=-1)
+    # inside a prefix would also be masked by uncached decoding but not by the cache. They are
+    # struck out after the softmax, as fairseq does: their mass stays in its total, so an id's
+    # log-probability is the model's, as training's loss and forced decoding (nmt-score) read it.
+    log_probs = logits.float().log_softmax(dim=-1)
+    return log_probs.index_fill_(-1, never, float("-inf"))
 
 
 def forced_ids(target_prefixes: list[list[int]] | None, device: torch.device) -> Tensor | None:
@@ -161,8 +170,9 @@ def beam_search(
     finishes those among the best beam_size that end in EOS (or reach the maximum length), and
     continues with the beam_size best that do not. A sentence stops once it has beam_size
     finished hypotheses or reaches its maximum length, and leaves the batch. Finished hypotheses
-    are ranked by log-probability / length_penalty(|Y|, alpha, penalty). Beam size 1 is greedy
-    search. The caller sets eval mode. PAD and BOS are never picked.
+    are ranked by their `normalized` score, log-probability / length_penalty(|Y|, alpha,
+    penalty). Beam size 1 is greedy search. The caller sets eval mode. PAD and BOS are never
+    picked.
 
     Args:
         model: any `EncoderDecoder`, e.g. the Transformer.
@@ -179,7 +189,8 @@ def beam_search(
         trace: records every step's candidates (the attention explorer's beam view).
 
     Returns:
-        For each sentence, in input order, its n_best finished hypotheses, best first.
+        For each sentence, in input order, its n_best finished hypotheses, best first by
+        `normalized`; each `score` is its log-probability (see `Hypothesis`).
     """
     if not 1 <= n_best <= beam_size:
         raise ValueError(f"n_best must be between 1 and beam_size ({beam_size}), got {n_best}")
@@ -243,8 +254,7 @@ def beam_search(
             for log_prob, token, beam, ends_here in candidates_i:
                 if ends_here and len(hypotheses) < K:
                     ids = paths[i * K + int(beam)] + [int(token)]
-                    penalized = log_prob / length_penalty(t + 1, alpha, penalty)
-                    hypotheses.append(Hypothesis(ids, penalized, log_prob))
+                    hypotheses.append(scored(ids, log_prob, alpha, penalty))
             if not done_i[0]:
                 live.append(i)
                 next_paths += [
@@ -270,7 +280,17 @@ def beam_search(
         max_lens, num_finished = max_lens[live_index], num_finished[live_index]
         sentences = [sentences[i] for i in live]
         paths = next_paths
-    return [sorted(h, key=lambda h: h.score, reverse=True)[:n_best] for h in finished]
+    return [ranked(h)[:n_best] for h in finished]
+
+
+def scored(tokens: list[int], score: float, alpha: float, penalty: str) -> Hypothesis:
+    """The hypothesis of `tokens` whose log-probability is `score`, with its normalized score."""
+    return Hypothesis(tokens, score, score / length_penalty(len(tokens), alpha, penalty))
+
+
+def ranked(hypotheses: list[Hypothesis]) -> list[Hypothesis]:
+    """Best first by normalized score, the first found first among equals."""
+    return sorted(hypotheses, key=lambda h: h.normalized, reverse=True)
 
 
 def _to_host(*columns: Tensor) -> list[list[list[float]]]:

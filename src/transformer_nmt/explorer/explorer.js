@@ -70,10 +70,10 @@
     let beams = null;
     return beam.steps.map((step) => {
       const kept = [];
-      const row = step.map(([parent, token, logProb, status, score]) => {
+      const row = step.map(([parent, token, score, status, normalized]) => {
         const ids = beams === null ? [token] : [...beams[parent], token];
         if (status === "k") kept.push(ids);
-        return { ids, logProb, status, score };
+        return { ids, score, status, normalized };
       });
       beams = kept;
       return row;
@@ -208,6 +208,7 @@
     $("chosen").replaceChildren(
       "chosen: ", el("span", { id: "chosen-text" }, beam.chosen.text),
       " score ", el("span", { id: "chosen-score" }, beam.chosen.score.toFixed(4)),
+      " normalized ", el("span", { id: "chosen-normalized" }, beam.chosen.normalized.toFixed(4)),
       el("span", { class: "options" }, ` (beam ${beam.options.beam_size}, alpha ${beam.options.alpha}, ${beam.options.penalty})`),
     );
     const table = $("beam");
@@ -218,8 +219,8 @@
       const td = el("td");
       for (const c of row) {
         const status = { k: "kept", f: "finished", p: "pruned" }[c.status];
-        const score = c.status === "f" ? ` → ${c.score.toFixed(4)}` : "";
-        const chip = el("span", { class: `chip ${status}` }, `${text(c.ids)} ${c.logProb.toFixed(3)}${score}`);
+        const normalized = c.status === "f" ? ` → ${c.normalized.toFixed(4)}` : "";
+        const chip = el("span", { class: `chip ${status}` }, `${text(c.ids)} ${c.score.toFixed(4)}${normalized}`);
         if (c.status === "f" && JSON.stringify(c.ids) === chosen) chip.classList.add("chosen");
         chip.dataset.ids = JSON.stringify(c.ids);
         td.append(chip);

@@ -38,9 +38,9 @@ def decode_weights(encoded: dict[str, Any]) -> np.ndarray:
 
 
 def beam_steps(trace: BeamTrace, sentence: int) -> list[list[list]]:
-    """Per step, its candidates as [beam, token, log_prob, status code, score or None]."""
+    """Per step, its candidates as [beam, token, score, status code, normalized or None]."""
     return [
-        [[c.beam, c.token, c.log_prob, STATUS_CODES[c.status], c.score] for c in step]
+        [[c.beam, c.token, c.score, STATUS_CODES[c.status], c.normalized] for c in step]
         for step in trace.steps[sentence]
     ]
 
@@ -108,6 +108,7 @@ def explore_sentence(
             "chosen": {
                 "tokens": best.tokens,
                 "score": best.score,
+                "normalized": best.normalized,
                 "text": tokenizer.decode_batch([best.tokens])[0],  # as nmt-translate prints it
             },
             "options": options,

@@ -22,7 +22,7 @@ from torch import Tensor
 
 from transformer_nmt.data.framing import ADDED_TOKENS, TARGET_FRAME, source_ids
 from transformer_nmt.data.tokenizer import PAD_ID, UNK_ID, SubwordTokenizer
-from transformer_nmt.decoding import Hypothesis, length_penalty
+from transformer_nmt.decoding.search import Hypothesis, length_penalty, ranked, scored
 from transformer_nmt.export import ExportError
 from transformer_nmt.export.formats import check_exportable
 from transformer_nmt.model import Transformer
@@ -251,9 +251,8 @@ class CT2Search:
         for hypothesis, normalized in zip(result.hypotheses, result.scores, strict=True):
             ids = [self.ids[token] for token in hypothesis]
             log_prob = normalized * length_penalty(len(ids), alpha, "fairseq")
-            score = log_prob / length_penalty(len(ids), alpha, penalty)
-            hypotheses.append(Hypothesis(ids, score, log_prob))
-        return sorted(hypotheses, key=lambda h: h.score, reverse=True)[:n_best]
+            hypotheses.append(scored(ids, log_prob, alpha, penalty))
+        return ranked(hypotheses)[:n_best]
 
 
 def usage() -> str:

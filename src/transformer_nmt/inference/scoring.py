@@ -22,11 +22,12 @@ from transformer_nmt.model import EncoderDecoder
 
 
 class TargetScore(NamedTuple):
-    """What the model gives a target: log P(target + EOS | source), that over the target's
-    tokens (EOS included), and on request each token's log-probability and the alignment."""
+    """What the model gives a target: its score, log P(target + EOS | source) as search and
+    sampling score a hypothesis (`Hypothesis.score`); that over the target's tokens (EOS
+    included); and on request each token's log-probability and the alignment."""
 
-    log_prob: float
     score: float
+    mean: float
     token_log_probs: list[float] | None = None
     alignment: str | None = None
 

@@ -4,7 +4,7 @@
 
     translator = Translator.from_checkpoint("run/checkpoints/last.ckpt")
     translator.translate(["Ein Hund rennt."])                 # ["A dog runs."]
-    translator.translate(["Ein Hund rennt."], n_best=2)       # [[("A dog runs.", -0.21), ...]]
+    translator.translate(["Ein Hund rennt."], n_best=2)       # [[("A dog runs.", -1.05), ...]]
 
 `nmt-translate` and `nmt-evaluate` are thin command-line wrappers over it.
 """
@@ -42,7 +42,10 @@ from transformer_nmt.model.quantization import quantize_int8
 
 log = logging.getLogger(__name__)
 
-Scored = list[tuple[str, float]]  # n-best (translation, score) pairs of one sentence, best first
+# One sentence's n-best (translation, score) pairs, best first. A score is always the model's
+# log-probability of the translation's ids, EOS included (`Hypothesis.score`): what
+# `Translator.score` gives the same pair, however the translation was found and ranked.
+Scored = list[tuple[str, float]]
 
 # Batches read, sorted by source length and decoded before any is yielded: enough for batches of
 # like lengths, few enough that a stream shows progress and holds little.
@@ -314,7 +317,9 @@ class Translator:
             max_len_b: a translation stops at its source's length + max_len_b tokens.
             batch_size: sentences decoded together.
             n_best: None returns one string per sentence; k returns, per sentence, its k best
-                (translation, score) pairs, best first (k <= beam_size).
+                (translation, score) pairs, best first by score / length penalty (k <=
+                beam_size); a score is the log-probability of the translation's ids, EOS
+                included, as `score` gives it (`Hypothesis`).
             max_tokens: if given, batches hold up to this many source tokens, padding and EOS
                 included, instead of `batch_size` sentences: short sentences share large
                 batches, as a GPU wants. A longer sentence goes alone in its batch.
@@ -335,7 +340,9 @@ class Translator:
             mbr: minimum Bayes risk decoding (`MBR`: its sampling, candidates and utility,
                 engine "torch", not with sampling or constraints): each sentence's candidate of
                 the highest mean utility against its samples; with n_best, its n_best (at most
-                N, fewer where fewer texts differ), each scored by that mean (0 to 100).
+                N, fewer where fewer texts differ), best first by that mean, each with its
+                log-probability as a sample or beam hypothesis (`decoding.mbr.select` gives the
+                means).
             tgt_lang: the language to translate into, one of a multilingual model's
                 `languages` (which it must be given); a model of one direction takes none.
             src_lang: the sources' language, if known: a direction the model never trained
@@ -343,8 +350,8 @@ class Translator:
 
         Returns:
             One translation per sentence, or one list of n_best scored translations (of n
-            samples, in the order drawn). Each is one line: a line break or tab the model writes
-            comes out as a space.
+            samples, in the order drawn; an empty sentence's are ("", 0.0)). Each is one line: a
+            line break or tab the model writes comes out as a space.
         """
         if sampling is not None and n_best is not None:
             raise ValueError("n_best is beam search's: sampling gives sampling.n scored samples")
@@ -511,7 +518,9 @@ class Translator:
                 continue
             references = [text for text, _ in drawn]
             candidates = mbr.pool(references, [text for text, _ in found])
-            results.append(select(candidates, references, mbr.utility, n_best))
+            scores = dict(found) | dict(drawn)  # each candidate's log-probability, as found
+            chosen = select(candidates, references, mbr.utility, n_best)
+            results.append([(text, scores[text]) for text, _ in chosen])
         return results
 
     def score(
@@ -534,8 +543,8 @@ class Translator:
                 heads); not with an ensemble.
 
         Returns:
-            One `TargetScore` (log_prob, score = log_prob per token, token_log_probs,
-            alignment) per pair, in input order; `score_stream` is the lazy form.
+            One `TargetScore` (score, mean = score per token, token_log_probs, alignment) per
+            pair, in input order; `score_stream` is the lazy form.
         """
         return list(
             self.score_stream(sources, targets, batch_size, max_tokens, per_token, alignment)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from transformer_nmt.data.bitext import iter_lines
 from transformer_nmt.data.progress import progress
+from transformer_nmt.decoding.mbr import MBR
 from transformer_nmt.decoding.sampling import Sampling
 from transformer_nmt.inference.translator import Translator
 from transformer_nmt.pipelines.stages import Stage, stage_key
@@ -28,7 +29,8 @@ PART_LINES = 2048  # what a killed stage translates again, at most
 
 @dataclass(frozen=True)
 class Decoding:
-    """How a stage translates: beam search, or sampling when `sampling` is given."""
+    """How a stage translates: beam search, sampling when `sampling` is given, or minimum Bayes
+    risk decoding (`nmt-translate --mbr`) when `mbr` is; all of it keys the stage's output."""
 
     beam_size: int = 4
     alpha: float = 0.6
@@ -37,6 +39,11 @@ class Decoding:
     sampling: Sampling | None = None
     shards: int = 1  # processes, each a share of the input (shards.py)
     device: str = "cpu"
+    mbr: MBR | None = None
+
+    def __post_init__(self) -> None:
+        if self.sampling is not None and self.mbr is not None:
+            raise ValueError("a stage samples or decodes with MBR (its own samples), not both")
 
 
 # An ensemble's members, each the average of its checkpoints (one checkpoint: itself).
@@ -83,7 +90,13 @@ def translate_stage(
         with atomic_open(output, "w", encoding="utf-8") as f:
             for k in range(_finished_parts(parts)):
                 f.write((parts / f"{k:06d}.txt").read_text(encoding="utf-8"))
-        stage.finish({"model": [[str(c) for c in m] for m in members], "source": str(source)})
+        stage.finish(
+            {
+                "model": [[str(c) for c in m] for m in members],
+                "source": str(source),
+                "decoding": asdict(decoding),
+            }
+        )
         shutil.rmtree(parts, ignore_errors=True)
     return output, runs
 
@@ -100,13 +113,14 @@ def translate(
     members: Members, lines: list[str], decoding: Decoding, start: int = 0
 ) -> Iterator[str]:
     """Each line's translation (its first sample when sampling), in input order; start: the
-    index of lines[0] in the whole input, which seeds its samples."""
+    index of lines[0] in the whole input, which seeds its samples (MBR's too)."""
     options = dict(
         beam_size=decoding.beam_size,
         alpha=decoding.alpha,
         max_len_b=decoding.max_len_b,
         max_tokens=decoding.max_tokens,
         sampling=decoding.sampling,
+        mbr=decoding.mbr,
     )
     if decoding.shards > 1:
         from transformer_nmt.inference.shards import translate_sharded
