@@ -3,7 +3,7 @@
 A stage's folder is `<work>/<name>-<key>`, the key a hash of everything its output depends on
 (its config, the contents of its input files, the parent checkpoint). `stage.json`, written
 atomically last, marks it done: a folder without it is an interrupted stage, which its next run
-resumes (training from the folder's last.ckpt; a translation is written again, atomically).
+resumes (training from the folder's last.ckpt; a translation after its last finished part).
 """
 
 import hashlib
