@@ -1,6 +1,7 @@
 """Fixtures shared by every test folder, and how the suite is spread over xdist workers."""
 
 import os
+from collections import Counter
 
 import pytest
 import torch
@@ -17,12 +18,25 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
         # the suite runs serially.
         parser.addoption("--numprocesses", dest="numprocesses", default=None)
         parser.addoption("--dist", dest="dist", default="no")
+        parser.addoption("--no-loadscope-reorder", dest="loadscopereorder", action="store_false")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Files with slow tests first: xdist hands out whole files, and the long ones start early."""
-    slow = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow)
+# The files that run longest, longest first: a real SLURM cluster, PostgreSQL restarts and
+# multi-process runs stopped and started again, minutes each on a 2-core runner.
+LONGEST = ("training/test_sweep_faults.py", "test_slurm.py", "test_interruption.py")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The longest files first, then the others by their number of slow tests, most first.
+
+    xdist hands out whole files in this order (pyproject's `--no-loadscope-reorder` keeps it,
+    where xdist would sort files by their number of tests): the long ones start early and the
+    two workers end together.
+    """
+    tests = config.rootpath / "tests"
+    longest = {tests / name: rank for rank, name in enumerate(LONGEST)}
+    slow = Counter(item.path for item in items if item.get_closest_marker("slow"))
+    items.sort(key=lambda item: (longest.get(item.path, len(LONGEST)), -slow[item.path]))
 
 
 # CUDA runs where a GPU exists and shows as skipped elsewhere: a CPU-only run says what it left out.

@@ -206,6 +206,7 @@ def test_a_requeued_job_resumes_in_its_default_run_folder_into_one_w_and_b_run(c
     command = shlex.join(["srun", "python", "train.py", *overrides])
     script.write_text(f"#!/bin/bash\n#SBATCH --cpus-per-task=1\n#SBATCH --requeue\n{command}\n")
     env = {**ddp_env(), "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
+    env.update(wandb_records.FLUSH_EVERY_SECOND)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env["PATH"]])
     output = f"--output={tmp_path}/slurm-%j.out"
     job = cluster.sbatch(script, output, "--open-mode=append", cwd=ROOT, env=env)

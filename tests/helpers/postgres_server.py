@@ -25,6 +25,12 @@ def _as_server_user(command: list[str]) -> list[str]:
     return ["runuser", "-u", "nobody", "--", *command] if os.geteuid() == 0 else command
 
 
+# A throwaway server need not survive a crash of the machine: nothing waits on the disk. Its
+# sessions, commits, restarts and stops behave as a durable server's do.
+INITDB = ["-U", "postgres", "--auth=trust", "--no-sync"]
+NON_DURABLE = "-c fsync=off"
+
+
 @contextmanager
 def postgres_server() -> Iterator[Path]:
     """Runs a server for the duration; yields the folder of its socket."""
@@ -36,7 +42,7 @@ def postgres_server() -> Iterator[Path]:
     run = {"check": True, "capture_output": True}
     try:
         subprocess.run(
-            _as_server_user([_bin("initdb"), "-D", str(data), "-U", "postgres", "--auth=trust"]),
+            _as_server_user([_bin("initdb"), *INITDB, "-D", str(data)]),
             **run,
         )
         start = [*_pg_ctl(folder), "-o", _options(folder), "-w"]
@@ -64,7 +70,7 @@ def _pg_ctl(folder: Path) -> list[str]:
 
 
 def _options(folder: Path) -> str:
-    return f"-k {folder} -c listen_addresses=''"  # the socket only
+    return f"-k {folder} -c listen_addresses='' {NON_DURABLE}"  # the socket only
 
 
 def create_database(socket_folder: Path, name: str) -> str:

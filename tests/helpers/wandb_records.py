@@ -109,10 +109,15 @@ def loss_curve(run_dir: Path) -> tuple[set[str], list[int]]:
     return ids, [row["trainer/global_step"] for row in rows if "train/loss" in row]
 
 
+# W&B's service writes what it holds to the run's file every `x_transaction_log_flush_interval`
+# (15 s by default), and loses the rest when a SIGTERM ends it: a run with this environment writes
+# every second, so that a test waits a second, not 15, for a step to be on disk.
+FLUSH_EVERY_SECOND = {"WANDB__TRANSACTION_LOG_FLUSH_INTERVAL": "1"}
+
+
 def wait_until_written(run_dir: Path, step: int, timeout: float = 120) -> None:
-    """Until W&B's service has written a row of `step` to the run folder's offline file: it
-    writes what it holds every `x_transaction_log_flush_interval` (15 s), and loses the rest when
-    a SIGTERM ends it."""
+    """Until W&B's service has written a row of `step` to the run folder's offline file (see
+    FLUSH_EVERY_SECOND)."""
 
     def written() -> bool:
         files = run_dir.glob("wandb/offline-run-*/run-*.wandb")
