@@ -148,7 +148,7 @@ def build_loggers(cfg: DictConfig, plan: RunPlan) -> list[Logger]:
         else instantiate(c)
         for name, c in (cfg.logger or {}).items()
     ]
-    start_wandb_runs(loggers)
+    start_wandb_runs(loggers, OmegaConf.select(cfg, "callbacks.checkpoints.monitor"))
     config = cfg.copy()
     OmegaConf.set_struct(config, False)
     config.pop("hydra", None)  # tests compose with the Hydra node; a run's task config has none
