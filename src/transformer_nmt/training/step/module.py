@@ -266,7 +266,7 @@ class TranslationModule(L.LightningModule):
         self.log("val/ppl", perplexity(self.val_nll_sum.compute(), num_tokens))
         if self.languages is None:
             for kind, metric in self.val_scores.items():
-                self.log(f"val/{kind}", metric.compute(), prog_bar=kind == "bleu")
+                self.log(f"val/{kind}", metric.compute(), prog_bar=f"val/{kind}" == self.monitor)
                 metric.reset()
         else:
             self._log_direction_scores()
@@ -283,7 +283,8 @@ class TranslationModule(L.LightningModule):
                 scores.append(metric.compute())
                 self.log(f"val/{kind}/{name}", scores[-1])
                 metric.reset()
-            self.log(f"val/{kind}", torch.stack(scores).mean(), prog_bar=kind == "bleu")
+            mean = torch.stack(scores).mean()
+            self.log(f"val/{kind}", mean, prog_bar=f"val/{kind}" == self.monitor)
 
     @torch.no_grad()
     def translate_ids(self, src: Tensor, bos_ids: Sequence[int] | None = None) -> list[str]:
