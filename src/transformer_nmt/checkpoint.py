@@ -32,14 +32,22 @@ UNMARKED_PERIODIC = re.compile(r"step\d+\.ckpt")
 
 
 def best_name(monitor: str, step: int, score: float) -> str:
-    """The file name of a run's best checkpoint: `step<N>-<metric><score>.ckpt`, the metric the
-    last part of `monitor` (`val/bleu`: `step4285-bleu38.71.ckpt`)."""
-    return f"step{step}-{monitor.rsplit('/', 1)[-1]}{score:.2f}.ckpt"
+    """The file name of a run's best checkpoint: `step<N>-<metric><score>.ckpt`, the metric
+    `monitor` after its split (`val/bleu`: `step4285-bleu38.71.ckpt`; `val/bleu/de-fr`:
+    `step4285-bleu-de-fr30.02.ckpt`)."""
+    return f"step{step}-{_metric_in_name(monitor)}{score:.2f}.ckpt"
+
+
+def _metric_in_name(monitor: str) -> str:
+    return monitor.split("/", 1)[-1].replace("/", "-")
 
 
 def best_checkpoints(folder: str | os.PathLike, monitor: str) -> list[Path]:
     """The checkpoints in `folder` named as the best by `monitor` (a run keeps one)."""
-    named = re.compile(rf"step\d+-{re.escape(monitor.rsplit('/', 1)[-1])}-?\d+\.\d+\.ckpt")
+    # Also as a direction's best was named before its metric was in the name (`step9-de-fr1.00`).
+    names = {_metric_in_name(monitor), monitor.rsplit("/", 1)[-1]}
+    either = "|".join(re.escape(name) for name in sorted(names))
+    named = re.compile(rf"step\d+-(?:{either})-?\d+\.\d+\.ckpt")
     return sorted(p for p in Path(folder).glob("step*.ckpt") if named.fullmatch(p.name))
 
 

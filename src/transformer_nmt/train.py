@@ -35,6 +35,7 @@ from transformer_nmt.training.run.slurm_requeue import log_slurm_job
 from transformer_nmt.training.run.stop import (
     SIGNALS,
     AgreedStop,
+    EarlyStop,
     Stopped,
     exit_status,
     raise_if_stopped,
@@ -148,7 +149,7 @@ def build_loggers(cfg: DictConfig, plan: RunPlan) -> list[Logger]:
         else instantiate(c)
         for name, c in (cfg.logger or {}).items()
     ]
-    start_wandb_runs(loggers)
+    start_wandb_runs(loggers, OmegaConf.select(cfg, "callbacks.checkpoints.monitor"))
     config = cfg.copy()
     OmegaConf.set_struct(config, False)
     config.pop("hydra", None)  # tests compose with the Hydra node; a run's task config has none
@@ -163,7 +164,7 @@ def build_trainer(
     """The Trainer with its callbacks, in the planned precision and accumulation; with the
     parent's optimizer and schedule state where `init_keep` names them."""
     callbacks = [instantiate(c) for c in (cfg.callbacks or {}).values()]
-    callbacks += [PlanRecord(plan), AgreedStop(), RngStates()]
+    callbacks += [PlanRecord(plan), AgreedStop(), EarlyStop(), RngStates()]
     if plan.max_time:  # in place of Lightning's Timer, whose end costs a sync a micro-batch
         callbacks.append(TimeBudget(plan.max_time))
     if parent and parent.kept:

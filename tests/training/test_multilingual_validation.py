@@ -54,12 +54,12 @@ def two_directions(tmp_path, extra=()) -> list[str]:
 @pytest.mark.slow
 def test_validation_scores_each_direction_as_sacrebleu_scores_its_translations(tmp_path):
     # One direction monitored by name: its best checkpoint kept, as val/bleu's would be.
-    monitor = "callbacks.checkpoints.monitor=val/bleu/en-de"
+    monitor = "module.monitor=bleu/en-de"
     cfg = compose_train(tmp_path, two_directions(tmp_path, [monitor]))
     metrics = train(cfg)
 
     run = tmp_path / "run"
-    assert len(list((run / "checkpoints").glob("step*-en-de*.ckpt"))) == 1
+    assert len(list((run / "checkpoints").glob("step*-bleu-en-de*.ckpt"))) == 1
     assert "best/val/bleu/en-de" in metrics
     names = ("en-de", "de-en")
     for kind in ("bleu", "chrf"):

@@ -263,7 +263,9 @@ def test_the_optuna_searches_compose_with_a_study_stored_in_a_dateless_sweep_fol
     assert cfg.hydra.sweeper._target_.endswith(
         "transformer_nmt_sweeper.optuna_sweeper.OptunaSweeper"
     )
-    assert cfg.hydra.sweeper.direction == cfg.optimized_direction == "maximize"
+    # Null: the sweeper takes val/bleu's own (`study_direction`).
+    assert cfg.hydra.sweeper.direction is cfg.optimized_direction is None
+    assert cfg.optimized_metric == "val/bleu"
     assert cfg.hydra.sweeper.max_failure_rate == 1.0  # a failed trial does not stop the search
     # The same command finds the same study: no date or time in its path.
     sweep_dir = tmp_path / "outputs" / search / "sweeps" / search

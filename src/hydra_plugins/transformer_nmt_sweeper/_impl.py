@@ -39,6 +39,7 @@ from transformer_nmt.runtime.atomic import write_atomically
 from transformer_nmt.runtime.lock_file import LockFile
 from transformer_nmt.training.run.run_lock import LOCK_NAME
 from transformer_nmt.training.run.stop import SIGNALS, exit_status
+from transformer_nmt.training.run.sweeps import study_direction
 
 from ._heartbeat import Beating, Silences, underlying
 from ._space import keep_search_space, search_space
@@ -67,7 +68,7 @@ class StudyWorker:
     def __init__(
         self,
         sampler: Callable[..., BaseSampler],
-        direction: str,
+        direction: str | None,
         storage: str | None,
         study_name: str | None,
         n_trials: int,
@@ -94,6 +95,8 @@ class StudyWorker:
         self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
     ) -> None:
         self.config = config
+        # Before any trial: a study that would optimise its metric the wrong way is refused.
+        self.direction = study_direction(config.get("optimized_metric"), self.direction)
         self.launcher = Plugins.instance().instantiate_launcher(
             config=config, hydra_context=hydra_context, task_function=task_function
         )

@@ -18,7 +18,10 @@ from omegaconf import DictConfig
 
 from transformer_nmt.data.framing import ADDED_TOKENS
 from transformer_nmt.training.callbacks import timed_cooldown
-from transformer_nmt.training.callbacks.checkpoint_policy import retention_problems
+from transformer_nmt.training.callbacks.checkpoint_policy import (
+    monitor_problems,
+    retention_problems,
+)
 from transformer_nmt.training.plan.auto_resume import (
     found_in_run_folder_hint,
     run_folder_checkpoint,
@@ -140,6 +143,7 @@ def check_config(cfg: DictConfig, resume: ResumePoint | None = None) -> None:
         *batch_problems(cfg),
         *retention_problems(cfg),
         *resume_problems(cfg, resume),
+        *monitor_problems(cfg, resume),
         *wandb_problems(cfg, resume),
     ]
     warn_about_positions(cfg)

@@ -25,6 +25,7 @@ from transformer_nmt.training.callbacks.checkpoint_policy import CheckpointPolic
 from transformer_nmt.training.plan.resume import ResumePoint
 from transformer_nmt.training.run.run_lock import is_global_rank_zero
 from transformer_nmt.training.run.sweeps import is_multirun
+from transformer_nmt.training.step.val_metrics import mode
 
 if TYPE_CHECKING:
     import wandb
@@ -229,13 +230,17 @@ def planned_wandb_run(cfg: DictConfig, resume_from: str | None) -> dict[str, Any
 
 
 @rank_zero_only
-def start_wandb_runs(loggers: list[Logger]) -> None:
-    """Summarise `val/bleu` by its maximum, so that sweeps optimise the best value, not the last."""
+def start_wandb_runs(loggers: list[Logger], monitor: str | None = "val/bleu") -> None:
+    """Summarise the monitored metric by its best (the maximum of `val/bleu`, the minimum of
+    `val/ter`), so that sweeps optimise the best value, not the last."""
+    best = mode(monitor) if monitor else None
+    if best is None:
+        return
     for logger in loggers:
         if isinstance(logger, WandbLogger):
             # Lightning plots every metric against trainer/global_step; keep that for this one.
             logger.experiment.define_metric(
-                "val/bleu", step_metric="trainer/global_step", summary="max"
+                monitor, step_metric="trainer/global_step", summary=best
             )
 
 

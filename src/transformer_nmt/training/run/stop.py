@@ -12,6 +12,10 @@ ends normally (`trainer.should_stop`, without the validation Lightning would add
 callback writes `last.ckpt` in `on_train_end`, and for USR1 in a SLURM job global rank 0
 requeues it in `on_fit_end`, before the loggers finish.
 
+Early stopping (`EarlyStop`) needs no vote: it decides from the monitored validation metric, which
+every rank computes from the same statistics summed over the ranks, so every rank decides alike
+after the same validation.
+
 Reading the sums costs no host sync: they are copied to the host without blocking as they are
 reduced, and at the optimizer step the host waits only for that copy, which the device reaches
 before the backward pass the host has already queued behind it.
@@ -24,13 +28,16 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 
 import lightning as L
 import torch
 from lightning.pytorch.trainer.connectors.signal_connector import _SignalConnector
+from lightning.pytorch.trainer.states import TrainerFn
 from torch import Tensor
 
 from transformer_nmt.training.run.slurm_requeue import REQUEUE_SIGNAL, requeue_this_job
+from transformer_nmt.training.step.val_metrics import mode as better_mode
 
 log = logging.getLogger(__name__)
 
@@ -191,6 +198,77 @@ class AgreedStop(L.Callback):
             )
         if self.signum == REQUEUE_SIGNAL:
             requeue_this_job()
+
+
+class EarlyStop(L.Callback):
+    """Stops training after `module.early_stopping_patience` validations in a row that did not
+    better the best `val/<module.monitor>` (lower for TER and the loss, higher for the scores).
+
+    Read from the module at setup; does nothing where the patience is None. Every rank reads the
+    same monitored value (see the module's docstring), so every rank stops after the same
+    validation, through `trainer.should_stop`: training ends as at `max_steps`, the checkpoint
+    policy writes `last.ckpt`, and `train` reports the best. The best and the count are saved in
+    every checkpoint, so a resumed run goes on counting, and one resumed after it stopped early
+    stops again before its first update (unless given a larger patience).
+    """
+
+    def __init__(self) -> None:
+        self.monitor: str | None = None
+        self.patience: int | None = None
+        self.best: float | None = None
+        self.wait = 0  # validations since the best
+        self.stopped_at: int | None = None  # the step training stopped after
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        self.monitor = getattr(pl_module, "monitor", None)
+        self.patience = getattr(pl_module, "hparams", {}).get("early_stopping_patience")
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.patience is not None and self.wait >= self.patience:
+            self._stop(trainer, "a resumed run that had stopped early")
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.patience is None or trainer.sanity_checking:
+            return
+        if trainer.state.fn != TrainerFn.FITTING or self.stopped_at is not None:
+            return
+        score = trainer.callback_metrics.get(self.monitor)
+        if score is None:
+            return
+        value = float(score)
+        if self._improves(value):
+            self.best, self.wait = value, 0
+            return
+        self.wait += 1
+        if self.wait >= self.patience:
+            self._stop(trainer, f"{self.wait} validations without a better {self.monitor}")
+
+    def _improves(self, value: float) -> bool:
+        if value != value or abs(value) == float("inf"):  # NaN or infinite: never better
+            return False
+        if self.best is None:
+            return True
+        return value < self.best if better_mode(self.monitor) == "min" else value > self.best
+
+    def _stop(self, trainer: L.Trainer, why: str) -> None:
+        self.stopped_at = trainer.global_step
+        trainer.should_stop = True
+        # On every rank, in its own log: each says where it stopped.
+        log.info(
+            "Early stopping: %s (best %s, patience %d); every rank stops after step %d",
+            why,
+            self.best,
+            self.patience,
+            self.stopped_at,
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"monitor": self.monitor, "best": self.best, "wait": self.wait}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        # Another metric's count says nothing about this one (resuming refuses that anyway).
+        if state_dict.get("monitor") == self.monitor:
+            self.best, self.wait = state_dict.get("best"), state_dict.get("wait", 0)
 
 
 class _RecordingSignalConnector(_SignalConnector):

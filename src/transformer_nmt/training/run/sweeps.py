@@ -9,6 +9,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from transformer_nmt.training.plan.resume import ResumePoint
+from transformer_nmt.training.step.val_metrics import direction as metric_direction
 
 log = logging.getLogger(__name__)
 
@@ -17,13 +18,35 @@ def is_multirun() -> bool:
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
+def study_direction(metric: str | None, given: str | None) -> str:
+    """Which way a sweep optimises `metric` (`optimized_metric`): `given` (`optimized_direction`)
+    or, where it is null, the metric's own; ValueError where `given` contradicts the metric's."""
+    own = metric_direction(metric) if metric else None
+    if given is None:
+        if own is None and metric:
+            raise ValueError(
+                f"optimized_direction=null: which way is better is not known for "
+                f"optimized_metric={metric}; give optimized_direction=maximize or minimize"
+            )
+        return own or "maximize"
+    if given not in ("maximize", "minimize"):
+        raise ValueError(f"optimized_direction={given}: maximize, minimize, or null")
+    if own is not None and given != own:
+        raise ValueError(
+            f"optimized_direction={given} contradicts optimized_metric={metric}, which is "
+            f"better {'lower' if own == 'minimize' else 'higher'}: give "
+            f"optimized_direction={own}, or null to take the metric's own"
+        )
+    return given
+
+
 def optimized_metric(cfg: DictConfig, metrics: dict[str, float]) -> float | None:
     """The value of `cfg.optimized_metric` that a sweeper optimises: its best, else its last.
 
     None when no metric is named, or when the run never logged it (it ended before its first
     validation): a warning says so, the run still succeeds, and an Optuna sweep records the trial
-    as failed. The best is that of a checkpoint callback monitoring the metric, so its `mode`
-    must agree with `optimized_direction`.
+    as failed. The best is that of a checkpoint callback monitoring the metric, in its `mode`:
+    the metric's own, as the sweep's direction is (`study_direction`).
     """
     name = cfg.get("optimized_metric")
     if not name:
@@ -37,7 +60,8 @@ def optimized_metric(cfg: DictConfig, metrics: dict[str, float]) -> float | None
             ", ".join(sorted(metrics)) or "nothing",
         )
         return None
-    log.info("Optimized metric %s (%s): %s", name, cfg.get("optimized_direction"), value)
+    direction = cfg.get("optimized_direction") or metric_direction(name)
+    log.info("Optimized metric %s (%s): %s", name, direction, value)
     return value
 
 

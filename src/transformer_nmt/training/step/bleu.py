@@ -1,7 +1,8 @@
-"""Corpus BLEU and chrF exactly as sacreBLEU computes them, summed across batches and ranks."""
+"""Corpus BLEU, chrF, chrF++ and TER exactly as sacreBLEU computes them, summed across batches and
+ranks."""
 
 import torch
-from sacrebleu.metrics import BLEU, CHRF
+from sacrebleu.metrics import BLEU, CHRF, TER
 from torchmetrics import Metric
 
 MAX_ORDER = 4
@@ -42,7 +43,8 @@ class SacreBLEU(Metric):
 
 
 class SacreCHRF(Metric):
-    """sacreBLEU's corpus chrF (character 6-grams, beta 2: its defaults) as a torchmetric.
+    """sacreBLEU's corpus chrF (character 6-grams, beta 2: its defaults) as a torchmetric; with
+    `word_order=2`, chrF++ (word unigrams and bigrams too).
 
     As `SacreBLEU`, it sums sacreBLEU's own per-sentence statistics (each n-gram order's
     matches and hypothesis and reference counts), so several batches or ranks score as one
@@ -51,9 +53,9 @@ class SacreCHRF(Metric):
 
     full_state_update = False
 
-    def __init__(self) -> None:
+    def __init__(self, word_order: int = 0) -> None:
         super().__init__()
-        self.chrf = CHRF()
+        self.chrf = CHRF(word_order=word_order)
         size = 3 * (self.chrf.char_order + self.chrf.word_order)
         self.add_state("stats", torch.zeros(size, dtype=torch.long), dist_reduce_fx="sum")
 
@@ -63,4 +65,29 @@ class SacreCHRF(Metric):
 
     def compute(self) -> torch.Tensor:
         score = self.chrf._compute_score_from_stats(self.stats.tolist()).score
+        return torch.tensor(score, dtype=torch.float64, device=self.stats.device)
+
+
+class SacreTER(Metric):
+    """sacreBLEU's corpus TER (its defaults: case-sensitive, punctuation kept) as a torchmetric.
+
+    Sums sacreBLEU's per-sentence edits and reference lengths (in words), so several batches or
+    ranks score as one `sacrebleu.corpus_ter` call over all sentences. Lower is better.
+    """
+
+    full_state_update = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ter = TER()
+        # float64: a reference length is the mean over references, exact while there is one.
+        self.add_state("stats", torch.zeros(2, dtype=torch.float64), dist_reduce_fx="sum")
+
+    def update(self, hypotheses: list[str], references: list[str]) -> None:
+        per_sentence = self.ter._extract_corpus_statistics(hypotheses, [references])
+        summed = torch.tensor(per_sentence, dtype=torch.float64, device=self.stats.device).sum(0)
+        self.stats += summed
+
+    def compute(self) -> torch.Tensor:
+        score = self.ter._compute_score_from_stats(self.stats.tolist()).score
         return torch.tensor(score, dtype=torch.float64, device=self.stats.device)

@@ -16,11 +16,16 @@ from transformer_nmt.decoding import greedy_search
 from transformer_nmt.model import EncoderDecoder
 from transformer_nmt.training.plan.device_defaults import device_default
 from transformer_nmt.training.run.stop import StopVotes
-from transformer_nmt.training.step.bleu import SacreBLEU, SacreCHRF
 from transformer_nmt.training.step.hot_path import all_reduce_, is_logging_step
 from transformer_nmt.training.step.loss import label_smoothed_nll, perplexity
 from transformer_nmt.training.step.lr_schedule import LearningRate, cooldown_problem
 from transformer_nmt.training.step.rdrop import doubled, symmetric_kl
+from transformer_nmt.training.step.val_metrics import (
+    SCORES,
+    computed_scores,
+    logged_name,
+    metric_problems,
+)
 
 
 def real_target_logits(
@@ -82,8 +87,16 @@ class TranslationModule(L.LightningModule):
             compiling again. Decoding stays eager: its cache grows every step. "auto": the
             device's default (`device_defaults`), decided when the trainer knows the device.
         languages: a multilingual model's languages and directions (the data module's); its
-            validation scores BLEU and chrF per direction (`val/bleu/de-fr`), `val/bleu` their
-            mean, and its checkpoints record them. None: one direction.
+            validation scores each of `val_metrics` per direction (`val/bleu/de-fr`), `val/bleu`
+            their mean, and its checkpoints record them. None: one direction.
+        val_metrics: the scores validation computes as sacreBLEU does (`bleu`, `chrf`, `chrf++`,
+            `ter`: `training/step/val_metrics.py`), each logged as `val/<name>`; `val/loss` and
+            `val/ppl` always.
+        monitor: the metric the run is judged by (`bleu`, `ter`, `bleu/de-fr`, `loss`...): the
+            checkpoint policy keeps the best by `val/<monitor>`, the sweeper optimises it, early
+            stopping waits for it; computed even where `val_metrics` omits it.
+        early_stopping_patience: validations in a row without a better `monitor` after which
+            training stops (`training/run/stop.py`'s `EarlyStop`); None: never (the paper's).
     """
 
     def __init__(
@@ -100,8 +113,19 @@ class TranslationModule(L.LightningModule):
         max_len_b: int = 50,
         compile: bool | str = False,
         languages: Languages | None = None,
+        val_metrics: Sequence[str] = ("bleu", "chrf"),
+        monitor: str = "bleu",
+        early_stopping_patience: int | None = None,
     ) -> None:
         super().__init__()
+        directions = None if languages is None else languages.names
+        if problems := metric_problems(val_metrics, monitor, directions):
+            raise ValueError("; ".join(problems))
+        if early_stopping_patience is not None and early_stopping_patience < 1:
+            raise ValueError(
+                f"module.early_stopping_patience={early_stopping_patience}: give the validations "
+                "without improvement to wait, at least 1, or null to never stop early"
+            )
         self.save_hyperparameters(ignore=["model", "tokenizer", "languages"])
         self.model = model
         if compile is True:
@@ -111,12 +135,18 @@ class TranslationModule(L.LightningModule):
         self.val_loss_sum = SumMetric()
         self.val_nll_sum = SumMetric()
         self.val_tokens = SumMetric()
-        self.val_bleu = SacreBLEU()
         self.languages = languages
-        if languages is not None:
-            names = languages.names
-            self.val_direction_bleu = torch.nn.ModuleDict({n: SacreBLEU() for n in names})
-            self.val_direction_chrf = torch.nn.ModuleDict({n: SacreCHRF() for n in names})
+        self.monitor = logged_name(monitor)  # what the checkpoint policy and early stopping read
+        scores = computed_scores(val_metrics, monitor)
+        if languages is None:
+            self.val_scores = torch.nn.ModuleDict({kind: SCORES[kind]() for kind in scores})
+        else:
+            self.val_direction_scores = torch.nn.ModuleDict(
+                {
+                    kind: torch.nn.ModuleDict({n: SCORES[kind]() for n in languages.names})
+                    for kind in scores
+                }
+            )
         # Global target tokens of the update being accumulated (None before its first batch),
         # and the factor that renormalizes its gradients once this micro-batch's backward is done.
         self._update_tokens: Tensor | None = None
@@ -210,7 +240,9 @@ class TranslationModule(L.LightningModule):
         self.val_nll_sum.update(nll_sum)
         self.val_tokens.update(num_tokens)
         if self.languages is None:
-            self.val_bleu.update(self.translate_ids(batch["src"]), batch["tgt_text"])
+            hypotheses = self.translate_ids(batch["src"])
+            for metric in self.val_scores.values():
+                metric.update(hypotheses, batch["tgt_text"])
         else:
             self._update_direction_scores(batch)
 
@@ -225,32 +257,34 @@ class TranslationModule(L.LightningModule):
             wanted.append(reference)
         for direction, (found, wanted) in by_direction.items():
             name = self.languages.names[direction]
-            self.val_direction_bleu[name].update(found, wanted)
-            self.val_direction_chrf[name].update(found, wanted)
+            for metrics in self.val_direction_scores.values():
+                metrics[name].update(found, wanted)
 
     def on_validation_epoch_end(self) -> None:
         num_tokens = self.val_tokens.compute()
         self.log("val/loss", self.val_loss_sum.compute() / num_tokens)
         self.log("val/ppl", perplexity(self.val_nll_sum.compute(), num_tokens))
         if self.languages is None:
-            self.log("val/bleu", self.val_bleu.compute(), prog_bar=True)
-            self.val_bleu.reset()
+            for kind, metric in self.val_scores.items():
+                self.log(f"val/{kind}", metric.compute(), prog_bar=f"val/{kind}" == self.monitor)
+                metric.reset()
         else:
             self._log_direction_scores()
         for metric in (self.val_loss_sum, self.val_nll_sum, self.val_tokens):
             metric.reset()
 
     def _log_direction_scores(self) -> None:
-        """`val/bleu/<src>-<tgt>` and `val/chrf/...` per direction; `val/bleu` and `val/chrf`
-        their means, so that checkpoints and sweeps monitor the same name as for one direction
-        (or monitor one direction by its name)."""
-        for kind, metrics in (("bleu", self.val_direction_bleu), ("chrf", self.val_direction_chrf)):
+        """`val/bleu/<src>-<tgt>`, `val/chrf/...` (each score) per direction; `val/bleu`,
+        `val/chrf` their means, so that checkpoints and sweeps monitor the same name as for one
+        direction (or monitor one direction by its name)."""
+        for kind, metrics in self.val_direction_scores.items():
             scores = []
             for name, metric in metrics.items():
                 scores.append(metric.compute())
                 self.log(f"val/{kind}/{name}", scores[-1])
                 metric.reset()
-            self.log(f"val/{kind}", torch.stack(scores).mean(), prog_bar=kind == "bleu")
+            mean = torch.stack(scores).mean()
+            self.log(f"val/{kind}", mean, prog_bar=f"val/{kind}" == self.monitor)
 
     @torch.no_grad()
     def translate_ids(self, src: Tensor, bos_ids: Sequence[int] | None = None) -> list[str]:
