@@ -37,6 +37,7 @@ from transformer_nmt.training.fine_tuning.parent_vocab import (
     parent_data,
     vocab_problem,
 )
+from transformer_nmt.training.lightning_internals import set_global_step
 from transformer_nmt.training.plan.config_checks import ConfigError
 
 # What only a run with `init_from` reads.
@@ -88,12 +89,7 @@ class KeepParentState(L.Callback):
             # count comes along and is set below.
             trainer.fit_loop.load_state_dict(self.kept["data"]["fit_loop"])
         if "step" in self.kept or "data" in self.kept:
-            # Lightning's global step is the optimizer steps completed; max_steps counts on.
-            step = self.kept.get("step", 0)
-            loop = trainer.fit_loop.epoch_loop
-            progress = loop.automatic_optimization.optim_progress.optimizer.step.total
-            progress.ready = progress.completed = step
-            loop._batches_that_stepped = step
+            set_global_step(trainer, self.kept.get("step", 0))
 
 
 def override(value: Any) -> str:
