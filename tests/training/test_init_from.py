@@ -2,6 +2,7 @@
 new step count; frozen parts stay bit-identical; bad parents and parts are refused by name; an
 extended vocabulary keeps every old token's id and rows."""
 
+import json
 import re
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from transformer_nmt.checkpoint import model_weights, read_checkpoint
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.data.tokenizer_kinds import tokenizer_from_str
 from transformer_nmt.model.vocab_growth import PER_TOKEN
-from transformer_nmt.training.fine_tuning.init_from import load_parent
+from transformer_nmt.training.fine_tuning.init_from import load_parent, parent_from_plan
 from transformer_nmt.training.fine_tuning.parent_position import BATCHING, position_problems
 from transformer_nmt.training.plan.config_checks import ConfigError
 
@@ -83,6 +84,33 @@ def test_init_from_averages_a_folder_and_freezes_by_path(checkpoints, tmp_path):
     assert frozen and all(name.startswith("decoder.layers.0.") for name in frozen)
 
 
+def test_the_parent_is_read_once_and_the_other_ranks_build_it_from_the_plans_record(
+    checkpoints, tmp_path, monkeypatch
+):
+    path = checkpoints / "step1.ckpt"
+    cfg = compose_train(tmp_path, ["model=tiny", f"init_from={path}", "init_freeze=[encoder]"])
+    read, load = [], torch.load
+    monkeypatch.setattr(torch, "load", lambda f, *a, **k: read.append(f) or load(f, *a, **k))
+    parent = load_parent(cfg)
+    assert read == [path]
+    record = json.loads(json.dumps(parent.record))  # as the plan hands it to the other ranks
+    assert {k: record[k] for k in ("init_from", "files", "step", "kept", "frozen")} == {
+        "init_from": str(path),
+        "files": [str(path)],
+        "step": 1,
+        "kept": [],
+        "frozen": ["encoder"],
+    }
+    other = parent_from_plan(cfg, record)
+    pairs = zip(parent.model.named_parameters(), other.model.parameters(), strict=True)
+    for (name, mine), theirs in pairs:
+        assert torch.equal(mine, theirs) and mine.requires_grad == theirs.requires_grad, name
+    tokenizer = tokenizer_from_str(read_checkpoint(path)["tokenizer"])
+    write_checkpoint(path, tokenizer, seed=5, step=1)  # replaced after rank 0 read it
+    with pytest.raises(ConfigError, match="its weights differ from those global rank 0 read"):
+        parent_from_plan(cfg, record)
+
+
 @pytest.mark.parametrize(
     "setting",
     ["init_keep=[step]", "init_freeze=[encoder]", "init_extend_vocab=true", "init_average_last=2"],
@@ -139,9 +167,12 @@ def test_an_rnn_parent_keeps_frozen_embeddings_encoder_and_layers_by_index(tmp_p
 
 
 @pytest.mark.slow
-def test_init_keep_takes_the_parents_optimizer_schedule_and_step_and_by_default_none(tmp_path):
+def test_init_keep_takes_the_parents_optimizer_schedule_and_step_and_by_default_none(
+    tmp_path, caplog
+):
     """Adam's step counts, the schedule's and the global step continue the parent's 2 steps
-    (max_steps=3 trains one more); a new run counts from 0."""
+    (max_steps=3 trains one more); a new run counts from 0. The log says once what the run
+    started from and kept, and every checkpoint's plan records it."""
     from transformer_nmt.train import train
 
     parent_cfg = compose_train(tmp_path / "parent", quick_toy_run(max_steps=2))
@@ -153,8 +184,15 @@ def test_init_keep_takes_the_parents_optimizer_schedule_and_step_and_by_default_
         cfg = compose_train(
             tmp_path / name, [*quick_toy_run(max_steps=step), f"init_from={path}", keep]
         )
-        train(cfg)
+        caplog.clear()
+        with caplog.at_level("INFO", logger="transformer_nmt"):
+            train(cfg)
         child = read_checkpoint(f"{cfg.paths.output_dir}/checkpoints/last.ckpt")
+        kept = cfg.init_keep
+        record = child["run_plan"]["parent"]
+        assert (record["files"], record["step"], record["kept"]) == ([path], 2, list(kept)), name
+        said = [r.message for r in caplog.records if f"fine-tunes {path} at step 2" in r.message]
+        assert len(said) == 1 and f"keeps its {', '.join(kept) or 'weights only'}" in said[0]
         assert child["global_step"] == step, name
         assert child["lr_schedulers"][0]["last_epoch"] == step, name
         steps = {float(s["step"]) for s in child["optimizer_states"][0]["state"].values()}

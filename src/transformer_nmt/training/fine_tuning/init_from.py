@@ -13,19 +13,22 @@ parts whose weights training leaves as they are: `embeddings` (source, target, a
 projection tied to them), `encoder`, `decoder`, or any module path such as `decoder.layers.0`.
 """
 
+import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import lightning as L
+import torch
 from hydra.utils import get_class
 from omegaconf import DictConfig, ListConfig
 
 from transformer_nmt.checkpoint import (
     CheckpointError,
-    load_translator,
+    average_checkpoints,
     read_checkpoint,
     resolve_checkpoints,
+    translator_from,
 )
 from transformer_nmt.data.framing import ADDED_TOKENS
 from transformer_nmt.data.tokenizer import SubwordTokenizer
@@ -34,7 +37,6 @@ from transformer_nmt.training.fine_tuning.parent_position import position_proble
 from transformer_nmt.training.fine_tuning.parent_vocab import (
     extend_vocab,
     frozen_rows_problem,
-    parent_data,
     vocab_problem,
 )
 from transformer_nmt.training.lightning_internals import set_global_step
@@ -54,11 +56,13 @@ KEEPABLE = {
 
 
 class Parent(NamedTuple):
-    """The model a run starts from, its vocabulary, and the training state `init_keep` takes."""
+    """The model a run starts from, its vocabulary, the training state `init_keep` takes, and
+    the plan's record of it (`record`)."""
 
     model: EncoderDecoder
     tokenizer: SubwordTokenizer
     kept: dict[str, Any] = {}
+    record: dict[str, Any] = {}
 
 
 class KeepParentState(L.Callback):
@@ -100,7 +104,9 @@ def override(value: Any) -> str:
 
 
 def load_parent(cfg: DictConfig) -> Parent | None:
-    """The parent `cfg.init_from` names, checked against the config; None without one.
+    """The parent `cfg.init_from` names, read once and checked against the config; None without
+    one. Global rank 0 runs it as it plans the run; the plan records it (`Parent.record`), and
+    the other ranks build the same parent from that record (`parent_from_plan`).
 
     Raises:
         ConfigError: an `init_*` setting without `init_from`, an unreadable parent, a family
@@ -119,9 +125,9 @@ def load_parent(cfg: DictConfig) -> Parent | None:
     average_last = cfg.get("init_average_last")
     keep = list(cfg.get("init_keep") or [])
     try:
-        model, tokenizer = read_parent(Path(init_from), average_last)
-        recorded = parent_data(Path(init_from), average_last)
-        kept = read_kept(Path(init_from), average_last, keep)
+        files = parent_files(Path(init_from), average_last)
+        model, tokenizer, checkpoint = read_parent(files)
+        kept = read_kept(files, checkpoint, average_last, keep)
         if problem := step_problem(kept.get("step"), cfg.trainer.get("max_steps", -1)):
             raise ConfigError(problem)
     except (CheckpointError, ValueError, OSError) as e:
@@ -134,18 +140,63 @@ def load_parent(cfg: DictConfig) -> Parent | None:
         )
     extend = cfg.get("init_extend_vocab")
     problems = fit_problems(cfg, model, tokenizer)
+    recorded = (checkpoint or {}).get("datamodule_hyper_parameters") or {}
     if not extend and (problem := vocab_problem(cfg.data, recorded, tokenizer)):
         problems.append(problem)
     if "data" in kept:
-        problems += position_problems(cfg, read_checkpoint(Path(init_from), mmap=True))
+        problems += position_problems(cfg, checkpoint)
     if problems:
         raise ConfigError(f"init_from={init_from}: " + "; ".join(problems))
-    if extend:
+    record = {
+        "init_from": str(init_from),
+        "files": [str(f) for f in files],
+        "step": (checkpoint or {}).get("global_step"),
+        "weights_sha256": weights_digest(model),
+        "kept": keep,
+        "frozen": list(cfg.get("init_freeze") or []),
+        "extend_vocab": bool(extend),
+    }
+    return as_configured(cfg, model, tokenizer, kept, record)
+
+
+def parent_from_plan(cfg: DictConfig, record: dict[str, Any]) -> Parent:
+    """The parent global rank 0 decided, from the files its plan names, unchecked but for its
+    weights: a file that changed since rank 0 read it is refused."""
+    files = [Path(f) for f in record["files"]]
+    model, tokenizer, checkpoint = read_parent(files)
+    if weights_digest(model) != record["weights_sha256"]:
+        raise ConfigError(
+            f"init_from={record['init_from']}: its weights differ from those global rank 0 read "
+            "as it planned the run (the file changed meanwhile, or this host sees another): give "
+            "every rank the same parent file"
+        )
+    kept = {name: checkpoint[KEEPABLE[name]] for name in record["kept"]}
+    return as_configured(cfg, model, tokenizer, kept, record)
+
+
+def as_configured(
+    cfg: DictConfig,
+    model: EncoderDecoder,
+    tokenizer: SubwordTokenizer,
+    kept: dict[str, Any],
+    record: dict[str, Any],
+) -> Parent:
+    """The parent with its vocabulary extended and its parts frozen as `record` says."""
+    if record["extend_vocab"]:
         model, tokenizer = extend_vocab(cfg, model, tokenizer)
-    freeze(model, cfg.get("init_freeze") or [])
-    if extend and (problem := frozen_rows_problem(model)):
+    freeze(model, record["frozen"])
+    if record["extend_vocab"] and (problem := frozen_rows_problem(model)):
         raise ConfigError(problem)
-    return Parent(model.train(), tokenizer, kept)
+    return Parent(model.train(), tokenizer, kept, record)
+
+
+def weights_digest(model: EncoderDecoder) -> str:
+    """The first 16 hex digits of the sha256 of the model's weights, in name order."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy())
+    return digest.hexdigest()[:16]
 
 
 def step_problem(step: int | None, max_steps: int) -> str | None:
@@ -158,7 +209,12 @@ def step_problem(step: int | None, max_steps: int) -> str | None:
     )
 
 
-def read_kept(path: Path, average_last: int | None, keep: Sequence[str]) -> dict[str, Any]:
+def read_kept(
+    files: list[Path],
+    checkpoint: dict[str, Any] | None,
+    average_last: int | None,
+    keep: Sequence[str],
+) -> dict[str, Any]:
     """The parent checkpoint's state of each `init_keep` part, checked before any write."""
     if not keep:
         return {}
@@ -168,13 +224,12 @@ def read_kept(path: Path, average_last: int | None, keep: Sequence[str]) -> dict
             f"init_keep: {', '.join(unknown)} is no keepable part; name some of "
             f"{', '.join(KEEPABLE)}, or leave init_keep=[] to start them new"
         )
-    if path.is_dir() or average_last is not None:
+    if checkpoint is None or len(files) > 1 or average_last is not None:
         raise ConfigError(
             f"init_keep={list(keep)} takes one training checkpoint's state, but init_from is "
             f"{'an average of several' if average_last else 'a folder'}: name one .ckpt file, "
             "or set init_keep=[]"
         )
-    checkpoint = read_checkpoint(path)
     missing = [name for name in keep if checkpoint.get(KEEPABLE[name]) in (None, [])]
     if missing:
         raise ConfigError(
@@ -202,20 +257,35 @@ def fit_problems(cfg: DictConfig, model: EncoderDecoder, tokenizer: SubwordToken
     return problems
 
 
-def read_parent(path: Path, average_last: int | None) -> tuple[EncoderDecoder, SubwordTokenizer]:
-    """A MarianMT folder's model, or a checkpoint's, or the average of a folder's last N."""
+def parent_files(path: Path, average_last: int | None) -> list[Path]:
+    """A MarianMT folder, or the checkpoint, or a folder's last N checkpoints to average."""
     if path.is_dir() and (path / "config.json").is_file():
-        # Imported here: transformers takes seconds, and only MarianMT folders need it.
-        from transformer_nmt.export.hf_import import read_folder
-
-        return read_folder(path)
+        return [path]
     if path.is_dir() and average_last is None:
         names = ", ".join(sorted(p.name for p in path.glob("*.ckpt"))[:5]) or "no .ckpt"
         raise CheckpointError(
             f"a folder ({names}): name one of its checkpoints, or set init_average_last=N to "
             "start from the average of its last N"
         )
-    return load_translator(resolve_checkpoints([str(path)], average_last))
+    return resolve_checkpoints([str(path)], average_last)
+
+
+def read_parent(
+    files: list[Path],
+) -> tuple[EncoderDecoder, SubwordTokenizer, dict[str, Any] | None]:
+    """The model and tokenizer of a MarianMT folder, a checkpoint or the average of several,
+    each file read once; and the checkpoint itself (the last one's, for an average), whose other
+    entries the checks and `init_keep` read (None for a MarianMT folder)."""
+    if files[0].is_dir():
+        # Imported here: transformers takes seconds, and only MarianMT folders need it.
+        from transformer_nmt.export.hf_import import read_folder
+
+        return (*read_folder(files[0]), None)
+    if len(files) > 1:
+        model, tokenizer = translator_from(average_checkpoints(files), f"average of {len(files)}")
+        return model, tokenizer, read_checkpoint(files[-1], mmap=True)
+    checkpoint = read_checkpoint(files[0])
+    return (*translator_from(checkpoint, where=str(files[0])), checkpoint)
 
 
 def freeze(model: EncoderDecoder, parts: Sequence[str]) -> None:

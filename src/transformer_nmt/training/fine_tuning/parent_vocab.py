@@ -8,14 +8,12 @@ data config's BPE, trained on the new corpus, to add the tokens the parent lacks
 """
 
 import logging
-from pathlib import Path
 from typing import Any
 
 import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from transformer_nmt.checkpoint import read_checkpoint, resolve_checkpoints
 from transformer_nmt.data.tokenizer import BPETokenizer, SubwordTokenizer
 from transformer_nmt.model import EncoderDecoder
 from transformer_nmt.model.vocab_growth import PER_TOKEN, with_vocab_size
@@ -25,15 +23,6 @@ log = logging.getLogger(__name__)
 
 # The data settings that name a tokenizer besides its training text.
 TOKENIZER_SETTINGS = ("vocab_size", "min_frequency")
-
-
-def parent_data(path: Path, average_last: int | None) -> dict[str, Any]:
-    """The data settings a parent checkpoint trained with (of the last, for an average); {} for a
-    MarianMT folder or a checkpoint that records none."""
-    if path.is_dir() and average_last is None:
-        return {}
-    last = resolve_checkpoints([str(path)], average_last)[-1]
-    return read_checkpoint(last, mmap=True).get("datamodule_hyper_parameters") or {}
 
 
 def vocab_problem(
