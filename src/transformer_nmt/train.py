@@ -180,7 +180,7 @@ def build_trainer(
 ) -> L.Trainer:
     """The Trainer with its callbacks, ending, cooling down, keeping checkpoints, in the precision
     and accumulation the plan says; with the parent's optimizer and schedule state where
-    `init_keep` names them."""
+    `init.keep` names them."""
     callbacks = [instantiate(c, **planned(c, plan)) for c in (cfg.callbacks or {}).values()]
     callbacks += [PlanRecord(plan), AgreedStop(), RngStates()]
     if plan.max_time:  # in place of Lightning's Timer, whose end costs a sync a micro-batch

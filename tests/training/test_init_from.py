@@ -1,9 +1,11 @@
-"""Fine-tuning with `init_from`: the run starts from the parent's weights and vocabulary, with a
+"""Fine-tuning with `init.from`: the run starts from the parent's weights and vocabulary, with a
 new step count; frozen parts stay bit-identical; bad parents and parts are refused by name; an
 extended vocabulary keeps every old token's id and rows."""
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,7 +13,7 @@ import torch
 from hydra.utils import instantiate
 
 from helpers.checkpoint_files import SENTENCES, write_checkpoint
-from helpers.hydra_compose import compose_train
+from helpers.hydra_compose import ROOT, compose_train
 from helpers.quick_toy_run import quick_toy_run
 from transformer_nmt.checkpoint import model_weights, read_checkpoint
 from transformer_nmt.data.tokenizer import BPETokenizer
@@ -35,15 +37,15 @@ def test_an_imported_model_fine_tunes_with_frozen_parts_unchanged(tmp_path):
     parent, tokenizer = read_folder(tmp_path / "opus")
     overrides = [
         *quick_toy_run(max_steps=3),
-        f"init_from={tmp_path / 'opus'}",
-        "init_freeze=[embeddings,encoder]",
+        f"init.from={tmp_path / 'opus'}",
+        "init.freeze=[embeddings,encoder]",
         "+data.corpus.max_len=4",  # toy sentences of at most 4 words fit the parent's 64 positions
         "data.max_len=60",
     ]
     with pytest.raises(ConfigError, match="data.bpe_dropout=0.1 drops BPE merges"):
         load_parent(compose_train(tmp_path, [*overrides, "data.bpe_dropout=0.1"]))
-    with pytest.raises(ConfigError, match="the parent's is SentencePieceTokenizer's: set init_ext"):
-        load_parent(compose_train(tmp_path, [*overrides, "init_extend_vocab=true"]))
+    with pytest.raises(ConfigError, match="the parent's is SentencePieceTokenizer's: set init.ext"):
+        load_parent(compose_train(tmp_path, [*overrides, "init.extend_vocab=true"]))
     cfg = compose_train(tmp_path, overrides)
     train(cfg)
     checkpoint = read_checkpoint(f"{cfg.paths.output_dir}/checkpoints/last.ckpt")
@@ -71,9 +73,9 @@ def test_init_from_averages_a_folder_and_freezes_by_path(checkpoints, tmp_path):
         tmp_path,
         [
             "model=tiny",
-            f"init_from={checkpoints}",
-            "init_average_last=2",
-            "init_freeze=[decoder.layers.0]",
+            f"init.from={checkpoints}",
+            "init.average_last=2",
+            "init.freeze=[decoder.layers.0]",
         ],
     )
     parent = load_parent(cfg)
@@ -88,14 +90,14 @@ def test_the_parent_is_read_once_and_the_other_ranks_build_it_from_the_plans_rec
     checkpoints, tmp_path, monkeypatch
 ):
     path = checkpoints / "step1.ckpt"
-    cfg = compose_train(tmp_path, ["model=tiny", f"init_from={path}", "init_freeze=[encoder]"])
+    cfg = compose_train(tmp_path, ["model=tiny", f"init.from={path}", "init.freeze=[encoder]"])
     read, load = [], torch.load
     monkeypatch.setattr(torch, "load", lambda f, *a, **k: read.append(f) or load(f, *a, **k))
     parent = load_parent(cfg)
     assert read == [path]
     record = json.loads(json.dumps(parent.record))  # as the plan hands it to the other ranks
-    assert {k: record[k] for k in ("init_from", "files", "step", "kept", "frozen")} == {
-        "init_from": str(path),
+    assert {k: record[k] for k in ("path", "files", "step", "kept", "frozen")} == {
+        "path": str(path),
         "files": [str(path)],
         "step": 1,
         "kept": [],
@@ -111,12 +113,26 @@ def test_the_parent_is_read_once_and_the_other_ranks_build_it_from_the_plans_rec
         parent_from_plan(cfg, record)
 
 
+@pytest.mark.parametrize("old, new", [("init_from", "init.from"), ("init_keep", "init.keep")])
+def test_an_old_init_key_is_refused_naming_its_new_one(tmp_path, old, new):
+    cfg = compose_train(tmp_path, ["experiment=toy", f"+{old}=[step]"])
+    with pytest.raises(ConfigError, match=rf"^{old}: renamed to {re.escape(new)} \(the init"):
+        load_parent(cfg)
+    command = [sys.executable, "train.py", f"{old}=x", "experiment=toy"]
+    refused = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 1
+    assert refused.stderr.strip().splitlines() == [
+        f"error: {old}: renamed to {new} (the init config group, conf/init/); write e.g. "
+        "init.from=<checkpoint> init.keep=[step]"
+    ]
+
+
 @pytest.mark.parametrize(
     "setting",
-    ["init_keep=[step]", "init_freeze=[encoder]", "init_extend_vocab=true", "init_average_last=2"],
+    ["init.keep=[step]", "init.freeze=[encoder]", "init.extend_vocab=true", "init.average_last=2"],
 )
 def test_a_parent_setting_without_init_from_is_refused_not_ignored(tmp_path, setting):
-    with pytest.raises(ConfigError, match=rf"{re.escape(setting)} only apply with init_from="):
+    with pytest.raises(ConfigError, match=rf"{re.escape(setting)} only apply with init.from="):
         load_parent(compose_train(tmp_path, ["experiment=toy", setting]))
     assert load_parent(compose_train(tmp_path, ["experiment=toy"])) is None
 
@@ -125,19 +141,19 @@ def test_a_parent_setting_without_init_from_is_refused_not_ignored(tmp_path, set
     "overrides, named",
     [
         (["model=rnn_attention"], "holds a Transformer .* builds a RNNAttention"),
-        (["init_freeze=[decoder.layers.7]"], "'decoder.layers.7' names no weights"),
-        (["init_average_last=5"], "fewer than the 5 to average"),
-        ([], "a folder \\(step1.ckpt, step2.ckpt\\): name one of its checkpoints, or set init_av"),
+        (["init.freeze=[decoder.layers.7]"], "'decoder.layers.7' names no weights"),
+        (["init.average_last=5"], "fewer than the 5 to average"),
+        ([], "a folder \\(step1.ckpt, step2.ckpt\\): name one of its checkpoints, or set init.av"),
         (["data.max_len=2000"], "data.max_len=2000 lets a side reach 2001 positions but the"),
     ],
     ids=["family", "freeze", "average", "folder", "positions"],
 )
 def test_a_bad_parent_or_part_is_refused_by_name(checkpoints, tmp_path, overrides, named):
     cfg = compose_train(
-        tmp_path, ["model=tiny", f"init_from={checkpoints / 'step1.ckpt'}", *overrides]
+        tmp_path, ["model=tiny", f"init.from={checkpoints / 'step1.ckpt'}", *overrides]
     )
-    if not overrides or "init_average_last=5" in overrides:  # the folder, not one checkpoint
-        cfg.init_from = str(checkpoints)
+    if not overrides or "init.average_last=5" in overrides:  # the folder, not one checkpoint
+        cfg.init["from"] = str(checkpoints)
     with pytest.raises(ConfigError, match=named):
         load_parent(cfg)
 
@@ -154,8 +170,8 @@ def test_an_rnn_parent_keeps_frozen_embeddings_encoder_and_layers_by_index(tmp_p
         [
             *quick_toy_run(max_steps=2),
             "model=rnn_attention",
-            f"init_from={path}",
-            "init_freeze=[embeddings,encoder.forward_rnns.0,cells.0]",
+            f"init.from={path}",
+            "init.freeze=[embeddings,encoder.forward_rnns.0,cells.0]",
         ],
     )
     train(cfg)
@@ -179,16 +195,16 @@ def test_init_keep_takes_the_parents_optimizer_schedule_and_step_and_by_default_
     train(parent_cfg)
     path = f"{parent_cfg.paths.output_dir}/checkpoints/last.ckpt"
     assert read_checkpoint(path)["lr_schedulers"][0]["last_epoch"] == 2
-    runs = [("kept", "init_keep=[optimizer,schedule,step]", 3), ("new", "init_keep=[]", 1)]
+    runs = [("kept", "init.keep=[optimizer,schedule,step]", 3), ("new", "init.keep=[]", 1)]
     for name, keep, step in runs:
         cfg = compose_train(
-            tmp_path / name, [*quick_toy_run(max_steps=step), f"init_from={path}", keep]
+            tmp_path / name, [*quick_toy_run(max_steps=step), f"init.from={path}", keep]
         )
         caplog.clear()
         with caplog.at_level("INFO", logger="transformer_nmt"):
             train(cfg)
         child = read_checkpoint(f"{cfg.paths.output_dir}/checkpoints/last.ckpt")
-        kept = cfg.init_keep
+        kept = cfg.init.keep
         record = child["run_plan"]["parent"]
         assert (record["files"], record["step"], record["kept"]) == ([path], 2, list(kept)), name
         said = [r.message for r in caplog.records if f"fine-tunes {path} at step 2" in r.message]
@@ -202,10 +218,10 @@ def test_init_keep_takes_the_parents_optimizer_schedule_and_step_and_by_default_
 @pytest.mark.parametrize(
     "keep, named",
     [
-        ("[optimizer,epoch]", "init_keep: epoch is no keepable part; name some of optimizer, s"),
-        ("[schedule]", "init_keep=\\['schedule'\\] takes one training checkpoint's state, but"),
+        ("[optimizer,epoch]", "init.keep: epoch is no keepable part; name some of optimizer, s"),
+        ("[schedule]", "init.keep=\\['schedule'\\] takes one training checkpoint's state, but"),
         ("[step]", "the parent is at step 1, so trainer.max_steps=1 trains nothing: set tra"),
-        ("[data]", "init_keep: the checkpoint holds no loops \\(written without training"),
+        ("[data]", "init.keep: the checkpoint holds no loops \\(written without training"),
     ],
     ids=["unknown", "average", "step", "no_loops"],
 )
@@ -214,8 +230,8 @@ def test_init_keep_refuses_unknown_parts_stateless_parents_and_no_steps_left(
 ):
     averaged = keep == "[schedule]"
     parent = checkpoints if averaged else checkpoints / "step1.ckpt"
-    overrides = ["model=tiny", f"init_from={parent}", f"init_keep={keep}", "trainer.max_steps=1"]
-    cfg = compose_train(tmp_path, [*overrides, *(["init_average_last=2"] if averaged else [])])
+    overrides = ["model=tiny", f"init.from={parent}", f"init.keep={keep}", "trainer.max_steps=1"]
+    cfg = compose_train(tmp_path, [*overrides, *(["init.average_last=2"] if averaged else [])])
     with pytest.raises(ConfigError, match=named):
         load_parent(cfg)
 
@@ -228,7 +244,7 @@ def test_init_keep_refuses_unknown_parts_stateless_parents_and_no_steps_left(
             ["data.vocab_size=1000"],
             r"data.vocab_size=1000 would train another tokenizer than the parent's \("
             r"data.vocab_size=512, {n} tokens\): fine-tuning keeps the parent's vocabulary, so "
-            r"set data.vocab_size=512, or init_extend_vocab=true",
+            r"set data.vocab_size=512, or init.extend_vocab=true",
         ),
         (
             {"vocab_size": 512, "min_frequency": 2},
@@ -240,7 +256,7 @@ def test_init_keep_refuses_unknown_parts_stateless_parents_and_no_steps_left(
             None,
             ["data.vocab_size=270"],
             r"data.vocab_size=270 would train another tokenizer than the parent's, whose "
-            r"vocabulary holds {n} tokens: .* set data.vocab_size >= {n}, or init_extend_vocab",
+            r"vocabulary holds {n} tokens: .* set data.vocab_size >= {n}, or init.extend_vocab",
         ),
     ],
     ids=["vocab_size", "min_frequency", "unrecorded"],
@@ -252,7 +268,7 @@ def test_a_data_config_asking_for_another_vocabulary_is_refused_before_any_write
 
     tokenizer = BPETokenizer.train(SENTENCES, vocab_size=280, min_frequency=1)
     path = write_checkpoint(tmp_path / "parent.ckpt", tokenizer, data=recorded)
-    cfg = compose_train(tmp_path, [*quick_toy_run(max_steps=1), f"init_from={path}", *overrides])
+    cfg = compose_train(tmp_path, [*quick_toy_run(max_steps=1), f"init.from={path}", *overrides])
     with pytest.raises(ConfigError, match=named.format(n=tokenizer.vocab_size)):
         train(cfg)
     assert not Path(cfg.paths.output_dir).exists()
@@ -262,7 +278,7 @@ def test_a_new_corpus_with_the_parents_tokenizer_settings_keeps_its_vocabulary(t
     tokenizer = BPETokenizer.train(SENTENCES, vocab_size=280, min_frequency=1)
     toy = {"vocab_size": 512, "min_frequency": 1}  # conf/data/toy.yaml's, on other sentences
     path = write_checkpoint(tmp_path / "parent.ckpt", tokenizer, data=toy)
-    cfg = compose_train(tmp_path, [*quick_toy_run(max_steps=1), f"init_from={path}"])
+    cfg = compose_train(tmp_path, [*quick_toy_run(max_steps=1), f"init.from={path}"])
     assert load_parent(cfg).tokenizer.to_str() == tokenizer.to_str()
 
 
@@ -280,18 +296,18 @@ def test_init_extend_vocab_adds_the_new_corpus_tokens_keeping_old_ids_and_rows(t
     path = f"{parent_cfg.paths.output_dir}/checkpoints/last.ckpt"
     checkpoint = read_checkpoint(path)
     old = tokenizer_from_str(checkpoint["tokenizer"])
-    child = [*quick_toy_run(max_steps=2), f"init_from={path}"]
+    child = [*quick_toy_run(max_steps=2), f"init.from={path}"]
     refused = compose_train(tmp_path / "refused", child)
     with pytest.raises(ConfigError, match=r"data.vocab_size=512 would .* \(data.vocab_size=300"):
         train(refused)
     assert not Path(refused.paths.output_dir).exists()
     frozen = compose_train(
-        tmp_path / "frozen", [*child, "init_extend_vocab=true", "init_freeze=[embeddings]"]
+        tmp_path / "frozen", [*child, "init.extend_vocab=true", "init.freeze=[embeddings]"]
     )
-    with pytest.raises(ConfigError, match="rows in src_embed.lut.weight, .* init_freeze would"):
+    with pytest.raises(ConfigError, match="rows in src_embed.lut.weight, .* init.freeze would"):
         load_parent(frozen)
 
-    cfg = compose_train(tmp_path / "child", [*child, "init_extend_vocab=true"])
+    cfg = compose_train(tmp_path / "child", [*child, "init.extend_vocab=true"])
     parent = load_parent(cfg)
     tokens, known = parent.tokenizer.tokens(), old.vocab_size
     assert tokens[:known] == old.tokens() and len(tokens) > known
@@ -353,21 +369,21 @@ def test_init_keep_data_goes_on_with_the_parents_epoch_where_it_stopped(tmp_path
 
     straight = model_weights(run("straight", 4))
     run("parent", 2)
-    parent = f"init_from={tmp_path / 'parent' / 'run' / 'checkpoints' / 'last.ckpt'}"
-    kept = run("kept", 4, parent, "init_keep=[optimizer,schedule,step,data]")
+    parent = f"init.from={tmp_path / 'parent' / 'run' / 'checkpoints' / 'last.ckpt'}"
+    kept = run("kept", 4, parent, "init.keep=[optimizer,schedule,step,data]")
     assert trained_of_epoch(kept) == 4
     for name, weight in model_weights(kept).items():
         assert torch.equal(weight, straight[name]), name
-    again = model_weights(run("again", 4, parent, "init_keep=[optimizer,schedule,step]"))
+    again = model_weights(run("again", 4, parent, "init.keep=[optimizer,schedule,step]"))
     assert not all(torch.equal(weight, straight[name]) for name, weight in again.items())
-    alone = run("alone", 2, parent, "init_keep=[data]")
+    alone = run("alone", 2, parent, "init.keep=[data]")
     assert (alone["global_step"], trained_of_epoch(alone)) == (2, 4)
 
-    other = [*quick_toy_run(max_steps=4), parent, "init_keep=[data]"]
+    other = [*quick_toy_run(max_steps=4), parent, "init.keep=[data]"]
     with pytest.raises(
         ConfigError,
         match=r"data.max_tokens=256 \(the parent's: 192\); match the parent's, or leave data out "
-        r"of init_keep; init_keep names data, and the parent is in epoch 0, so trainer.max_epoch",
+        r"of init.keep; init.keep names data, and the parent is in epoch 0, so trainer.max_epoch",
     ):
         load_parent(
             compose_train(

@@ -15,6 +15,7 @@ from omegaconf import DictConfig
 
 from transformer_nmt.runtime.allocator import use_expandable_segments, use_fast_malloc
 from transformer_nmt.runtime.configs import checkout_root, config_dir
+from transformer_nmt.training.fine_tuning.renamed_keys import override_keys, renamed_problem
 from transformer_nmt.training.plan.run_config import register_resolvers
 
 # Printed after Hydra's own message when the command line does not compose into a config.
@@ -83,6 +84,8 @@ def deliberate_errors() -> tuple[type[Exception], ...]:
 
 def main(root: Path | None = None) -> None:
     """Run Hydra on the command line; `root` is the checkout `python train.py` lives in."""
+    if problem := renamed_problem(override_keys(sys.argv[1:])):
+        sys.exit(f"error: {problem}")  # Hydra would only say the key is not in the config
     use_expandable_segments()  # before CUDA's allocator starts; every rank inherits it
     use_fast_malloc()  # glibc reads its setting at start-up only: this starts the process again
     import hydra

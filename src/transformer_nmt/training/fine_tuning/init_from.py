@@ -1,14 +1,14 @@
 """Fine-tuning: a new run that starts from another model's weights, with parts of it frozen.
 
-`init_from` names a checkpoint, a folder of them (with `init_average_last=N`: their average), or a
+`init.from` names a checkpoint, a folder of them (with `init.average_last=N`: their average), or a
 MarianMT folder (`nmt-import hf`'s input). The run takes the parent's architecture, weights and
-vocabulary (a data config asking for another is refused, unless `init_extend_vocab` adds its
+vocabulary (a data config asking for another is refused, unless `init.extend_vocab` adds its
 tokens: parent_vocab.py), and everything else new: optimizer, schedule, step and data position
-start as in a run from scratch, unless `init_keep` names them: `optimizer` (Adam's moments and
+start as in a run from scratch, unless `init.keep` names them: `optimizer` (Adam's moments and
 step counts; this run's betas and eps), `schedule` (the learning rate continues at the parent's
 step), `step` (the global step, which `trainer.max_steps` counts on from) and `data` (the
 parent's epoch, from where it stopped, which `trainer.max_epochs` counts on from; only with the
-parent's batching: parent_position.py) come from a parent checkpoint. `init_freeze` names
+parent's batching: parent_position.py) come from a parent checkpoint. `init.freeze` names
 parts whose weights training leaves as they are: `embeddings` (source, target, and the output
 projection tied to them), `encoder`, `decoder`, or any module path such as `decoder.layers.0`.
 """
@@ -39,14 +39,15 @@ from transformer_nmt.training.fine_tuning.parent_vocab import (
     frozen_rows_problem,
     vocab_problem,
 )
+from transformer_nmt.training.fine_tuning.renamed_keys import renamed_problem
 from transformer_nmt.training.lightning_internals import set_global_step
 from transformer_nmt.training.plan.config_checks import ConfigError
 
-# What only a run with `init_from` reads.
-PARENT_SETTINGS = ("init_average_last", "init_keep", "init_freeze", "init_extend_vocab")
-# `init_freeze` names beyond module paths.
+# What only a run with `init.from` reads.
+PARENT_SETTINGS = ("average_last", "keep", "freeze", "extend_vocab")
+# `init.freeze` names beyond module paths.
 ALIASES = {"embeddings": ("src_embed", "tgt_embed")}
-# `init_keep` names: the parent checkpoint's entry each takes.
+# `init.keep` names: the parent checkpoint's entry each takes.
 KEEPABLE = {
     "optimizer": "optimizer_states",
     "schedule": "lr_schedulers",
@@ -56,7 +57,7 @@ KEEPABLE = {
 
 
 class Parent(NamedTuple):
-    """The model a run starts from, its vocabulary, the training state `init_keep` takes, and
+    """The model a run starts from, its vocabulary, the training state `init.keep` takes, and
     the plan's record of it (`record`)."""
 
     model: EncoderDecoder
@@ -104,26 +105,30 @@ def override(value: Any) -> str:
 
 
 def load_parent(cfg: DictConfig) -> Parent | None:
-    """The parent `cfg.init_from` names, read once and checked against the config; None without
+    """The parent `cfg.init.from` names, read once and checked against the config; None without
     one. Global rank 0 runs it as it plans the run; the plan records it (`Parent.record`), and
     the other ranks build the same parent from that record (`parent_from_plan`).
 
     Raises:
-        ConfigError: an `init_*` setting without `init_from`, an unreadable parent, a family
-            other than `cfg.model`'s, a data config asking for another vocabulary, a kept data
-            position under another batching, or an `init_freeze` name that matches no weights,
-            each named; before anything is written.
+        ConfigError: an old `init_*` key, an `init` setting without `init.from`, an unreadable
+            parent, a family other than `cfg.model`'s, a data config asking for another
+            vocabulary, a kept data position under another batching, or an `init.freeze` name
+            that matches no weights, each named; before anything is written.
     """
-    init_from = cfg.get("init_from")
+    if problem := renamed_problem(cfg.keys()):
+        raise ConfigError(problem)
+    init = cfg.get("init") or {}
+    init_from = init.get("from")
     if init_from is None:
-        if orphans := [f"{key}={override(cfg[key])}" for key in PARENT_SETTINGS if cfg.get(key)]:
+        settings = [key for key in PARENT_SETTINGS if init.get(key)]
+        if orphans := [f"init.{key}={override(init[key])}" for key in settings]:
             raise ConfigError(
-                f"{', '.join(orphans)} only apply with init_from=<checkpoint or folder>: give "
+                f"{', '.join(orphans)} only apply with init.from=<checkpoint or folder>: give "
                 "the parent to start from, or drop them"
             )
         return None
-    average_last = cfg.get("init_average_last")
-    keep = list(cfg.get("init_keep") or [])
+    average_last = init.get("average_last")
+    keep = list(init.get("keep") or [])
     try:
         files = parent_files(Path(init_from), average_last)
         model, tokenizer, checkpoint = read_parent(files)
@@ -131,14 +136,14 @@ def load_parent(cfg: DictConfig) -> Parent | None:
         if problem := step_problem(kept.get("step"), cfg.trainer.get("max_steps", -1)):
             raise ConfigError(problem)
     except (CheckpointError, ValueError, OSError) as e:
-        raise ConfigError(f"init_from={init_from}: {e}") from e
+        raise ConfigError(f"init.from={init_from}: {e}") from e
     family = get_class(cfg.model._target_)
     if not isinstance(model, family):
         raise ConfigError(
-            f"init_from={init_from} holds a {type(model).__name__} ({model.config.family}), but "
+            f"init.from={init_from} holds a {type(model).__name__} ({model.config.family}), but "
             f"model={cfg.model._target_} builds a {family.__name__}: choose the parent's family"
         )
-    extend = cfg.get("init_extend_vocab")
+    extend = init.get("extend_vocab")
     problems = fit_problems(cfg, model, tokenizer)
     recorded = (checkpoint or {}).get("datamodule_hyper_parameters") or {}
     if not extend and (problem := vocab_problem(cfg.data, recorded, tokenizer)):
@@ -146,14 +151,14 @@ def load_parent(cfg: DictConfig) -> Parent | None:
     if "data" in kept:
         problems += position_problems(cfg, checkpoint)
     if problems:
-        raise ConfigError(f"init_from={init_from}: " + "; ".join(problems))
+        raise ConfigError(f"init.from={init_from}: " + "; ".join(problems))
     record = {
-        "init_from": str(init_from),
+        "path": str(init_from),
         "files": [str(f) for f in files],
         "step": (checkpoint or {}).get("global_step"),
         "weights_sha256": weights_digest(model),
         "kept": keep,
-        "frozen": list(cfg.get("init_freeze") or []),
+        "frozen": list(init.get("freeze") or []),
         "extend_vocab": bool(extend),
     }
     return as_configured(cfg, model, tokenizer, kept, record)
@@ -166,7 +171,7 @@ def parent_from_plan(cfg: DictConfig, record: dict[str, Any]) -> Parent:
     model, tokenizer, checkpoint = read_parent(files)
     if weights_digest(model) != record["weights_sha256"]:
         raise ConfigError(
-            f"init_from={record['init_from']}: its weights differ from those global rank 0 read "
+            f"init.from={record['path']}: its weights differ from those global rank 0 read "
             "as it planned the run (the file changed meanwhile, or this host sees another): give "
             "every rank the same parent file"
         )
@@ -204,7 +209,7 @@ def step_problem(step: int | None, max_steps: int) -> str | None:
     if step is None or max_steps < 0 or max_steps > step:
         return None
     return (
-        f"init_keep names step, and the parent is at step {step}, so trainer.max_steps="
+        f"init.keep names step, and the parent is at step {step}, so trainer.max_steps="
         f"{max_steps} trains nothing: set trainer.max_steps above {step}"
     )
 
@@ -215,26 +220,26 @@ def read_kept(
     average_last: int | None,
     keep: Sequence[str],
 ) -> dict[str, Any]:
-    """The parent checkpoint's state of each `init_keep` part, checked before any write."""
+    """The parent checkpoint's state of each `init.keep` part, checked before any write."""
     if not keep:
         return {}
     unknown = [name for name in keep if name not in KEEPABLE]
     if unknown:
         raise ConfigError(
-            f"init_keep: {', '.join(unknown)} is no keepable part; name some of "
-            f"{', '.join(KEEPABLE)}, or leave init_keep=[] to start them new"
+            f"init.keep: {', '.join(unknown)} is no keepable part; name some of "
+            f"{', '.join(KEEPABLE)}, or leave init.keep=[] to start them new"
         )
     if checkpoint is None or len(files) > 1 or average_last is not None:
         raise ConfigError(
-            f"init_keep={list(keep)} takes one training checkpoint's state, but init_from is "
+            f"init.keep={list(keep)} takes one training checkpoint's state, but init.from is "
             f"{'an average of several' if average_last else 'a folder'}: name one .ckpt file, "
-            "or set init_keep=[]"
+            "or set init.keep=[]"
         )
     missing = [name for name in keep if checkpoint.get(KEEPABLE[name]) in (None, [])]
     if missing:
         raise ConfigError(
-            f"init_keep: the checkpoint holds no {', '.join(KEEPABLE[n] for n in missing)} "
-            "(written without training state, e.g. by nmt-average); set init_keep=[]"
+            f"init.keep: the checkpoint holds no {', '.join(KEEPABLE[n] for n in missing)} "
+            "(written without training state, e.g. by nmt-average); set init.keep=[]"
         )
     return {name: checkpoint[KEEPABLE[name]] for name in keep}
 
@@ -264,7 +269,7 @@ def parent_files(path: Path, average_last: int | None) -> list[Path]:
     if path.is_dir() and average_last is None:
         names = ", ".join(sorted(p.name for p in path.glob("*.ckpt"))[:5]) or "no .ckpt"
         raise CheckpointError(
-            f"a folder ({names}): name one of its checkpoints, or set init_average_last=N to "
+            f"a folder ({names}): name one of its checkpoints, or set init.average_last=N to "
             "start from the average of its last N"
         )
     return resolve_checkpoints([str(path)], average_last)
@@ -275,7 +280,7 @@ def read_parent(
 ) -> tuple[EncoderDecoder, SubwordTokenizer, dict[str, Any] | None]:
     """The model and tokenizer of a MarianMT folder, a checkpoint or the average of several,
     each file read once; and the checkpoint itself (the last one's, for an average), whose other
-    entries the checks and `init_keep` read (None for a MarianMT folder)."""
+    entries the checks and `init.keep` read (None for a MarianMT folder)."""
     if files[0].is_dir():
         # Imported here: transformers takes seconds, and only MarianMT folders need it.
         from transformer_nmt.export.hf_import import read_folder
@@ -300,7 +305,7 @@ def freeze(model: EncoderDecoder, parts: Sequence[str]) -> None:
         if not matched:
             tops = sorted({name.split(".")[0] for name, _ in model.named_parameters()})
             raise ConfigError(
-                f"init_freeze: {part!r} names no weights of the parent; name embeddings, or a "
+                f"init.freeze: {part!r} names no weights of the parent; name embeddings, or a "
                 f"module path under one of {', '.join(tops)} (e.g. encoder, decoder.layers.0)"
             )
         for p in matched:

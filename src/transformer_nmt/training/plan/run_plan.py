@@ -72,7 +72,7 @@ class RunPlan:
             (a resume confirms it still fits there).
         wandb_run: the W&B run the run folder logs to (`runtime/wandb_run.py`): its id, project
             and the last step its earlier starts logged; None without `logger=wandb`.
-        parent: fine-tuning's parent (`init_from`), as global rank 0 read it: the files, the
+        parent: fine-tuning's parent (`init.from`), as global rank 0 read it: the files, the
             step it was at, its weights' digest, the parts kept from it and frozen
             (`fine_tuning/init_from.py`); None for a run from scratch.
     """
@@ -170,7 +170,7 @@ def check_config(cfg: DictConfig, resume: ResumePoint | None = None) -> None:
 
 def plan_run(cfg: DictConfig, parent: dict[str, Any] | None = None) -> RunPlan:
     """Check the config against the checkpoint it resumes from, then derive the run's plan;
-    `parent` is fine-tuning's record of the parent it starts from (`init_from.load_parent`).
+    `parent` is fine-tuning's record of the parent it starts from (`init.from.load_parent`).
 
     Raises `ConfigError` naming every inconsistent setting, before anything is written.
     """
