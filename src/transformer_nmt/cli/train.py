@@ -6,9 +6,12 @@ wheel composes the configs it carries and writes under the working directory (or
 """
 
 import os
+import re
+import shutil
 import sys
 from pathlib import Path
 
+from hydra.core.hydra_config import HydraConfig
 from hydra.errors import CompactHydraException
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
@@ -23,6 +26,8 @@ HINT = (
     "hint: `--help` lists every config group, its options and every key; `--cfg job` prints "
     "the composed config; `+key=value` adds a key the config lacks, `~key` removes one."
 )
+# The run's log files (conf/hydra/default.yaml), all a run refused at its start leaves.
+LOG_FILE = re.compile(r"train(\.rank\d+)?\.log")
 composed = False  # whether the command line composed into a config (see `Composed`)
 # At import: also where a pickled `task` is loaded to run a job (submitit's SLURM jobs).
 register_resolvers()
@@ -56,7 +61,16 @@ def task(cfg: DictConfig) -> float | None:
     try:
         return optimized_metric(cfg, train(cfg))
     except deliberate_errors() as error:
+        remove_unused_run_folder()
         raise DeliberateError(error) from error
+
+
+def remove_unused_run_folder() -> None:
+    """A refused run leaves no run folder: Hydra made it as the job started, and the run was
+    refused before writing anything into it but its log (`train.log`, `train.rank<R>.log`)."""
+    folder = Path(HydraConfig.get().runtime.output_dir)
+    if folder.is_dir() and all(LOG_FILE.fullmatch(p.name) for p in folder.iterdir()):
+        shutil.rmtree(folder, ignore_errors=True)  # the other ranks may remove it too
 
 
 def deliberate_errors() -> tuple[type[Exception], ...]:
