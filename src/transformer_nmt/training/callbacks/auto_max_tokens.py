@@ -88,8 +88,8 @@ class AutoMaxTokens(L.Callback):
                 f"data.max_tokens=auto: {checkpoint} trains batches of {saved} tokens a side, "
                 f"measured when the run started; on this node's memory {fits} fit at most "
                 f"({describe(self.measured)}). Resume where more memory is free, or go on as a "
-                f"new run from its state: init.from={checkpoint} "
-                "init.keep=[optimizer,schedule,step], which measures the budget anew"
+                f"new run from its state: init=continue init.from={checkpoint} (its optimizer, "
+                "schedule and step), which measures the budget anew"
             )
         log.info("data.max_tokens=auto: %d, as measured when the run started, still fits", saved)
 
