@@ -390,3 +390,31 @@ def test_init_keep_data_goes_on_with_the_parents_epoch_where_it_stopped(tmp_path
                 tmp_path / "other", [*other, "data.max_tokens=256", "trainer.max_epochs=0"]
             )
         )
+
+
+@pytest.mark.slow
+def test_under_ddp_rank_1_builds_the_parent_rank_0_planned(tmp_path):
+    """Lightning's launcher starts rank 1 with rank 0's plan: it builds the parent from the
+    plan's record, frozen alike, and both ranks train on from the parent's weights."""
+    from helpers.ddp import assert_same_weights, ddp_env, weights_callback
+
+    tokenizer = BPETokenizer.train(SENTENCES, vocab_size=280, min_frequency=1)
+    parent = write_checkpoint(tmp_path / "parent.ckpt", tokenizer, step=5)
+    command = [
+        sys.executable, "train.py", *quick_toy_run(max_steps=2), "trainer=ddp_cpu",
+        "trainer.devices=2", "logger=none", f"init.from={parent}", "init.freeze=[encoder]",
+        f"paths.log_dir={tmp_path}/outputs", f"paths.cache_dir={tmp_path}/cache",
+        f"hydra.run.dir={tmp_path}/run", *weights_callback(tmp_path / "weights"),
+    ]  # fmt: skip
+    done = subprocess.run(
+        command, cwd=ROOT, env=ddp_env(), capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    weights = assert_same_weights(tmp_path / "weights")
+    start = model_weights(read_checkpoint(parent))
+    encoder = [name for name in start if name.startswith("encoder.")]
+    assert encoder and all(torch.equal(weights[f"model.{n}"], start[n]) for n in encoder)
+    trained = "decoder.layers.0.self_attn.w_o.weight"
+    assert not torch.equal(weights[f"model.{trained}"], start[trained])
+    record = read_checkpoint(tmp_path / "run" / "checkpoints" / "last.ckpt")["run_plan"]["parent"]
+    assert (record["files"], record["step"], record["frozen"]) == ([str(parent)], 5, ["encoder"])
