@@ -121,7 +121,7 @@ def recipe_trainer(
     HydraConfig.instance().set_config(cfg)
     with open_dict(cfg):
         del cfg.hydra
-    parent = load_parent(cfg)  # as train(cfg) builds it: init_from's weights and vocabulary
+    parent = load_parent(cfg)  # as train(cfg) builds it: init.from's weights and vocabulary
     plan = plan_run(cfg)
     L.seed_everything(cfg.seed, workers=True)
     datamodule, module = build_data_and_module(cfg, plan, ResumePoint(plan.resume_from), parent)
@@ -182,7 +182,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--steps", type=int, default=20, help="updates before the validation")
     parser.add_argument("--out", type=Path, default=Path("/tmp/explorer_measure"))
-    parser.add_argument("--init-from", help="a checkpoint of the recipe to start from (init_from)")
+    parser.add_argument("--init-from", help="a checkpoint of the recipe to start from (init.from)")
     parser.add_argument("--threads", type=int, help="torch's threads; its default if not given")
     args = parser.parse_args()
     if args.threads:
@@ -195,7 +195,7 @@ def main() -> None:
     print(f"opens in {statistics.median(times):.0f} ms (median of {len(times)}: {times})")
     recipe = ["experiment=multi30k_de_en", f"paths.data_dir={MULTI30K.parent}"]
     if args.init_from:
-        recipe.append(f"init_from={args.init_from}")
+        recipe.append(f"init.from={args.init_from}")
     validations = validation_overhead(args.steps, args.out, recipe)
     print("\n".join(overhead_report(validations)))
     print(load_average())

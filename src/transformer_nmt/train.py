@@ -8,17 +8,25 @@ Each step's details live in `training/`.
 import logging
 import signal
 from contextlib import ExitStack
+from typing import Any
 
 import lightning as L
-from hydra.utils import instantiate
+from hydra.utils import get_class, instantiate
 from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig, OmegaConf
 
 from transformer_nmt.data.datamodule import TranslationDataModule
 from transformer_nmt.data.tokenizer import PAD_ID
+from transformer_nmt.training.callbacks.checkpoint_policy import CheckpointPolicy
 from transformer_nmt.training.callbacks.plan_record import PlanRecord
 from transformer_nmt.training.callbacks.rng_states import RngStates
-from transformer_nmt.training.fine_tuning.init_from import KeepParentState, Parent, load_parent
+from transformer_nmt.training.callbacks.timed_cooldown import TimedCooldown
+from transformer_nmt.training.fine_tuning.init_from import (
+    KeepParentState,
+    Parent,
+    load_parent,
+    parent_from_plan,
+)
 from transformer_nmt.training.plan.config_checks import check_resume
 from transformer_nmt.training.plan.plan_sharing import agreed_plan, withdraw_plan
 from transformer_nmt.training.plan.resume import ResumePoint
@@ -62,18 +70,23 @@ def train(cfg: DictConfig) -> dict[str, float]:
     """
     with SIGNALS.recording(), ExitStack() as held:
         timeout = 60 * cfg.ddp_timeout_minutes
-        parent = load_parent(cfg)  # fine-tuning's: read on every rank, refused before any write
         rank_zero = is_global_rank_zero()
+        parent: Parent | None = None
 
         def decide() -> RunPlan:
+            nonlocal parent
+            # Fine-tuning's parent, read and checked once, refused before the run folder exists.
+            parent = load_parent(cfg)
             # Two runs writing one folder would overwrite each other's checkpoints: the second is
             # refused, as the plan is decided, so that every rank hears of it.
             held.enter_context(RunLock(cfg.paths.output_dir, enabled=rank_zero))
-            return plan_run(cfg)
+            return plan_run(cfg, parent.record if parent else None)
 
         # Decided once, on global rank 0, before anything is written; the other ranks take it.
         held.callback(withdraw_plan)
         plan = agreed_plan(decide, cfg.paths.output_dir, timeout)
+        if plan.parent and parent is None:  # a rank that took rank 0's plan
+            parent = parent_from_plan(cfg, plan.parent)
         resume = ResumePoint(plan.resume_from)
         log_slurm_job()
         warn_if_torchrun_cuts_the_stop()
@@ -135,7 +148,12 @@ def build_data_and_module(
     log.info("Model: %s parameters", f"{sum(p.numel() for p in model.parameters()):,}")
     # Plain lists and dicts in hyperparameters keep checkpoints loadable with weights_only=True.
     module = instantiate(
-        cfg.module, model=model, tokenizer=tokenizer, _convert_="all", _partial_=True
+        cfg.module,
+        model=model,
+        tokenizer=tokenizer,
+        cooldown_steps=plan.cooldown_steps,
+        _convert_="all",
+        _partial_=True,
     )(languages=datamodule.languages)  # past Hydra, which would make a config of the dataclass
     return datamodule, module
 
@@ -161,9 +179,10 @@ def build_loggers(cfg: DictConfig, plan: RunPlan) -> list[Logger]:
 def build_trainer(
     cfg: DictConfig, loggers: list[Logger], plan: RunPlan, parent: Parent | None = None
 ) -> L.Trainer:
-    """The Trainer with its callbacks, in the planned precision and accumulation; with the
-    parent's optimizer and schedule state where `init_keep` names them."""
-    callbacks = [instantiate(c) for c in (cfg.callbacks or {}).values()]
+    """The Trainer with its callbacks, ending, cooling down, keeping checkpoints, in the precision
+    and accumulation the plan says; with the parent's optimizer and schedule state where
+    `init.keep` names them."""
+    callbacks = [instantiate(c, **planned(c, plan)) for c in (cfg.callbacks or {}).values()]
     callbacks += [PlanRecord(plan), AgreedStop(), EarlyStop(), RngStates()]
     if plan.max_time:  # in place of Lightning's Timer, whose end costs a sync a micro-batch
         callbacks.append(TimeBudget(plan.max_time))
@@ -175,6 +194,7 @@ def build_trainer(
         callbacks=callbacks,
         precision=plan.precision,
         accumulate_grad_batches=plan.accumulate_grad_batches,
+        max_steps=plan.max_steps,
         max_time=None,
         plugins=[*(instantiate(cfg.trainer.get("plugins")) or [])],
         strategy=ddp_strategy(cfg.trainer.strategy, cfg.ddp_timeout_minutes),
@@ -184,6 +204,16 @@ def build_trainer(
             bool(cfg.data.get("bpe_dropout")) or cfg.data.get("temperature", 1) != 1
         ),
     )
+
+
+def planned(callback: DictConfig, plan: RunPlan) -> dict[str, Any]:
+    """The settings a configured callback takes from the plan, not from its config."""
+    kind = get_class(callback._target_)
+    if issubclass(kind, CheckpointPolicy):
+        return {"keep_last": plan.keep_last}
+    if issubclass(kind, TimedCooldown):
+        return {"minutes": plan.cooldown_minutes}
+    return {}
 
 
 def fit(

@@ -50,3 +50,15 @@ def test_an_unreachable_study_is_a_message_the_traceback_only_with_hydra_full_er
         assert "Start the database server and create the database first" in out.stderr  # hint
     assert "Traceback" not in refused.stderr and HINT not in refused.stderr
     assert "Traceback" in full.stderr
+
+
+def test_a_refused_parent_leaves_no_run_folder(tmp_path):
+    folder = tmp_path / "run"
+    command = [
+        sys.executable, "train.py", "experiment=toy", "logger=none", f"hydra.run.dir={folder}",
+        f"paths.log_dir={tmp_path}", f"init.from={tmp_path / 'missing.ckpt'}",
+    ]  # fmt: skip
+    refused = run(command)
+    said = f"ConfigError: init.from={tmp_path / 'missing.ckpt'}: "
+    assert refused.returncode == 1 and said in refused.stderr, refused.stderr[-3000:]
+    assert not folder.exists() and tmp_path.exists()

@@ -1,8 +1,11 @@
-"""Fine-tuning with `init_from`: the run starts from the parent's weights and vocabulary, with a
+"""Fine-tuning with `init.from`: the run starts from the parent's weights and vocabulary, with a
 new step count; frozen parts stay bit-identical; bad parents and parts are refused by name; an
 extended vocabulary keeps every old token's id and rows."""
 
+import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,14 +13,14 @@ import torch
 from hydra.utils import instantiate
 
 from helpers.checkpoint_files import SENTENCES, write_checkpoint
-from helpers.hydra_compose import compose_train
+from helpers.hydra_compose import ROOT, compose_train
 from helpers.multilingual_files import write_parallel
 from helpers.quick_toy_run import quick_toy_run
 from transformer_nmt.checkpoint import model_weights, read_checkpoint
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.data.tokenizer_kinds import tokenizer_from_str
 from transformer_nmt.model.vocab_growth import PER_TOKEN
-from transformer_nmt.training.fine_tuning.init_from import load_parent
+from transformer_nmt.training.fine_tuning.init_from import load_parent, parent_from_plan
 from transformer_nmt.training.fine_tuning.parent_position import BATCHING, position_problems
 from transformer_nmt.training.plan.config_checks import ConfigError
 
@@ -36,15 +39,15 @@ def test_an_imported_model_fine_tunes_with_frozen_parts_unchanged(tmp_path):
     parent, tokenizer = read_folder(tmp_path / "opus")
     overrides = [
         *quick_toy_run(max_steps=3),
-        f"init_from={tmp_path / 'opus'}",
-        "init_freeze=[embeddings,encoder]",
+        f"init.from={tmp_path / 'opus'}",
+        "init.freeze=[embeddings,encoder]",
         "+data.corpus.max_len=4",  # toy sentences of at most 4 words fit the parent's 64 positions
         "data.max_len=60",
     ]
     with pytest.raises(ConfigError, match="data.bpe_dropout=0.1 drops BPE merges"):
         load_parent(compose_train(tmp_path, [*overrides, "data.bpe_dropout=0.1"]))
-    with pytest.raises(ConfigError, match="the parent's is SentencePieceTokenizer's: set init_ext"):
-        load_parent(compose_train(tmp_path, [*overrides, "init_extend_vocab=true"]))
+    with pytest.raises(ConfigError, match="the parent's is SentencePieceTokenizer's: set init.ext"):
+        load_parent(compose_train(tmp_path, [*overrides, "init.extend_vocab=true"]))
     cfg = compose_train(tmp_path, overrides)
     train(cfg)
     checkpoint = read_checkpoint(f"{cfg.paths.output_dir}/checkpoints/last.ckpt")
@@ -84,7 +87,7 @@ def test_an_imported_m2m100_model_fine_tunes_on_directions_tagged_as_its_own(tmp
             "data.languages=[de,fr]",
             "data.tag_side=both",  # M2M-100's: each side's language tag
             "data.max_len=32",
-            f"init_from={tmp_path / 'm2m'}",
+            f"init.from={tmp_path / 'm2m'}",
         ],
     )
     datamodule = instantiate(cfg.data)
@@ -121,9 +124,9 @@ def test_init_from_averages_a_folder_and_freezes_by_path(checkpoints, tmp_path):
         tmp_path,
         [
             "model=tiny",
-            f"init_from={checkpoints}",
-            "init_average_last=2",
-            "init_freeze=[decoder.layers.0]",
+            f"init.from={checkpoints}",
+            "init.average_last=2",
+            "init.freeze=[decoder.layers.0]",
         ],
     )
     parent = load_parent(cfg)
@@ -134,12 +137,53 @@ def test_init_from_averages_a_folder_and_freezes_by_path(checkpoints, tmp_path):
     assert frozen and all(name.startswith("decoder.layers.0.") for name in frozen)
 
 
+def test_the_parent_is_read_once_and_the_other_ranks_build_it_from_the_plans_record(
+    checkpoints, tmp_path, monkeypatch
+):
+    path = checkpoints / "step1.ckpt"
+    cfg = compose_train(tmp_path, ["model=tiny", f"init.from={path}", "init.freeze=[encoder]"])
+    read, load = [], torch.load
+    monkeypatch.setattr(torch, "load", lambda f, *a, **k: read.append(f) or load(f, *a, **k))
+    parent = load_parent(cfg)
+    assert read == [path]
+    record = json.loads(json.dumps(parent.record))  # as the plan hands it to the other ranks
+    assert {k: record[k] for k in ("path", "files", "step", "kept", "frozen")} == {
+        "path": str(path),
+        "files": [str(path)],
+        "step": 1,
+        "kept": [],
+        "frozen": ["encoder"],
+    }
+    other = parent_from_plan(cfg, record)
+    pairs = zip(parent.model.named_parameters(), other.model.parameters(), strict=True)
+    for (name, mine), theirs in pairs:
+        assert torch.equal(mine, theirs) and mine.requires_grad == theirs.requires_grad, name
+    tokenizer = tokenizer_from_str(read_checkpoint(path)["tokenizer"])
+    write_checkpoint(path, tokenizer, seed=5, step=1)  # replaced after rank 0 read it
+    with pytest.raises(ConfigError, match="its weights differ from those global rank 0 read"):
+        parent_from_plan(cfg, record)
+
+
+@pytest.mark.parametrize("old, new", [("init_from", "init.from"), ("init_keep", "init.keep")])
+def test_an_old_init_key_is_refused_naming_its_new_one(tmp_path, old, new):
+    cfg = compose_train(tmp_path, ["experiment=toy", f"+{old}=[step]"])
+    with pytest.raises(ConfigError, match=rf"^{old}: renamed to {re.escape(new)} \(the init"):
+        load_parent(cfg)
+    command = [sys.executable, "train.py", f"{old}=x", "experiment=toy"]
+    refused = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 1
+    assert refused.stderr.strip().splitlines() == [
+        f"error: {old}: renamed to {new} (the init config group, conf/init/); write e.g. "
+        "init.from=<checkpoint> init.keep=[step]"
+    ]
+
+
 @pytest.mark.parametrize(
     "setting",
-    ["init_keep=[step]", "init_freeze=[encoder]", "init_extend_vocab=true", "init_average_last=2"],
+    ["init.keep=[step]", "init.freeze=[encoder]", "init.extend_vocab=true", "init.average_last=2"],
 )
 def test_a_parent_setting_without_init_from_is_refused_not_ignored(tmp_path, setting):
-    with pytest.raises(ConfigError, match=rf"{re.escape(setting)} only apply with init_from="):
+    with pytest.raises(ConfigError, match=rf"{re.escape(setting)} only apply with init.from="):
         load_parent(compose_train(tmp_path, ["experiment=toy", setting]))
     assert load_parent(compose_train(tmp_path, ["experiment=toy"])) is None
 
@@ -148,19 +192,19 @@ def test_a_parent_setting_without_init_from_is_refused_not_ignored(tmp_path, set
     "overrides, named",
     [
         (["model=rnn_attention"], "holds a Transformer .* builds a RNNAttention"),
-        (["init_freeze=[decoder.layers.7]"], "'decoder.layers.7' names no weights"),
-        (["init_average_last=5"], "fewer than the 5 to average"),
-        ([], "a folder \\(step1.ckpt, step2.ckpt\\): name one of its checkpoints, or set init_av"),
+        (["init.freeze=[decoder.layers.7]"], "'decoder.layers.7' names no weights"),
+        (["init.average_last=5"], "fewer than the 5 to average"),
+        ([], "a folder \\(step1.ckpt, step2.ckpt\\): name one of its checkpoints, or set init.av"),
         (["data.max_len=2000"], "data.max_len=2000 lets a side reach 2001 positions but the"),
     ],
     ids=["family", "freeze", "average", "folder", "positions"],
 )
 def test_a_bad_parent_or_part_is_refused_by_name(checkpoints, tmp_path, overrides, named):
     cfg = compose_train(
-        tmp_path, ["model=tiny", f"init_from={checkpoints / 'step1.ckpt'}", *overrides]
+        tmp_path, ["model=tiny", f"init.from={checkpoints / 'step1.ckpt'}", *overrides]
     )
-    if not overrides or "init_average_last=5" in overrides:  # the folder, not one checkpoint
-        cfg.init_from = str(checkpoints)
+    if not overrides or "init.average_last=5" in overrides:  # the folder, not one checkpoint
+        cfg.init["from"] = str(checkpoints)
     with pytest.raises(ConfigError, match=named):
         load_parent(cfg)
 
@@ -177,8 +221,8 @@ def test_an_rnn_parent_keeps_frozen_embeddings_encoder_and_layers_by_index(tmp_p
         [
             *quick_toy_run(max_steps=2),
             "model=rnn_attention",
-            f"init_from={path}",
-            "init_freeze=[embeddings,encoder.forward_rnns.0,cells.0]",
+            f"init.from={path}",
+            "init.freeze=[embeddings,encoder.forward_rnns.0,cells.0]",
         ],
     )
     train(cfg)
@@ -190,22 +234,32 @@ def test_an_rnn_parent_keeps_frozen_embeddings_encoder_and_layers_by_index(tmp_p
 
 
 @pytest.mark.slow
-def test_init_keep_takes_the_parents_optimizer_schedule_and_step_and_by_default_none(tmp_path):
+def test_init_keep_takes_the_parents_optimizer_schedule_and_step_and_by_default_none(
+    tmp_path, caplog
+):
     """Adam's step counts, the schedule's and the global step continue the parent's 2 steps
-    (max_steps=3 trains one more); a new run counts from 0."""
+    (max_steps=3 trains one more); a new run counts from 0. The log says once what the run
+    started from and kept, and every checkpoint's plan records it."""
     from transformer_nmt.train import train
 
     parent_cfg = compose_train(tmp_path / "parent", quick_toy_run(max_steps=2))
     train(parent_cfg)
     path = f"{parent_cfg.paths.output_dir}/checkpoints/last.ckpt"
     assert read_checkpoint(path)["lr_schedulers"][0]["last_epoch"] == 2
-    runs = [("kept", "init_keep=[optimizer,schedule,step]", 3), ("new", "init_keep=[]", 1)]
+    runs = [("kept", "init.keep=[optimizer,schedule,step]", 3), ("new", "init.keep=[]", 1)]
     for name, keep, step in runs:
         cfg = compose_train(
-            tmp_path / name, [*quick_toy_run(max_steps=step), f"init_from={path}", keep]
+            tmp_path / name, [*quick_toy_run(max_steps=step), f"init.from={path}", keep]
         )
-        train(cfg)
+        caplog.clear()
+        with caplog.at_level("INFO", logger="transformer_nmt"):
+            train(cfg)
         child = read_checkpoint(f"{cfg.paths.output_dir}/checkpoints/last.ckpt")
+        kept = cfg.init.keep
+        record = child["run_plan"]["parent"]
+        assert (record["files"], record["step"], record["kept"]) == ([path], 2, list(kept)), name
+        said = [r.message for r in caplog.records if f"fine-tunes {path} at step 2" in r.message]
+        assert len(said) == 1 and f"keeps its {', '.join(kept) or 'weights only'}" in said[0]
         assert child["global_step"] == step, name
         assert child["lr_schedulers"][0]["last_epoch"] == step, name
         steps = {float(s["step"]) for s in child["optimizer_states"][0]["state"].values()}
@@ -215,10 +269,10 @@ def test_init_keep_takes_the_parents_optimizer_schedule_and_step_and_by_default_
 @pytest.mark.parametrize(
     "keep, named",
     [
-        ("[optimizer,epoch]", "init_keep: epoch is no keepable part; name some of optimizer, s"),
-        ("[schedule]", "init_keep=\\['schedule'\\] takes one training checkpoint's state, but"),
+        ("[optimizer,epoch]", "init.keep: epoch is no keepable part; name some of optimizer, s"),
+        ("[schedule]", "init.keep=\\['schedule'\\] takes one training checkpoint's state, but"),
         ("[step]", "the parent is at step 1, so trainer.max_steps=1 trains nothing: set tra"),
-        ("[data]", "init_keep: the checkpoint holds no loops \\(written without training"),
+        ("[data]", "init.keep: the checkpoint holds no loops \\(written without training"),
     ],
     ids=["unknown", "average", "step", "no_loops"],
 )
@@ -227,8 +281,8 @@ def test_init_keep_refuses_unknown_parts_stateless_parents_and_no_steps_left(
 ):
     averaged = keep == "[schedule]"
     parent = checkpoints if averaged else checkpoints / "step1.ckpt"
-    overrides = ["model=tiny", f"init_from={parent}", f"init_keep={keep}", "trainer.max_steps=1"]
-    cfg = compose_train(tmp_path, [*overrides, *(["init_average_last=2"] if averaged else [])])
+    overrides = ["model=tiny", f"init.from={parent}", f"init.keep={keep}", "trainer.max_steps=1"]
+    cfg = compose_train(tmp_path, [*overrides, *(["init.average_last=2"] if averaged else [])])
     with pytest.raises(ConfigError, match=named):
         load_parent(cfg)
 
@@ -241,7 +295,7 @@ def test_init_keep_refuses_unknown_parts_stateless_parents_and_no_steps_left(
             ["data.vocab_size=1000"],
             r"data.vocab_size=1000 would train another tokenizer than the parent's \("
             r"data.vocab_size=512, {n} tokens\): fine-tuning keeps the parent's vocabulary, so "
-            r"set data.vocab_size=512, or init_extend_vocab=true",
+            r"set data.vocab_size=512, or init.extend_vocab=true",
         ),
         (
             {"vocab_size": 512, "min_frequency": 2},
@@ -253,7 +307,7 @@ def test_init_keep_refuses_unknown_parts_stateless_parents_and_no_steps_left(
             None,
             ["data.vocab_size=270"],
             r"data.vocab_size=270 would train another tokenizer than the parent's, whose "
-            r"vocabulary holds {n} tokens: .* set data.vocab_size >= {n}, or init_extend_vocab",
+            r"vocabulary holds {n} tokens: .* set data.vocab_size >= {n}, or init.extend_vocab",
         ),
     ],
     ids=["vocab_size", "min_frequency", "unrecorded"],
@@ -265,7 +319,7 @@ def test_a_data_config_asking_for_another_vocabulary_is_refused_before_any_write
 
     tokenizer = BPETokenizer.train(SENTENCES, vocab_size=280, min_frequency=1)
     path = write_checkpoint(tmp_path / "parent.ckpt", tokenizer, data=recorded)
-    cfg = compose_train(tmp_path, [*quick_toy_run(max_steps=1), f"init_from={path}", *overrides])
+    cfg = compose_train(tmp_path, [*quick_toy_run(max_steps=1), f"init.from={path}", *overrides])
     with pytest.raises(ConfigError, match=named.format(n=tokenizer.vocab_size)):
         train(cfg)
     assert not Path(cfg.paths.output_dir).exists()
@@ -275,7 +329,7 @@ def test_a_new_corpus_with_the_parents_tokenizer_settings_keeps_its_vocabulary(t
     tokenizer = BPETokenizer.train(SENTENCES, vocab_size=280, min_frequency=1)
     toy = {"vocab_size": 512, "min_frequency": 1}  # conf/data/toy.yaml's, on other sentences
     path = write_checkpoint(tmp_path / "parent.ckpt", tokenizer, data=toy)
-    cfg = compose_train(tmp_path, [*quick_toy_run(max_steps=1), f"init_from={path}"])
+    cfg = compose_train(tmp_path, [*quick_toy_run(max_steps=1), f"init.from={path}"])
     assert load_parent(cfg).tokenizer.to_str() == tokenizer.to_str()
 
 
@@ -293,18 +347,18 @@ def test_init_extend_vocab_adds_the_new_corpus_tokens_keeping_old_ids_and_rows(t
     path = f"{parent_cfg.paths.output_dir}/checkpoints/last.ckpt"
     checkpoint = read_checkpoint(path)
     old = tokenizer_from_str(checkpoint["tokenizer"])
-    child = [*quick_toy_run(max_steps=2), f"init_from={path}"]
+    child = [*quick_toy_run(max_steps=2), f"init.from={path}"]
     refused = compose_train(tmp_path / "refused", child)
     with pytest.raises(ConfigError, match=r"data.vocab_size=512 would .* \(data.vocab_size=300"):
         train(refused)
     assert not Path(refused.paths.output_dir).exists()
     frozen = compose_train(
-        tmp_path / "frozen", [*child, "init_extend_vocab=true", "init_freeze=[embeddings]"]
+        tmp_path / "frozen", [*child, "init.extend_vocab=true", "init.freeze=[embeddings]"]
     )
-    with pytest.raises(ConfigError, match="rows in src_embed.lut.weight, .* init_freeze would"):
+    with pytest.raises(ConfigError, match="rows in src_embed.lut.weight, .* init.freeze would"):
         load_parent(frozen)
 
-    cfg = compose_train(tmp_path / "child", [*child, "init_extend_vocab=true"])
+    cfg = compose_train(tmp_path / "child", [*child, "init.extend_vocab=true"])
     parent = load_parent(cfg)
     tokens, known = parent.tokenizer.tokens(), old.vocab_size
     assert tokens[:known] == old.tokens() and len(tokens) > known
@@ -366,24 +420,52 @@ def test_init_keep_data_goes_on_with_the_parents_epoch_where_it_stopped(tmp_path
 
     straight = model_weights(run("straight", 4))
     run("parent", 2)
-    parent = f"init_from={tmp_path / 'parent' / 'run' / 'checkpoints' / 'last.ckpt'}"
-    kept = run("kept", 4, parent, "init_keep=[optimizer,schedule,step,data]")
+    parent = f"init.from={tmp_path / 'parent' / 'run' / 'checkpoints' / 'last.ckpt'}"
+    kept = run("kept", 4, parent, "init.keep=[optimizer,schedule,step,data]")
     assert trained_of_epoch(kept) == 4
     for name, weight in model_weights(kept).items():
         assert torch.equal(weight, straight[name]), name
-    again = model_weights(run("again", 4, parent, "init_keep=[optimizer,schedule,step]"))
+    again = model_weights(run("again", 4, parent, "init.keep=[optimizer,schedule,step]"))
     assert not all(torch.equal(weight, straight[name]) for name, weight in again.items())
-    alone = run("alone", 2, parent, "init_keep=[data]")
+    alone = run("alone", 2, parent, "init.keep=[data]")
     assert (alone["global_step"], trained_of_epoch(alone)) == (2, 4)
 
-    other = [*quick_toy_run(max_steps=4), parent, "init_keep=[data]"]
+    other = [*quick_toy_run(max_steps=4), parent, "init.keep=[data]"]
     with pytest.raises(
         ConfigError,
         match=r"data.max_tokens=256 \(the parent's: 192\); match the parent's, or leave data out "
-        r"of init_keep; init_keep names data, and the parent is in epoch 0, so trainer.max_epoch",
+        r"of init.keep; init.keep names data, and the parent is in epoch 0, so trainer.max_epoch",
     ):
         load_parent(
             compose_train(
                 tmp_path / "other", [*other, "data.max_tokens=256", "trainer.max_epochs=0"]
             )
         )
+
+
+@pytest.mark.slow
+def test_under_ddp_rank_1_builds_the_parent_rank_0_planned(tmp_path):
+    """Lightning's launcher starts rank 1 with rank 0's plan: it builds the parent from the
+    plan's record, frozen alike, and both ranks train on from the parent's weights."""
+    from helpers.ddp import assert_same_weights, ddp_env, weights_callback
+
+    tokenizer = BPETokenizer.train(SENTENCES, vocab_size=280, min_frequency=1)
+    parent = write_checkpoint(tmp_path / "parent.ckpt", tokenizer, step=5)
+    command = [
+        sys.executable, "train.py", *quick_toy_run(max_steps=2), "trainer=ddp_cpu",
+        "trainer.devices=2", "logger=none", f"init.from={parent}", "init.freeze=[encoder]",
+        f"paths.log_dir={tmp_path}/outputs", f"paths.cache_dir={tmp_path}/cache",
+        f"hydra.run.dir={tmp_path}/run", *weights_callback(tmp_path / "weights"),
+    ]  # fmt: skip
+    done = subprocess.run(
+        command, cwd=ROOT, env=ddp_env(), capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    weights = assert_same_weights(tmp_path / "weights")
+    start = model_weights(read_checkpoint(parent))
+    encoder = [name for name in start if name.startswith("encoder.")]
+    assert encoder and all(torch.equal(weights[f"model.{n}"], start[n]) for n in encoder)
+    trained = "decoder.layers.0.self_attn.w_o.weight"
+    assert not torch.equal(weights[f"model.{trained}"], start[trained])
+    record = read_checkpoint(tmp_path / "run" / "checkpoints" / "last.ckpt")["run_plan"]["parent"]
+    assert (record["files"], record["step"], record["frozen"]) == ([str(parent)], 5, ["encoder"])

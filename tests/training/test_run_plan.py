@@ -173,3 +173,51 @@ def test_a_finished_run_leaves_no_plan_for_the_ranks_of_a_later_run_it_starts(
     monkeypatch.delenv(PLAN_ENV, raising=False)
     train(compose_train(tmp_path, [*quick_toy_run(2), "logger=none"]))
     assert PLAN_ENV not in os.environ
+
+
+def test_the_trainer_module_data_and_callbacks_take_the_plan_not_the_config(tmp_path):
+    """What the run decided reaches every component from the plan: a config whose copies are
+    changed after planning changes nothing, and a plan changed after planning is what they run."""
+    from transformer_nmt.train import build_data_and_module, build_trainer
+    from transformer_nmt.training.callbacks.checkpoint_policy import CheckpointPolicy
+    from transformer_nmt.training.callbacks.timed_cooldown import TimedCooldown
+    from transformer_nmt.training.plan.resume import ResumePoint
+    from transformer_nmt.training.run.time_budget import TimeBudget
+
+    cfg = compose_train(tmp_path, TOY)
+    plan = dataclasses.replace(
+        plan_run(cfg),
+        max_steps=70,
+        max_time="00:01:00:00",
+        cooldown_steps=30,
+        cooldown_minutes=5,
+        keep_last=9,
+        precision="bf16-mixed",
+        accumulate_grad_batches=3,
+        max_tokens=500,
+    )
+    poison = {
+        "trainer.max_steps": 11,
+        "trainer.max_time": "00:00:01:00",
+        "trainer.precision": "16-mixed",
+        "trainer.accumulate_grad_batches": 5,
+        "module.cooldown_steps": 2,
+        "callbacks.checkpoints.keep_last": 1,
+        "callbacks.timed_cooldown.minutes": 1,
+        "data.max_tokens": 400,
+    }
+    for key, value in poison.items():
+        OmegaConf.update(cfg, key, value)
+    datamodule, module = build_data_and_module(cfg, plan, ResumePoint(None))
+    trainer = build_trainer(cfg, [], plan)
+    (policy,) = [c for c in trainer.callbacks if isinstance(c, CheckpointPolicy)]
+    (timed,) = [c for c in trainer.callbacks if isinstance(c, TimedCooldown)]
+    (budget,) = [c for c in trainer.callbacks if isinstance(c, TimeBudget)]
+    assert (trainer.max_steps, trainer.precision, trainer.accumulate_grad_batches) == (
+        70,
+        "bf16-mixed",
+        3,
+    )
+    assert budget.time_remaining() == 3600  # the plan's budget, ended by the agreed votes
+    assert (module.hparams.cooldown_steps, datamodule.max_tokens) == (30, 500)
+    assert (policy.keep_last, timed.minutes) == (9, 5)

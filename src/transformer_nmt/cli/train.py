@@ -6,15 +6,19 @@ wheel composes the configs it carries and writes under the working directory (or
 """
 
 import os
+import re
+import shutil
 import sys
 from pathlib import Path
 
+from hydra.core.hydra_config import HydraConfig
 from hydra.errors import CompactHydraException
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from transformer_nmt.runtime.allocator import use_expandable_segments, use_fast_malloc
 from transformer_nmt.runtime.configs import checkout_root, config_dir
+from transformer_nmt.training.fine_tuning.renamed_keys import override_keys, renamed_problem
 from transformer_nmt.training.plan.run_config import register_resolvers
 
 # Printed after Hydra's own message when the command line does not compose into a config.
@@ -22,6 +26,8 @@ HINT = (
     "hint: `--help` lists every config group, its options and every key; `--cfg job` prints "
     "the composed config; `+key=value` adds a key the config lacks, `~key` removes one."
 )
+# The run's log files (conf/hydra/default.yaml), all a run refused at its start leaves.
+LOG_FILE = re.compile(r"train(\.rank\d+)?\.log")
 composed = False  # whether the command line composed into a config (see `Composed`)
 # At import: also where a pickled `task` is loaded to run a job (submitit's SLURM jobs).
 register_resolvers()
@@ -55,7 +61,16 @@ def task(cfg: DictConfig) -> float | None:
     try:
         return optimized_metric(cfg, train(cfg))
     except deliberate_errors() as error:
+        remove_unused_run_folder()
         raise DeliberateError(error) from error
+
+
+def remove_unused_run_folder() -> None:
+    """A refused run leaves no run folder: Hydra made it as the job started, and the run was
+    refused before writing anything into it but its log (`train.log`, `train.rank<R>.log`)."""
+    folder = Path(HydraConfig.get().runtime.output_dir)
+    if folder.is_dir() and all(LOG_FILE.fullmatch(p.name) for p in folder.iterdir()):
+        shutil.rmtree(folder, ignore_errors=True)  # the other ranks may remove it too
 
 
 def deliberate_errors() -> tuple[type[Exception], ...]:
@@ -83,6 +98,8 @@ def deliberate_errors() -> tuple[type[Exception], ...]:
 
 def main(root: Path | None = None) -> None:
     """Run Hydra on the command line; `root` is the checkout `python train.py` lives in."""
+    if problem := renamed_problem(override_keys(sys.argv[1:])):
+        sys.exit(f"error: {problem}")  # Hydra would only say the key is not in the config
     use_expandable_segments()  # before CUDA's allocator starts; every rank inherits it
     use_fast_malloc()  # glibc reads its setting at start-up only: this starts the process again
     import hydra

@@ -77,7 +77,7 @@ class TranslationDataModule(L.LightningDataModule):
             cache_dir: folder of cached tokenizers and token stores.
             seed: seeds batch composition and order.
             tokenizer: the vocabulary to encode with instead of training a BPE (fine-tuning's
-                `init_from`: the parent's, perhaps extended by this config's BPE).
+                `init.from`: the parent's, perhaps extended by this config's BPE).
         """
         super().__init__()
         if not 0 <= bpe_dropout < 1:
@@ -140,7 +140,7 @@ class TranslationDataModule(L.LightningDataModule):
 
     def state_dict(self) -> dict[str, str]:
         """What checkpoints record of the data: the training split's fingerprint, by which
-        fine-tuning's `init_keep=[data]` knows the parent trained the same pairs."""
+        fine-tuning's `init.keep=[data]` knows the parent trained the same pairs."""
         hp = self.hparams
         return {"train_fingerprint": self.corpus.fingerprint("train", hp.src_lang, hp.tgt_lang)}
 

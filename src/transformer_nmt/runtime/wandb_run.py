@@ -83,7 +83,7 @@ def folder_run(
             f"ckpt_path={resume_from} continues W&B run {run['id']} of project "
             f"{run['project']!r} ({run_dir_of(resume_from) / RUN_FILE}), not of "
             f"logger.wandb.project={project!r}: set logger.wandb.project={run['project']} to "
-            "continue it, or init_from=<that checkpoint> to start a new run from its weights"
+            "continue it, or init.from=<that checkpoint> to start a new run from its weights"
         )
     return run
 

@@ -74,7 +74,7 @@ def test_an_auto_run_resumed_keeps_its_budget_where_it_fits_and_is_refused_where
     with pytest.raises(BudgetError) as refused:
         train(compose_train(tmp_path, [*resume, f"{LIMIT}=6000000"]))
     assert f"{last} trains batches of {started} tokens a side" in str(refused.value)
-    assert f"init_from={last} init_keep=[optimizer,schedule,step]" in str(refused.value)
+    assert f"init=continue init.from={last} (its optimizer" in str(refused.value)
     assert last.read_bytes() == saved
     with caplog.at_level(logging.INFO):
         train(

@@ -7,7 +7,7 @@ import torch
 
 from transformer_nmt.data.token_budget import MEMORY_MARGIN, BudgetError
 from transformer_nmt.training.callbacks.late_dropout import LateDropout
-from transformer_nmt.training.callbacks.plan_record import fit_plan
+from transformer_nmt.training.callbacks.plan_record import PlanRecord, plan_record
 from transformer_nmt.training.plan.batch_size import per_rank_cap, plan_update
 from transformer_nmt.training.plan.budget_probe import Measurement, measure_max_tokens
 from transformer_nmt.training.plan.refusals import on_every_rank
@@ -24,9 +24,10 @@ class AutoMaxTokens(L.Callback):
     padded as training pads them, doubled where R-Drop may run) fit in free memory with `margin`
     of it left over (`budget_probe.measure_max_tokens`); the ranks then take the smallest, so
     that all cut the same batches. At most `per_rank_cap`: the rank's share of
-    `data.tokens_per_update`, rounded up, else `MAX_AUTO_TOKENS`. `trainer.accumulate_grad_batches`
-    is then derived from `data.tokens_per_update` by `plan_update`, which may shrink the budget
-    to land near it. On CPUs the budget is `CPU_MAX_TOKENS` unless `memory_limit` (bytes) is
+    `data.tokens_per_update`, rounded up, else `MAX_AUTO_TOKENS`. The accumulation is then
+    derived from `data.tokens_per_update` by `plan_update`, which may shrink the budget to land
+    near it; the run plan takes both (`PlanRecord.take_measured`), and the trainer and the
+    datamodule batch by it. On CPUs the budget is `CPU_MAX_TOKENS` unless `memory_limit` (bytes) is
     given, which caps free memory on any device and on CPUs measures the steps with torch's
     profiler. A resumed run keeps the budget its plan saved, once the same search capped at it
     confirms that it still fits. A probe that fails on one rank stops every rank, naming it
@@ -38,30 +39,29 @@ class AutoMaxTokens(L.Callback):
         self.measured: Measurement | None = None
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        datamodule = trainer.datamodule
-        if stage != "fit" or datamodule is None:
+        record = plan_record(trainer)
+        if stage != "fit" or trainer.datamodule is None or record is None:
             return
-        if datamodule.max_tokens is None:
-            self.resolve(trainer, pl_module)
-            return
-        plan = fit_plan(trainer)
-        if plan is not None and plan.auto_budget and plan.resume_from:
-            self.confirm(trainer, pl_module, datamodule.max_tokens, plan.resume_from)
+        plan = record.plan
+        if plan.max_tokens is None:
+            self.resolve(trainer, pl_module, record)
+        elif plan.auto_budget and plan.resume_from:
+            self.confirm(trainer, pl_module, plan.max_tokens, plan.resume_from)
 
-    def resolve(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        """Measure the budget, take the least over the ranks, and derive the accumulation."""
-        datamodule = trainer.datamodule
-        tokens_per_update = datamodule.hparams.tokens_per_update
-        longest = max(datamodule.train_pair_lengths())
+    def resolve(self, trainer: L.Trainer, pl_module: L.LightningModule, record: PlanRecord) -> None:
+        """Measure the budget, take the least over the ranks, derive the accumulation from the
+        plan's `tokens_per_update` target, and complete the plan with them."""
+        tokens_per_update = record.plan.tokens_per_update
+        longest = max(trainer.datamodule.train_pair_lengths())
         cap = per_rank_cap(tokens_per_update, trainer.world_size, longest)
         self.measured = on_every_rank(MEASURING, lambda: self.measure(trainer, pl_module, cap))
         mine = self.measured.max_tokens
         budget = least_over_ranks(trainer, mine)
-        datamodule.max_tokens = budget
+        max_tokens, accumulate = budget, record.plan.accumulate_grad_batches
         if tokens_per_update:  # may shrink the batches, and says so
-            plan = plan_update(tokens_per_update, budget, trainer.world_size, longest)
-            datamodule.max_tokens = plan.max_tokens
-            trainer.accumulate_grad_batches = plan.accumulate_grad_batches
+            update = plan_update(tokens_per_update, budget, trainer.world_size, longest)
+            max_tokens, accumulate = update.max_tokens, update.accumulate_grad_batches
+        record.take_measured(trainer, max_tokens, accumulate)
         log.info(
             "data.max_tokens=auto: %d tokens a side per batch (this device: %d, the least over "
             "%d ranks taken; %.0f%% of free memory kept spare; %s); accumulate_grad_batches=%d",
@@ -70,7 +70,7 @@ class AutoMaxTokens(L.Callback):
             trainer.world_size,
             100 * self.margin,
             describe(self.measured),
-            trainer.accumulate_grad_batches,
+            accumulate,
         )
 
     def confirm(
@@ -88,8 +88,8 @@ class AutoMaxTokens(L.Callback):
                 f"data.max_tokens=auto: {checkpoint} trains batches of {saved} tokens a side, "
                 f"measured when the run started; on this node's memory {fits} fit at most "
                 f"({describe(self.measured)}). Resume where more memory is free, or go on as a "
-                f"new run from its state: init_from={checkpoint} "
-                "init_keep=[optimizer,schedule,step], which measures the budget anew"
+                f"new run from its state: init=continue init.from={checkpoint} (its optimizer, "
+                "schedule and step), which measures the budget anew"
             )
         log.info("data.max_tokens=auto: %d, as measured when the run started, still fits", saved)
 

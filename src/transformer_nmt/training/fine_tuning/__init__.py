@@ -1,1 +1,1 @@
-"""Fine-tuning: a run that starts from another model (`init_from`), its vocabulary and position."""
+"""Fine-tuning: a run that starts from another model (`init.from`), its vocabulary and position."""

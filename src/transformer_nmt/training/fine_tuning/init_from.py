@@ -1,31 +1,34 @@
 """Fine-tuning: a new run that starts from another model's weights, with parts of it frozen.
 
-`init_from` names a checkpoint, a folder of them (with `init_average_last=N`: their average), or a
+`init.from` names a checkpoint, a folder of them (with `init.average_last=N`: their average), or a
 MarianMT folder (`nmt-import hf`'s input). The run takes the parent's architecture, weights and
-vocabulary (a data config asking for another is refused, unless `init_extend_vocab` adds its
+vocabulary (a data config asking for another is refused, unless `init.extend_vocab` adds its
 tokens: parent_vocab.py), and everything else new: optimizer, schedule, step and data position
-start as in a run from scratch, unless `init_keep` names them: `optimizer` (Adam's moments and
+start as in a run from scratch, unless `init.keep` names them: `optimizer` (Adam's moments and
 step counts; this run's betas and eps), `schedule` (the learning rate continues at the parent's
 step), `step` (the global step, which `trainer.max_steps` counts on from) and `data` (the
 parent's epoch, from where it stopped, which `trainer.max_epochs` counts on from; only with the
-parent's batching: parent_position.py) come from a parent checkpoint. `init_freeze` names
+parent's batching: parent_position.py) come from a parent checkpoint. `init.freeze` names
 parts whose weights training leaves as they are: `embeddings` (source, target, and the output
 projection tied to them), `encoder`, `decoder`, or any module path such as `decoder.layers.0`.
 """
 
+import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import lightning as L
+import torch
 from hydra.utils import get_class
 from omegaconf import DictConfig, ListConfig
 
 from transformer_nmt.checkpoint import (
     CheckpointError,
-    load_translator,
+    average_checkpoints,
     read_checkpoint,
     resolve_checkpoints,
+    translator_from,
 )
 from transformer_nmt.data.framing import ADDED_TOKENS
 from transformer_nmt.data.tokenizer import SubwordTokenizer
@@ -34,16 +37,17 @@ from transformer_nmt.training.fine_tuning.parent_position import position_proble
 from transformer_nmt.training.fine_tuning.parent_vocab import (
     extend_vocab,
     frozen_rows_problem,
-    parent_data,
     vocab_problem,
 )
+from transformer_nmt.training.fine_tuning.renamed_keys import renamed_problem
+from transformer_nmt.training.lightning_internals import set_global_step
 from transformer_nmt.training.plan.config_checks import ConfigError
 
-# What only a run with `init_from` reads.
-PARENT_SETTINGS = ("init_average_last", "init_keep", "init_freeze", "init_extend_vocab")
-# `init_freeze` names beyond module paths.
+# What only a run with `init.from` reads.
+PARENT_SETTINGS = ("average_last", "keep", "freeze", "extend_vocab")
+# `init.freeze` names beyond module paths.
 ALIASES = {"embeddings": ("src_embed", "tgt_embed")}
-# `init_keep` names: the parent checkpoint's entry each takes.
+# `init.keep` names: the parent checkpoint's entry each takes.
 KEEPABLE = {
     "optimizer": "optimizer_states",
     "schedule": "lr_schedulers",
@@ -53,11 +57,13 @@ KEEPABLE = {
 
 
 class Parent(NamedTuple):
-    """The model a run starts from, its vocabulary, and the training state `init_keep` takes."""
+    """The model a run starts from, its vocabulary, the training state `init.keep` takes, and
+    the plan's record of it (`record`)."""
 
     model: EncoderDecoder
     tokenizer: SubwordTokenizer
     kept: dict[str, Any] = {}
+    record: dict[str, Any] = {}
 
 
 class KeepParentState(L.Callback):
@@ -88,12 +94,7 @@ class KeepParentState(L.Callback):
             # count comes along and is set below.
             trainer.fit_loop.load_state_dict(self.kept["data"]["fit_loop"])
         if "step" in self.kept or "data" in self.kept:
-            # Lightning's global step is the optimizer steps completed; max_steps counts on.
-            step = self.kept.get("step", 0)
-            loop = trainer.fit_loop.epoch_loop
-            progress = loop.automatic_optimization.optim_progress.optimizer.step.total
-            progress.ready = progress.completed = step
-            loop._batches_that_stepped = step
+            set_global_step(trainer, self.kept.get("step", 0))
 
 
 def override(value: Any) -> str:
@@ -104,52 +105,103 @@ def override(value: Any) -> str:
 
 
 def load_parent(cfg: DictConfig) -> Parent | None:
-    """The parent `cfg.init_from` names, checked against the config; None without one.
+    """The parent `cfg.init.from` names, read once and checked against the config; None without
+    one. Global rank 0 runs it as it plans the run; the plan records it (`Parent.record`), and
+    the other ranks build the same parent from that record (`parent_from_plan`).
 
     Raises:
-        ConfigError: an `init_*` setting without `init_from`, an unreadable parent, a family
-            other than `cfg.model`'s, a data config asking for another vocabulary, a kept data
-            position under another batching, or an `init_freeze` name that matches no weights,
-            each named; before anything is written.
+        ConfigError: an old `init_*` key, an `init` setting without `init.from`, an unreadable
+            parent, a family other than `cfg.model`'s, a data config asking for another
+            vocabulary, a kept data position under another batching, or an `init.freeze` name
+            that matches no weights, each named; before anything is written.
     """
-    init_from = cfg.get("init_from")
+    if problem := renamed_problem(cfg.keys()):
+        raise ConfigError(problem)
+    init = cfg.get("init") or {}
+    init_from = init.get("from")
     if init_from is None:
-        if orphans := [f"{key}={override(cfg[key])}" for key in PARENT_SETTINGS if cfg.get(key)]:
+        settings = [key for key in PARENT_SETTINGS if init.get(key)]
+        if orphans := [f"init.{key}={override(init[key])}" for key in settings]:
             raise ConfigError(
-                f"{', '.join(orphans)} only apply with init_from=<checkpoint or folder>: give "
+                f"{', '.join(orphans)} only apply with init.from=<checkpoint or folder>: give "
                 "the parent to start from, or drop them"
             )
         return None
-    average_last = cfg.get("init_average_last")
-    keep = list(cfg.get("init_keep") or [])
+    average_last = init.get("average_last")
+    keep = list(init.get("keep") or [])
     try:
-        model, tokenizer = read_parent(Path(init_from), average_last)
-        recorded = parent_data(Path(init_from), average_last)
-        kept = read_kept(Path(init_from), average_last, keep)
+        files = parent_files(Path(init_from), average_last)
+        model, tokenizer, checkpoint = read_parent(files)
+        kept = read_kept(files, checkpoint, average_last, keep)
         if problem := step_problem(kept.get("step"), cfg.trainer.get("max_steps", -1)):
             raise ConfigError(problem)
     except (CheckpointError, ValueError, OSError) as e:
-        raise ConfigError(f"init_from={init_from}: {e}") from e
+        raise ConfigError(f"init.from={init_from}: {e}") from e
     family = get_class(cfg.model._target_)
     if not isinstance(model, family):
         raise ConfigError(
-            f"init_from={init_from} holds a {type(model).__name__} ({model.config.family}), but "
+            f"init.from={init_from} holds a {type(model).__name__} ({model.config.family}), but "
             f"model={cfg.model._target_} builds a {family.__name__}: choose the parent's family"
         )
-    extend = cfg.get("init_extend_vocab")
+    extend = init.get("extend_vocab")
     problems = fit_problems(cfg, model, tokenizer)
+    recorded = (checkpoint or {}).get("datamodule_hyper_parameters") or {}
     if not extend and (problem := vocab_problem(cfg.data, recorded, tokenizer)):
         problems.append(problem)
     if "data" in kept:
-        problems += position_problems(cfg, read_checkpoint(Path(init_from), mmap=True))
+        problems += position_problems(cfg, checkpoint)
     if problems:
-        raise ConfigError(f"init_from={init_from}: " + "; ".join(problems))
-    if extend:
+        raise ConfigError(f"init.from={init_from}: " + "; ".join(problems))
+    record = {
+        "path": str(init_from),
+        "files": [str(f) for f in files],
+        "step": (checkpoint or {}).get("global_step"),
+        "weights_sha256": weights_digest(model),
+        "kept": keep,
+        "frozen": list(init.get("freeze") or []),
+        "extend_vocab": bool(extend),
+    }
+    return as_configured(cfg, model, tokenizer, kept, record)
+
+
+def parent_from_plan(cfg: DictConfig, record: dict[str, Any]) -> Parent:
+    """The parent global rank 0 decided, from the files its plan names, unchecked but for its
+    weights: a file that changed since rank 0 read it is refused."""
+    files = [Path(f) for f in record["files"]]
+    model, tokenizer, checkpoint = read_parent(files)
+    if weights_digest(model) != record["weights_sha256"]:
+        raise ConfigError(
+            f"init.from={record['path']}: its weights differ from those global rank 0 read "
+            "as it planned the run (the file changed meanwhile, or this host sees another): give "
+            "every rank the same parent file"
+        )
+    kept = {name: checkpoint[KEEPABLE[name]] for name in record["kept"]}
+    return as_configured(cfg, model, tokenizer, kept, record)
+
+
+def as_configured(
+    cfg: DictConfig,
+    model: EncoderDecoder,
+    tokenizer: SubwordTokenizer,
+    kept: dict[str, Any],
+    record: dict[str, Any],
+) -> Parent:
+    """The parent with its vocabulary extended and its parts frozen as `record` says."""
+    if record["extend_vocab"]:
         model, tokenizer = extend_vocab(cfg, model, tokenizer)
-    freeze(model, cfg.get("init_freeze") or [])
-    if extend and (problem := frozen_rows_problem(model)):
+    freeze(model, record["frozen"])
+    if record["extend_vocab"] and (problem := frozen_rows_problem(model)):
         raise ConfigError(problem)
-    return Parent(model.train(), tokenizer, kept)
+    return Parent(model.train(), tokenizer, kept, record)
+
+
+def weights_digest(model: EncoderDecoder) -> str:
+    """The first 16 hex digits of the sha256 of the model's weights, in name order."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy())
+    return digest.hexdigest()[:16]
 
 
 def step_problem(step: int | None, max_steps: int) -> str | None:
@@ -157,33 +209,37 @@ def step_problem(step: int | None, max_steps: int) -> str | None:
     if step is None or max_steps < 0 or max_steps > step:
         return None
     return (
-        f"init_keep names step, and the parent is at step {step}, so trainer.max_steps="
+        f"init.keep names step, and the parent is at step {step}, so trainer.max_steps="
         f"{max_steps} trains nothing: set trainer.max_steps above {step}"
     )
 
 
-def read_kept(path: Path, average_last: int | None, keep: Sequence[str]) -> dict[str, Any]:
-    """The parent checkpoint's state of each `init_keep` part, checked before any write."""
+def read_kept(
+    files: list[Path],
+    checkpoint: dict[str, Any] | None,
+    average_last: int | None,
+    keep: Sequence[str],
+) -> dict[str, Any]:
+    """The parent checkpoint's state of each `init.keep` part, checked before any write."""
     if not keep:
         return {}
     unknown = [name for name in keep if name not in KEEPABLE]
     if unknown:
         raise ConfigError(
-            f"init_keep: {', '.join(unknown)} is no keepable part; name some of "
-            f"{', '.join(KEEPABLE)}, or leave init_keep=[] to start them new"
+            f"init.keep: {', '.join(unknown)} is no keepable part; name some of "
+            f"{', '.join(KEEPABLE)}, or leave init.keep=[] to start them new"
         )
-    if path.is_dir() or average_last is not None:
+    if checkpoint is None or len(files) > 1 or average_last is not None:
         raise ConfigError(
-            f"init_keep={list(keep)} takes one training checkpoint's state, but init_from is "
+            f"init.keep={list(keep)} takes one training checkpoint's state, but init.from is "
             f"{'an average of several' if average_last else 'a folder'}: name one .ckpt file, "
-            "or set init_keep=[]"
+            "or set init.keep=[]"
         )
-    checkpoint = read_checkpoint(path)
     missing = [name for name in keep if checkpoint.get(KEEPABLE[name]) in (None, [])]
     if missing:
         raise ConfigError(
-            f"init_keep: the checkpoint holds no {', '.join(KEEPABLE[n] for n in missing)} "
-            "(written without training state, e.g. by nmt-average); set init_keep=[]"
+            f"init.keep: the checkpoint holds no {', '.join(KEEPABLE[n] for n in missing)} "
+            "(written without training state, e.g. by nmt-average); set init.keep=[]"
         )
     return {name: checkpoint[KEEPABLE[name]] for name in keep}
 
@@ -206,21 +262,35 @@ def fit_problems(cfg: DictConfig, model: EncoderDecoder, tokenizer: SubwordToken
     return problems
 
 
-def read_parent(path: Path, average_last: int | None) -> tuple[EncoderDecoder, SubwordTokenizer]:
-    """A MarianMT or M2M-100 folder's model, or a checkpoint's, or the average of a folder's
-    last N."""
+def parent_files(path: Path, average_last: int | None) -> list[Path]:
+    """A MarianMT or M2M-100 folder, or the checkpoint, or a folder's last N checkpoints to average."""
     if path.is_dir() and (path / "config.json").is_file():
-        # Imported here: transformers takes seconds, and only transformers folders need it.
-        from transformer_nmt.export.hf_import import read_folder
-
-        return read_folder(path)
+        return [path]
     if path.is_dir() and average_last is None:
         names = ", ".join(sorted(p.name for p in path.glob("*.ckpt"))[:5]) or "no .ckpt"
         raise CheckpointError(
-            f"a folder ({names}): name one of its checkpoints, or set init_average_last=N to "
+            f"a folder ({names}): name one of its checkpoints, or set init.average_last=N to "
             "start from the average of its last N"
         )
-    return load_translator(resolve_checkpoints([str(path)], average_last))
+    return resolve_checkpoints([str(path)], average_last)
+
+
+def read_parent(
+    files: list[Path],
+) -> tuple[EncoderDecoder, SubwordTokenizer, dict[str, Any] | None]:
+    """The model and tokenizer of a MarianMT folder, a checkpoint or the average of several,
+    each file read once; and the checkpoint itself (the last one's, for an average), whose other
+    entries the checks and `init.keep` read (None for a MarianMT folder)."""
+    if files[0].is_dir():
+        # Imported here: transformers takes seconds, and only MarianMT folders need it.
+        from transformer_nmt.export.hf_import import read_folder
+
+        return (*read_folder(files[0]), None)
+    if len(files) > 1:
+        model, tokenizer = translator_from(average_checkpoints(files), f"average of {len(files)}")
+        return model, tokenizer, read_checkpoint(files[-1], mmap=True)
+    checkpoint = read_checkpoint(files[0])
+    return (*translator_from(checkpoint, where=str(files[0])), checkpoint)
 
 
 def freeze(model: EncoderDecoder, parts: Sequence[str]) -> None:
@@ -235,7 +305,7 @@ def freeze(model: EncoderDecoder, parts: Sequence[str]) -> None:
         if not matched:
             tops = sorted({name.split(".")[0] for name, _ in model.named_parameters()})
             raise ConfigError(
-                f"init_freeze: {part!r} names no weights of the parent; name embeddings, or a "
+                f"init.freeze: {part!r} names no weights of the parent; name embeddings, or a "
                 f"module path under one of {', '.join(tops)} (e.g. encoder, decoder.layers.0)"
             )
         for p in matched:

@@ -1,4 +1,4 @@
-"""Fine-tuning's `init_keep=[data]`: the run goes on with the parent's epoch where it stopped.
+"""Fine-tuning's `init.keep=[data]`: the run goes on with the parent's epoch where it stopped.
 
 Only the parent's batches make that position mean anything: an epoch's batches follow from the
 training pairs, their segmentation and length cut, the batch budget, the process count and the
@@ -27,9 +27,9 @@ def position_problems(cfg: DictConfig, checkpoint: dict[str, Any]) -> list[str]:
     data = checkpoint.get(TranslationDataModule.__qualname__) or {}
     if not (recorded and plan and "train_fingerprint" in data):
         return [
-            "init_keep names data, but the parent checkpoint does not record which batches it "
+            "init.keep names data, but the parent checkpoint does not record which batches it "
             "trained (its training data, batch budget and process count): leave data out of "
-            "init_keep"
+            "init.keep"
         ]
     train = instantiate(cfg.data.corpus).fingerprint("train", cfg.data.src_lang, cfg.data.tgt_lang)
     world_size = device_count(cfg.trainer) * cfg.trainer.get("num_nodes", 1)
@@ -46,14 +46,14 @@ def position_problems(cfg: DictConfig, checkpoint: dict[str, Any]) -> list[str]:
         for name, (mine, theirs) in ours.items()
         if mine != theirs
     ]
-    if cfg.get("init_extend_vocab"):
-        differ.append("init_extend_vocab=true (segments the pairs anew)")
+    if cfg.init.extend_vocab:
+        differ.append("init.extend_vocab=true (segments the pairs anew)")
     problems = []
     if differ:
         problems.append(
-            "init_keep names data, which goes on with the parent's epoch where it stopped, but "
+            "init.keep names data, which goes on with the parent's epoch where it stopped, but "
             f"these give that epoch other batches: {'; '.join(differ)}; match the parent's, or "
-            "leave data out of init_keep"
+            "leave data out of init.keep"
         )
     if problem := epoch_problem(checkpoint["epoch"], cfg.trainer.get("max_epochs")):
         problems.append(problem)
@@ -65,6 +65,6 @@ def epoch_problem(epoch: int, max_epochs: int | None) -> str | None:
     if max_epochs is None or max_epochs < 0 or max_epochs > epoch:
         return None
     return (
-        f"init_keep names data, and the parent is in epoch {epoch}, so trainer.max_epochs="
+        f"init.keep names data, and the parent is in epoch {epoch}, so trainer.max_epochs="
         f"{max_epochs} trains nothing: set trainer.max_epochs above {epoch}, or -1"
     )

@@ -3,19 +3,17 @@
 A data config names the BPE it trains by its settings and its training text
 (`tokenizer.cache_path`). Fine-tuning changes the text (a new domain, with the parent's
 vocabulary); the settings change only to ask for another vocabulary, so a `data.vocab_size` or
-`data.min_frequency` other than the parent's is refused, unless `init_extend_vocab` asks for the
+`data.min_frequency` other than the parent's is refused, unless `init.extend_vocab` asks for the
 data config's BPE, trained on the new corpus, to add the tokens the parent lacks.
 """
 
 import logging
-from pathlib import Path
 from typing import Any
 
 import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from transformer_nmt.checkpoint import read_checkpoint, resolve_checkpoints
 from transformer_nmt.data.tokenizer import BPETokenizer, SubwordTokenizer
 from transformer_nmt.model import EncoderDecoder
 from transformer_nmt.model.vocab_growth import PER_TOKEN, with_vocab_size
@@ -25,15 +23,6 @@ log = logging.getLogger(__name__)
 
 # The data settings that name a tokenizer besides its training text.
 TOKENIZER_SETTINGS = ("vocab_size", "min_frequency")
-
-
-def parent_data(path: Path, average_last: int | None) -> dict[str, Any]:
-    """The data settings a parent checkpoint trained with (of the last, for an average); {} for a
-    MarianMT folder or a checkpoint that records none."""
-    if path.is_dir() and average_last is None:
-        return {}
-    last = resolve_checkpoints([str(path)], average_last)[-1]
-    return read_checkpoint(last, mmap=True).get("datamodule_hyper_parameters") or {}
 
 
 def vocab_problem(
@@ -47,7 +36,7 @@ def vocab_problem(
     """
     if not isinstance(tokenizer, BPETokenizer):
         return None
-    extend = "or init_extend_vocab=true to add the new corpus's tokens to the parent's vocabulary"
+    extend = "or init.extend_vocab=true to add the new corpus's tokens to the parent's vocabulary"
     if not recorded:
         if data.vocab_size >= tokenizer.vocab_size:
             return None
@@ -78,13 +67,13 @@ def extend_vocab(
     in its embeddings and output layer, drawn as a new model draws them from `cfg.seed`."""
     if not isinstance(tokenizer, BPETokenizer):
         raise ConfigError(
-            f"init_extend_vocab extends a byte-level BPE vocabulary, and the parent's is "
-            f"{type(tokenizer).__name__}'s: set init_extend_vocab=false"
+            f"init.extend_vocab extends a byte-level BPE vocabulary, and the parent's is "
+            f"{type(tokenizer).__name__}'s: set init.extend_vocab=false"
         )
     new = instantiate(cfg.data, max_tokens="auto").load_tokenizer()
     extended = tokenizer.extended(new)
     log.info(
-        "init_extend_vocab: %d tokens of the new corpus's BPE added to the parent's %d",
+        "init.extend_vocab: %d tokens of the new corpus's BPE added to the parent's %d",
         extended.vocab_size - tokenizer.vocab_size,
         tokenizer.vocab_size,
     )
@@ -103,6 +92,6 @@ def frozen_rows_problem(model: EncoderDecoder) -> str | None:
     if not frozen:
         return None
     return (
-        f"init_extend_vocab adds tokens whose rows in {', '.join(frozen)} init_freeze would leave "
-        "at their random start: leave the embeddings and generator out of init_freeze"
+        f"init.extend_vocab adds tokens whose rows in {', '.join(frozen)} init.freeze would leave "
+        "at their random start: leave the embeddings and generator out of init.freeze"
     )

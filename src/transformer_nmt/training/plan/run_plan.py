@@ -17,8 +17,9 @@ from typing import Any
 from omegaconf import DictConfig
 
 from transformer_nmt.data.framing import ADDED_TOKENS
-from transformer_nmt.training.callbacks import timed_cooldown
+from transformer_nmt.training.callbacks import configured, timed_cooldown
 from transformer_nmt.training.callbacks.checkpoint_policy import (
+    CheckpointPolicy,
     monitor_problems,
     retention_problems,
 )
@@ -43,7 +44,8 @@ log = logging.getLogger(__name__)
 
 # Where a checkpoint holds the plan of the run that wrote it.
 CHECKPOINT_KEY = "run_plan"
-# (accumulate_grad_batches, max_tokens, tokens_per_update); None: auto, not measured yet.
+# (accumulate_grad_batches, max_tokens, tokens_per_update); max_tokens None: auto, not measured
+# yet, and tokens_per_update then the `data.tokens_per_update` its accumulation aims at.
 Update = tuple[int, int | None, int | None]
 
 
@@ -60,7 +62,8 @@ class RunPlan:
         accumulate_grad_batches: batches each process runs per optimizer step.
         max_tokens: tokens a side of one batch on one process; None until the
             `data.max_tokens=auto` budget is measured on the device, as fit sets up.
-        tokens_per_update: tokens a side of one update at most (None until then too).
+        tokens_per_update: tokens a side of one update at most; until the auto budget is
+            measured, the `data.tokens_per_update` its accumulation is derived from (or None).
         max_steps: the updates the run ends after (-1: no step budget).
         max_time: the wall time it ends after ("DD:HH:MM:SS"; None: no time budget).
         cooldown_steps: updates of the linear cool-down that ends at `max_steps` (0: none).
@@ -70,6 +73,9 @@ class RunPlan:
             (a resume confirms it still fits there).
         wandb_run: the W&B run the run folder logs to (`runtime/wandb_run.py`): its id, project
             and the last step its earlier starts logged; None without `logger=wandb`.
+        parent: fine-tuning's parent (`init.from`), as global rank 0 read it: the files, the
+            step it was at, its weights' digest, the parts kept from it and frozen
+            (`fine_tuning/init_from.py`); None for a run from scratch.
     """
 
     resume_from: str | None
@@ -86,6 +92,7 @@ class RunPlan:
     keep_last: int | None
     auto_budget: bool = False  # absent from the plans of older checkpoints
     wandb_run: dict[str, Any] | None = None  # absent from the plans of older checkpoints
+    parent: dict[str, Any] | None = None  # absent from the plans of older checkpoints
 
     def to_dict(self) -> dict[str, Any]:
         """Plain types only: a checkpoint holding it loads with `weights_only=True`."""
@@ -123,7 +130,19 @@ class RunPlan:
             f"{' or '.join(e for e in ends if e) or 'the epochs'}, whichever comes first; "
             f"cool-down: {cooldown or 'none'}; periodic checkpoints kept: "
             f"{'all' if self.keep_last is None else self.keep_last}"
+            f"{_describe_parent(self.parent) if self.parent else ''}"
         )
+
+
+def _describe_parent(parent: dict[str, Any]) -> str:
+    files, step = parent["files"], parent["step"]
+    source = files[0] if len(files) == 1 else f"the average of {files[0]}..{files[-1]}"
+    return (
+        f"; fine-tunes {source}{'' if step is None else f' at step {step}'} (weights sha256 "
+        f"{parent['weights_sha256']}), keeps its {', '.join(parent['kept']) or 'weights only'}, "
+        f"freezes {', '.join(parent['frozen']) or 'nothing'}"
+        f"{', extends its vocabulary' if parent['extend_vocab'] else ''}"
+    )
 
 
 def check_config(cfg: DictConfig, resume: ResumePoint | None = None) -> None:
@@ -151,8 +170,9 @@ def check_config(cfg: DictConfig, resume: ResumePoint | None = None) -> None:
         raise ConfigError("inconsistent settings:\n  " + "\n  ".join(problems))
 
 
-def plan_run(cfg: DictConfig) -> RunPlan:
-    """Check the config against the checkpoint it resumes from, then derive the run's plan.
+def plan_run(cfg: DictConfig, parent: dict[str, Any] | None = None) -> RunPlan:
+    """Check the config against the checkpoint it resumes from, then derive the run's plan;
+    `parent` is fine-tuning's record of the parent it starts from (`init.from.load_parent`).
 
     Raises `ConfigError` naming every inconsistent setting, before anything is written.
     """
@@ -167,8 +187,8 @@ def plan_run(cfg: DictConfig) -> RunPlan:
             raise
         raise ConfigError(f"{error}\n  {found_in_run_folder_hint(resume.path)}") from None
     trainer = cfg.trainer
-    policy = (cfg.get("callbacks") or {}).get("checkpoints") or {}
-    timed = (cfg.get("callbacks") or {}).get("timed_cooldown") or {}
+    policy = next((c for _, c in configured(cfg, CheckpointPolicy)), {})
+    timed = next((c for _, c in configured(cfg, timed_cooldown.TimedCooldown)), {})
     return RunPlan(
         resume_from=resume.path,
         found_in_run_folder=found,
@@ -184,6 +204,7 @@ def plan_run(cfg: DictConfig) -> RunPlan:
         keep_last=policy.get("keep_last"),
         auto_budget=cfg.data.max_tokens == "auto",
         wandb_run=planned_wandb_run(cfg, resume.path),
+        parent=parent,
     )
 
 
@@ -225,7 +246,7 @@ def planned_update(cfg: DictConfig, world_size: int, resume: ResumePoint) -> Upd
     accumulate = cfg.trainer.get("accumulate_grad_batches", 1)
     if max_tokens == "auto":
         if saved is None or saved.max_tokens is None:
-            return accumulate, None, None
+            return accumulate, None, tokens_per_update
         log.info("data.max_tokens=auto: %d, as measured when the run started", saved.max_tokens)
         return saved.accumulate_grad_batches, saved.max_tokens, saved.tokens_per_update
     if tokens_per_update is not None:

@@ -32,10 +32,15 @@ from typing import Any
 
 import lightning as L
 import torch
-from lightning.pytorch.trainer.connectors.signal_connector import _SignalConnector
 from lightning.pytorch.trainer.states import TrainerFn
 from torch import Tensor
 
+from transformer_nmt.training.lightning_internals import (
+    SignalConnector,
+    replace_signal_connector,
+    skip_next_validation,
+    stop_sigterm_broadcast,
+)
 from transformer_nmt.training.run.slurm_requeue import REQUEUE_SIGNAL, requeue_this_job
 from transformer_nmt.training.step.val_metrics import mode as better_mode
 
@@ -174,7 +179,7 @@ class AgreedStop(L.Callback):
         self.signum, self.step = signum, trainer.global_step + 1
         trainer.should_stop = True
         # Lightning validates before a should_stop; a pre-emption leaves no time for it.
-        trainer.fit_loop.epoch_loop._skip_next_val = True
+        skip_next_validation(trainer)
         if trainer.is_global_zero:
             log.warning(
                 "%s: every rank stops after update %d", signal.Signals(signum).name, self.step
@@ -271,7 +276,7 @@ class EarlyStop(L.Callback):
             self.best, self.wait = state_dict.get("best"), state_dict.get("wait", 0)
 
 
-class _RecordingSignalConnector(_SignalConnector):
+class _RecordingSignalConnector(SignalConnector):
     """Lightning's signal connector, registering `SIGNALS.recording()` in place of its handlers."""
 
     def __init__(self, trainer: L.Trainer) -> None:
@@ -293,9 +298,8 @@ def replace_lightning_sigterm_handling(trainer: L.Trainer) -> None:
     Both replaced here; `trainer.received_sigterm` stays False, so Lightning never raises
     `SIGTERMException` mid-step.
     """
-    if not isinstance(trainer._signal_connector, _RecordingSignalConnector):
-        trainer._signal_connector = _RecordingSignalConnector(trainer)
-    trainer.fit_loop.epoch_loop._broadcast_sigterm_tensor = lambda: None
+    replace_signal_connector(trainer, _RecordingSignalConnector)
+    stop_sigterm_broadcast(trainer)
 
 
 def torchrun_stop_problems(

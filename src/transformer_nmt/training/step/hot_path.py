@@ -11,6 +11,8 @@ import torch
 from torch import Tensor
 from torch.distributed import ReduceOp
 
+from transformer_nmt.training.lightning_internals import is_logging_batch
+
 
 def all_reduce_(tensor: Tensor, op: ReduceOp = ReduceOp.SUM) -> Tensor:
     """Reduce `tensor` over all ranks in place and return it; outside DDP, `tensor` itself.
@@ -31,5 +33,4 @@ def is_logging_step(trainer: L.Trainer) -> bool:
     Python number (copied to the device) or shown in the progress bar (Lightning reads those with
     `.item()` after every batch). The same on every rank, so collectives may depend on it.
     """
-    # Lightning's own LearningRateMonitor and ThroughputMonitor ask the same private property.
-    return bool(trainer.fast_dev_run) or trainer._logger_connector.should_update_logs
+    return bool(trainer.fast_dev_run) or is_logging_batch(trainer)
