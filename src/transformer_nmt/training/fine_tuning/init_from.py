@@ -263,7 +263,7 @@ def fit_problems(cfg: DictConfig, model: EncoderDecoder, tokenizer: SubwordToken
 
 
 def parent_files(path: Path, average_last: int | None) -> list[Path]:
-    """A MarianMT or M2M-100 folder, or the checkpoint, or a folder's last N checkpoints to average."""
+    """A MarianMT or M2M-100 folder, the checkpoint, or a folder's last N checkpoints to average."""
     if path.is_dir() and (path / "config.json").is_file():
         return [path]
     if path.is_dir() and average_last is None:
