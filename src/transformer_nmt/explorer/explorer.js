@@ -302,7 +302,7 @@
     const chosen = beam.chosen.tokens;
     const onPath = (c) => c.ids.length <= chosen.length && c.ids.every((t, k) => t === chosen[k]) &&
       (c.status === "k" || c.ids.length === chosen.length);
-    const COL = 150, NODE_W = 136, ROW = 26, NODE_H = 20, TOP = 8, LEFT = 4;
+    const COL = 180, NODE_W = 136, ROW = 26, NODE_H = 20, TOP = 8, LEFT = 4;
     const height = TOP * 2 + ROW * Math.max(1, ...rows.map((r) => r.length));
     svg.setAttribute("width", LEFT + COL * (rows.length + 1));
     svg.setAttribute("height", height);
@@ -312,7 +312,7 @@
       const x = LEFT + col * COL, y = TOP + k * ROW;
       const g = svgEl("g", { class: `node ${cls}` });
       g.append(svgEl("title", {}, title), svgEl("rect", { x, y, width: NODE_W, height: NODE_H, rx: 4 }),
-        svgEl("text", { x: x + 6, y: y + 14 }, text));
+        svgEl("text", { x: x + 8, y: y + 14 }, text));
       nodes.append(g);
       return { g, x, y };
     };
