@@ -8,7 +8,7 @@ import pytest
 
 from transformer_nmt.explorer import explorer_html, run_validations
 from transformer_nmt.explorer.page import RUN_SENTENCES, RUN_VALIDATIONS
-from transformer_nmt.explorer.sentence import LEVELS, decode_weights, encode_weights
+from transformer_nmt.explorer.sentence import CODING, LEVELS, decode_weights, encode_weights
 
 
 def test_the_coding_keeps_every_weight_within_a_step_and_small_ones_apart():
@@ -46,7 +46,9 @@ def test_an_older_pages_weights_are_recoded():
             "validations"
         ]
     ]
-    assert np.abs(decode_weights(shown["readings"][0]["decoder_src"]) - w).max() <= 1 / LEVELS
+    recoded = shown["readings"][0]["decoder_src"]
+    assert recoded["coding"] == CODING  # the one the page's script reads
+    assert np.abs(decode_weights(recoded) - w).max() <= 1 / LEVELS
     assert decode_weights(shown["encoder_self"]).shape == (0, 0, 0, 0)
 
 
