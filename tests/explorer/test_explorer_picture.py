@@ -365,7 +365,7 @@ def style(css: str) -> Callable[[str], str]:
 
 
 COLUMNS = 'colLabels.forEach((t, j) => label("col", j, t, 0, j + 1));'
-HEADS = "const heads = head === MEAN ? [...Array(h).keys()] : [head];"
+HEAD = "const base = (layer * h + head) * tq * tk;"
 HALF = "else kept = order.slice(0, 3).filter((j) => top > 0 && row[j] >= top / 2);"
 SAME_SOURCE = "state.s = same >= 0 ? same : Math.min(state.s, sentences().length - 1);"
 CLAMPED = "state.s = Math.max(0, Math.min(state.s, sentences().length - 1));"
@@ -386,9 +386,9 @@ MUTATIONS = {
         script(("map((q) => rgb(weightOf(q)))", "map((q) => rgb(1 - weightOf(q)))")),
         "large_map",
     ),
-    "wrong head": (script((HEADS, HEADS.replace(": [head]", ": [(head + 1) % h]"))), "small_maps"),
+    "wrong head": (script((HEAD, HEAD.replace("+ head)", "+ (head + 1) % h)"))), "small_maps"),
     "transposed maps": (
-        script(("set(c, 4 * k);", "set(c, 4 * ((k % tk) * tq + Math.floor(k / tk)));")),
+        script(("at = 4 * k;", "at = 4 * ((k % tk) * tq + Math.floor(k / tk));")),
         "large_map",
     ),
     "head captions off by one": (script(("`h${h + 1}`", "`h${h + 2}`")), "small_maps"),

@@ -44,6 +44,7 @@
     [s.encoder_self, ...s.readings.flatMap((r) => [r.decoder_self, r.decoder_src])]));
   await Promise.all(everyEncoded.map(async (e) => levels.set(e, await inflate(e))));
   const weightOf = (q) => (q / 255) ** 2;
+  const WEIGHT = Float32Array.from({ length: 256 }, (_, q) => weightOf(q));
   const levelOf = (w) => Math.round(255 * Math.sqrt(Math.max(0, Math.min(1, w))));
 
   const sentences = (v = state.v) => data.validations[v].sentences;
@@ -73,9 +74,19 @@
     const out = new Float32Array(tq * tk);
     for (const hd of heads) {
       const base = (layer * h + hd) * tq * tk;
-      for (let k = 0; k < tq * tk; k++) out[k] += weightOf(q[base + k]) / heads.length;
+      for (let k = 0; k < tq * tk; k++) out[k] += WEIGHT[q[base + k]] / heads.length;
     }
     return out;
+  }
+  // The same as levels, one byte a cell: a head's are the data themselves, a view not a copy.
+  function levelsOf(v, s, r, kind, layer, head) {
+    const encoded = encodedOf(v, s, r, kind);
+    const [, h, tq, tk] = encoded.shape;
+    if (head !== MEAN) {
+      const base = (layer * h + head) * tq * tk;
+      return levels.get(encoded).subarray(base, base + tq * tk);
+    }
+    return Uint8Array.from(weights(v, s, r, kind, layer, head), levelOf);
   }
   function matrix(v, s, r, kind, layer, head) {
     const [, , tq, tk] = encodedOf(v, s, r, kind).shape;
@@ -109,16 +120,18 @@
   }
   const PALETTE = [...Array(256).keys()].map((q) => rgb(weightOf(q)));
 
-  // A (tq, tk) map into `canvas`, one pixel per weight.
-  function paint(canvas, w, tq, tk) {
+  // A (tq, tk) map of levels into `canvas`, one pixel per weight.
+  function paint(canvas, q, tq, tk) {
     canvas.width = tk;
     canvas.height = tq;
     const ctx = canvas.getContext("2d");
     const image = ctx.createImageData(tk, tq);
     for (let k = 0; k < tq * tk; k++) {
-      const c = PALETTE[levelOf(w[k])];
-      image.data.set(c, 4 * k);
-      image.data[4 * k + 3] = 255;
+      const c = PALETTE[q[k]], at = 4 * k;
+      image.data[at] = c[0];
+      image.data[at + 1] = c[1];
+      image.data[at + 2] = c[2];
+      image.data[at + 3] = 255;
     }
     ctx.putImageData(image, 0, 0);
   }
@@ -160,7 +173,7 @@
         fig.classList.toggle("selected", l === state.layer && hd === state.head);
         fig.append(el("figcaption", {}, headLabel(hd)));
         const canvas = el("canvas", { class: "small" });
-        paint(canvas, weights(state.v, state.s, state.r, state.kind, l, hd), tq, tk);
+        paint(canvas, levelsOf(state.v, state.s, state.r, state.kind, l, hd), tq, tk);
         canvas.style.width = `${Math.max(48, tk * scale)}px`;
         canvas.style.height = `${Math.max(48, tk * scale) * tq / tk}px`;
         fig.append(canvas);
@@ -176,31 +189,39 @@
     }
   }
 
-  function drawLarge() {
-    const large = $("large");
-    large.replaceChildren();
+  // The large map: its labels are rebuilt only when the tokens change (relabel), the picture
+  // on every call.
+  const large = { canvas: null, corner: null, q: null };
+  function drawLarge(relabel = true) {
     const [rowLabels, colLabels] = axes(state.v, state.s, state.r, state.kind);
     const [, , tq, tk] = shape(state.kind);
-    const w = weights(state.v, state.s, state.r, state.kind, state.layer, state.head);
+    if (relabel || !large.canvas) labelLarge(rowLabels, colLabels, tq, tk);
+    large.q = levelsOf(state.v, state.s, state.r, state.kind, state.layer, state.head);
+    paint(large.canvas, large.q, tq, tk);
+    large.corner.textContent = `layer ${layerNumbers()[state.layer]}, ${headName(state.head)}`;
+  }
+  function labelLarge(rowLabels, colLabels, tq, tk) {
+    const box = $("large");
+    box.replaceChildren();
     // Cells of 18 px, smaller for long sentences, never under 10 px: a label stays legible.
     const cell = Math.max(10, Math.min(18, Math.floor(900 / Math.max(tq, tk))));
-    large.style.setProperty("--cell", `${cell}px`);
-    large.style.gridTemplateColumns = `auto repeat(${tk}, ${cell}px)`;
-    large.style.gridTemplateRows = `auto repeat(${tq}, ${cell}px)`;
+    box.style.setProperty("--cell", `${cell}px`);
+    box.style.gridTemplateColumns = `auto repeat(${tk}, ${cell}px)`;
+    box.style.gridTemplateRows = `auto repeat(${tq}, ${cell}px)`;
     const at = (e, row, col, rows = 1, cols = 1) => {
       e.style.gridRow = `${row + 1} / span ${rows}`;
       e.style.gridColumn = `${col + 1} / span ${cols}`;
-      large.append(e);
+      box.append(e);
       return e;
     };
-    at(el("div", { class: "corner" }, `layer ${layerNumbers()[state.layer]}, ${headName(state.head)}`), 0, 0);
+    large.corner = at(el("div", { class: "corner" }), 0, 0);
     const canvas = at(el("canvas", { class: "map" }), 1, 1, tq, tk);
-    paint(canvas, w, tq, tk);
+    large.canvas = canvas;
     canvas.addEventListener("mousemove", (e) => {
-      const box = canvas.getBoundingClientRect();
-      const i = Math.floor(((e.clientY - box.top) / box.height) * tq);
-      const j = Math.floor(((e.clientX - box.left) / box.width) * tk);
-      if (i >= 0 && i < tq && j >= 0 && j < tk) canvas.title = `${rowLabels[i]} → ${colLabels[j]}: ${w[i * tk + j].toFixed(3)}`;
+      const r = canvas.getBoundingClientRect();
+      const i = Math.floor(((e.clientY - r.top) / r.height) * tq);
+      const j = Math.floor(((e.clientX - r.left) / r.width) * tk);
+      if (i >= 0 && i < tq && j >= 0 && j < tk) canvas.title = `${rowLabels[i]} → ${colLabels[j]}: ${WEIGHT[large.q[i * tk + j]].toFixed(3)}`;
     });
     const band = { row: at(el("div", { class: "band", hidden: "" }), 1, 1), col: at(el("div", { class: "band", hidden: "" }), 1, 1) };
     const labels = { row: [], col: [] };
@@ -380,25 +401,27 @@
     $("links").value = state.links;
     $("source").textContent = sentence().source;
   }
-  // What each control redraws: a head or layer does not repaint the grid, nor the beam.
+  // What each control redraws: the alignment and beam do not depend on the kind or reading,
+  // the grid not on the layer or head, and the large map's labels only on the tokens.
+  const ALL = ["grid", "labels", "map", "alignment", "beam"];
   const REDRAW = {
-    v: "all", s: "all", r: "maps", kind: "maps", layer: "one", head: "one", links: "links",
+    v: ALL, s: ALL, r: ["grid", "labels", "map"], kind: ["grid", "labels", "map"],
+    layer: ["map", "alignment"], head: ["map", "alignment"], links: ["alignment"],
   };
-  function render(scope = "all") {
+  function render(parts = ALL) {
     const kinds = clamp(render.previous);
     render.previous = { ...state };
     drawControls(kinds);
-    if (scope === "all" || scope === "maps") drawGrid();
+    if (parts.includes("grid")) drawGrid();
     else markSelected();
-    if (scope !== "links") drawLarge();
-    drawAlignments();
-    if (scope === "all") drawBeam();
+    if (parts.includes("map")) drawLarge(parts.includes("labels"));
+    if (parts.includes("alignment")) drawAlignments();
+    if (parts.includes("beam")) drawBeam();
   }
   function set(changes) {
-    const scopes = Object.keys(changes).map((k) => REDRAW[k]);
-    const scope = ["all", "maps", "one", "links"].find((s) => scopes.includes(s)) ?? "all";
+    const parts = new Set(Object.keys(changes).flatMap((k) => REDRAW[k] ?? ALL));
     Object.assign(state, changes);
-    render(scope);
+    render([...parts]);
   }
   // A select fires "change" however it is chosen; a slider fires "input" while it moves.
   const number = (id, key, event = "change") =>
