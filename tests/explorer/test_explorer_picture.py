@@ -394,7 +394,10 @@ MUTATIONS = {
     "head captions off by one": (script(("`h${h + 1}`", "`h${h + 2}`")), "small_maps"),
     "legend reversed": (style("#legend-bar { transform: scaleX(-1) }"), "legend_ends"),
     "legend labels moved": (style("#legend-ticks .tick { margin-left: 20px }"), "legend_ends"),
-    "links to the neighbour word": (script(("x1: x(j)", "x1: x(j + 1)")), "alignment_links"),
+    "links to the neighbour word": (
+        script(('<line x1="${x(j)}"', '<line x1="${x(j + 1)}"')),
+        "alignment_links",
+    ),
     "fixed 0.1 threshold": (
         script((HALF, "else kept = order.filter((j) => row[j] >= 0.1);")),
         "adaptive_links",

@@ -36,7 +36,8 @@
   const levels = new WeakMap();
   async function inflate(encoded) {
     if (!encoded.data) return new Uint8Array(0);
-    const bytes = Uint8Array.from(atob(encoded.data), (c) => c.charCodeAt(0));
+    const text = atob(encoded.data), bytes = new Uint8Array(text.length);
+    for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
     const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate"));
     return new Uint8Array(await new Response(stream).arrayBuffer());
   }
@@ -282,33 +283,35 @@
       fig.append(el("figcaption", {}, `${rd.name}: ${rd.text}`));
       const svg = svgEl("svg", { width, height: 150, viewBox: `0 0 ${width} 150` });
       const x = (i) => gap + gap * i;
-      const lines = [];
-      for (const [i, j, wij, top] of links(w, tq, tk)) {
+      const parts = [];
+      const found = links(w, tq, tk);
+      for (const [i, j, wij, top] of found) {
         // Width and opacity by the weight relative to its row's largest, which is always seen.
         const rel = wij / top;
-        const line = svgEl("line", { x1: x(j), y1: 26, x2: x(i), y2: 124, "stroke-width": 1 + 3 * rel, "stroke-opacity": 0.35 + 0.65 * rel });
-        line.dataset.src = j;
-        line.dataset.tgt = i;
-        lines.push(line);
-        svg.append(line);
+        parts.push(`<line x1="${x(j)}" y1="26" x2="${x(i)}" y2="124" stroke-width="${1 + 3 * rel}" stroke-opacity="${0.35 + 0.65 * rel}" data-src="${j}" data-tgt="${i}"/>`);
       }
-      total += lines.length;
-      const token = (side, i, text, y) => {
-        const t = svgEl("text", { x: x(i), y, "text-anchor": "middle", class: `token ${side}` }, text);
-        t.addEventListener("mouseenter", () => {
-          svg.classList.add("focus");
-          lines.forEach((l) => l.classList.toggle("hl", l.dataset[side] === String(i)));
-        });
-        t.addEventListener("mouseleave", () => svg.classList.remove("focus"));
-        svg.append(t);
-      };
-      src.slice(0, tk).forEach((t, j) => token("src", j, t, 16));
-      out.slice(0, tq).forEach((t, i) => token("tgt", i, t, 142));
+      total += found.length;
+      const token = (side, i, text, y) =>
+        `<text x="${x(i)}" y="${y}" text-anchor="middle" class="token ${side}" data-side="${side}" data-index="${i}">${escape(text)}</text>`;
+      src.slice(0, tk).forEach((t, j) => parts.push(token("src", j, t, 16)));
+      out.slice(0, tq).forEach((t, i) => parts.push(token("tgt", i, t, 142)));
+      svg.innerHTML = parts.join("");
+      // Hovering a token lights its links, dims the others.
+      svg.addEventListener("mouseover", (e) => {
+        const t = e.target.closest(".token");
+        if (!t) return;
+        svg.classList.add("focus");
+        for (const l of svg.querySelectorAll("line")) l.classList.toggle("hl", l.dataset[t.dataset.side] === t.dataset.index);
+      });
+      svg.addEventListener("mouseout", (e) => { if (e.target.closest(".token")) svg.classList.remove("focus"); });
       fig.append(svg);
       box.append(fig);
     });
     $("links-note").textContent = `Shown: ${LINKS[state.links]}; layer ${layerNumbers()[layer]}, ${headName(head)}; ${total} links.`;
   }
+
+  // Markup for many SVG elements at once: one parse is far cheaper than an element a call.
+  const escape = (t) => String(t).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
 
   function drawBeam() {
     const beam = sentence().beam, vocab = beam.vocab;
@@ -318,7 +321,6 @@
       el("span", { class: "options" }, ` (beam ${beam.options.beam_size}, alpha ${beam.options.alpha}, ${beam.options.penalty})`),
     );
     const svg = $("beam-tree");
-    svg.replaceChildren();
     const rows = beamRows();
     const chosen = beam.chosen.tokens;
     const onPath = (c) => c.ids.length <= chosen.length && c.ids.every((t, k) => t === chosen[k]) &&
@@ -327,17 +329,16 @@
     const height = TOP * 2 + ROW * Math.max(1, ...rows.map((r) => r.length));
     svg.setAttribute("width", LEFT + COL * (rows.length + 1));
     svg.setAttribute("height", height);
-    const edges = svgEl("g", { class: "edges" }), nodes = svgEl("g", { class: "nodes" });
-    svg.append(edges, nodes);
-    const node = (col, k, text, cls, title) => {
+    const edges = [], nodes = [];
+    const node = (col, k, text, cls, title, data = "") => {
       const x = LEFT + col * COL, y = TOP + k * ROW;
-      const g = svgEl("g", { class: `node ${cls}` });
-      g.append(svgEl("title", {}, title), svgEl("rect", { x, y, width: NODE_W, height: NODE_H, rx: 4 }),
-        svgEl("text", { x: x + 8, y: y + 14 }, text));
-      nodes.append(g);
-      return { g, x, y };
+      nodes.push(`<g class="node ${cls}"${data}><title>${escape(title)}</title>` +
+        `<rect x="${x}" y="${y}" width="${NODE_W}" height="${NODE_H}" rx="4"/>` +
+        `<text x="${x + 8}" y="${y + 14}">${escape(text)}</text></g>`);
+      return { x, y };
     };
     const short = (t) => (t.length > 9 ? `${t.slice(0, 8)}…` : t);
+    const prefix = (ids) => (ids.length > 12 ? "… " : "") + ids.slice(-12).map((i) => vocab[i]).join(" ");
     let parents = [node(0, 0, "<s>", "root kept chosen", "the decoder's start")];
     rows.forEach((row, t) => {
       const kept = [];
@@ -346,20 +347,17 @@
         const token = short(vocab[c.ids[c.ids.length - 1]] ?? "?");
         const score = c.status === "f" ? ` → ${c.score.toFixed(2)}` : "";
         const text = `${token} ${c.logProb.toFixed(2)}${score}`;
-        const path = onPath(c);
-        const title = `${c.ids.map((i) => vocab[i]).join(" ")}: log-probability ${c.logProb.toFixed(4)}${c.status === "f" ? `, score ${c.score.toFixed(4)}` : ""} (${status})`;
-        const n = node(t + 1, k, text, `${status}${path ? " chosen" : ""}`, title);
-        n.g.dataset.ids = JSON.stringify(c.ids);
-        n.g.dataset.step = t + 1;
+        const path = onPath(c) ? " chosen" : "";
+        const title = `${prefix(c.ids)}: log-probability ${c.logProb.toFixed(4)}${c.status === "f" ? `, score ${c.score.toFixed(4)}` : ""} (${status})`;
+        const data = ` data-ids="${JSON.stringify(c.ids)}" data-step="${t + 1}"`;
+        const n = node(t + 1, k, text, `${status}${path}`, title, data);
         const p = parents[t === 0 ? 0 : c.parent];
-        edges.append(svgEl("line", {
-          class: `edge ${status}${path ? " chosen" : ""}`,
-          x1: p.x + NODE_W, y1: p.y + NODE_H / 2, x2: n.x, y2: n.y + NODE_H / 2,
-        }));
+        edges.push(`<line class="edge ${status}${path}" x1="${p.x + NODE_W}" y1="${p.y + NODE_H / 2}" x2="${n.x}" y2="${n.y + NODE_H / 2}"/>`);
         if (c.status === "k") kept.push(n);
       });
       parents = kept;
     });
+    svg.innerHTML = `<g class="edges">${edges.join("")}</g><g class="nodes">${nodes.join("")}</g>`;
   }
 
   // ---- controls ----
