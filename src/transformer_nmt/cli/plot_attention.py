@@ -9,6 +9,8 @@ is forced as decoder input (teacher forcing), which shows how the model aligns a
 --html writes the explorer page: every layer and head to hover and choose, the alignment, and the
 beam search that chose the translation (beam options as nmt-translate's); it prints each
 sentence's 'line<TAB>score<TAB>translation' as `nmt-translate --n-best` does, then the page.
+--layers chooses the layers of the PNGs and of the page alike. A sentence longer than the model's
+positions is cut to fit, with a warning, as nmt-translate cuts it.
 """
 
 import argparse

@@ -226,9 +226,10 @@
     });
     const band = { row: at(el("div", { class: "band", hidden: "" }), 1, 1), col: at(el("div", { class: "band", hidden: "" }), 1, 1) };
     const labels = { row: [], col: [] };
-    // A token's row is what it attends to, its column what attends to it; a self-attention's
-    // token is both a row and a column.
-    const self = state.kind === "encoder_self";
+    // A token's row is what it attends to, its column what attends to it; in a self-attention a
+    // position is both a row and a column (in the decoder's, labelled by what it predicts and
+    // what it reads).
+    const self = state.kind !== "decoder_src";
     const hover = (axis, i) => (on) => {
       for (const [a, k] of self ? [["row", i], ["col", i]] : [[axis, i]]) {
         band[a].hidden = !on;
