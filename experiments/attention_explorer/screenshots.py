@@ -3,9 +3,10 @@
     python -m experiments.attention_explorer.screenshots <run dir>/attention/explorer.html \
         --out experiments/attention_explorer
 
-Each view is captured whole, however far below the window it lies: the page is laid out at its
-full scroll size first, so nothing is cut at the window or left unpainted beyond it. A capture
-that is mostly background (a view that did not draw) is refused, and the earlier PNG kept.
+Each view, and the whole page, is captured whole, however far below the window it lies: the
+page is laid out at its full scroll size first, so nothing is cut at the window or left unpainted
+beyond it. A capture that is mostly background (a view that did not draw) is refused, and the
+earlier PNGs kept.
 """
 
 import argparse
@@ -57,10 +58,11 @@ def lay_out_whole(driver: webdriver.Chrome) -> None:
     driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
 
 
-def capture(driver: webdriver.Chrome, element_id: str) -> bytes:
-    """A PNG of the whole element, checked to show something."""
+def capture(driver: webdriver.Chrome, element_id: str | None) -> bytes:
+    """A PNG of the whole element (None: the whole page), checked to show something."""
     rect = driver.execute_script(
-        "const r = document.getElementById(arguments[0]).getBoundingClientRect();"
+        "const e = arguments[0] ? document.getElementById(arguments[0]) : document.body;"
+        "const r = e.getBoundingClientRect();"
         "return {x: r.x + scrollX, y: r.y + scrollY, width: r.width, height: r.height, scale: 1}",
         element_id,
     )
@@ -68,7 +70,7 @@ def capture(driver: webdriver.Chrome, element_id: str) -> bytes:
         "Page.captureScreenshot", {"clip": rect, "captureBeyondViewport": True}
     )
     png = base64.b64decode(shot["data"])
-    check_drawn(png, element_id)
+    check_drawn(png, element_id or "page")
     return png
 
 
@@ -93,6 +95,7 @@ def main(argv: list[str] | None = None) -> None:
             driver.find_elements(By.CSS_SELECTOR, "#large .col-label")[1]
         ).perform()
         shots = {name: capture(driver, name) for name in ("controls", *VIEWS)}
+        shots["page"] = capture(driver, None)
         args.out.mkdir(parents=True, exist_ok=True)
         for name, png in shots.items():  # written once every view is checked
             (args.out / f"{name}.png").write_bytes(png)

@@ -1,19 +1,25 @@
 """`nmt-plot-attention` as a user runs it, on a toy checkpoint."""
 
+import json
+import logging
 import os
 import subprocess
 import sys
 
 import matplotlib.image
+import numpy as np
 import pytest
 import torch
 
 from helpers.checkpoint_files import write_checkpoint
 from helpers.hydra_compose import ROOT
+from transformer_nmt.checkpoint import load_checkpoint
 from transformer_nmt.cli.plot_attention import main, plot_attention
-from transformer_nmt.data.tokenizer import PAD_ID, BPETokenizer
+from transformer_nmt.data.tokenizer import EOS_ID, PAD_ID, BPETokenizer
 from transformer_nmt.data.toy import ToyCorpus
+from transformer_nmt.explorer import explore_sentence
 from transformer_nmt.explorer.plots import figure_pixels
+from transformer_nmt.explorer.sentence import decode_weights
 from transformer_nmt.model import Transformer
 
 
@@ -124,3 +130,53 @@ def test_sentences_and_references_that_do_not_fit_are_refused_naming_the_option(
         main([str(checkpoint), *args])
     assert message in capsys.readouterr().err
     assert not (tmp_path / "x.html").exists()
+
+
+def page_data(html) -> dict:
+    """The explorer data a page holds, read back from its inline JSON."""
+    text = html.read_text(encoding="utf-8")
+    start = text.index('id="data">') + len('id="data">')
+    return json.loads(text[start : text.index("</script>", start)].replace("<\\/", "</"))
+
+
+def test_html_shows_the_chosen_layers_only(checkpoint, tmp_path):
+    html = tmp_path / "page.html"
+    main([str(checkpoint), "three one four", "--html", str(html), "--layers", "2", "--max-len-b=3"])
+    ((sentence,),) = [v["sentences"] for v in page_data(html)["validations"]]
+    assert sentence["layers"] == [2]
+    shapes = [sentence["encoder_self"]["shape"]] + [
+        r[kind]["shape"] for r in sentence["readings"] for kind in ("decoder_self", "decoder_src")
+    ]
+    assert [s[0] for s in shapes] == [1, 1, 1]  # one layer of each kind
+    model, tokenizer = load_checkpoint(checkpoint)
+    full = explore_sentence(model, tokenizer, [4, 5, 6, EOS_ID], max_len_b=3)
+    layer2 = decode_weights(full["encoder_self"])[1:]
+    mine = explore_sentence(model, tokenizer, [4, 5, 6, EOS_ID], max_len_b=3, layers=[2])
+    assert np.array_equal(decode_weights(mine["encoder_self"]), layer2)  # layer 2's, not layer 1's
+
+
+@pytest.fixture(scope="module")
+def short_positions(checkpoint, tmp_path_factory):
+    """The toy checkpoint's tokenizer on a model of 24 positions."""
+    tokenizer = BPETokenizer.from_str(torch.load(checkpoint, weights_only=True)["tokenizer"])
+    path = tmp_path_factory.mktemp("short") / "short.ckpt"
+    return write_checkpoint(path, tokenizer, N=1, max_positions=24)
+
+
+def test_a_sentence_longer_than_the_positions_is_cut_with_a_warning(
+    short_positions, tmp_path, caplog
+):
+    long = " ".join(["three one four"] * 10)  # 30 words, more than 24 positions
+    html = tmp_path / "page.html"
+    with caplog.at_level(logging.WARNING):
+        main([str(short_positions), long, "--html", str(html), "--beam-size", "1",
+              "--reference", long])  # fmt: skip
+        paths = plot_attention(short_positions, long, tmp_path / "png")
+    warnings = [r.getMessage() for r in caplog.records]
+    assert any(w.startswith("sentence 1: ") and "reading the first 23" in w for w in warnings)
+    assert any(w.startswith("the reference: ") and "reading the first 23" in w for w in warnings)
+    ((sentence,),) = [v["sentences"] for v in page_data(html)["validations"]]
+    assert len(sentence["src"]) == 24  # 23 tokens and EOS
+    for reading in sentence["readings"]:
+        assert reading["decoder_src"]["shape"][2] <= 24 and len(reading["out"]) <= 24
+    assert len(paths) == 3

@@ -9,9 +9,12 @@ is forced as decoder input (teacher forcing), which shows how the model aligns a
 --html writes the explorer page: every layer and head to hover and choose, the alignment, and the
 beam search that chose the translation (beam options as nmt-translate's); it prints each
 sentence's 'line<TAB>score<TAB>translation' as `nmt-translate --n-best` does, then the page.
+--layers chooses the layers of the PNGs and of the page alike. A sentence longer than the model's
+positions is cut to fit, with a warning, as nmt-translate cuts it.
 """
 
 import argparse
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +30,11 @@ from transformer_nmt.cli.search_args import (
     positive_int,
     torch_dtype,
 )
-from transformer_nmt.data.framing import source_ids
+from transformer_nmt.data.framing import ADDED_TOKENS, source_ids
 from transformer_nmt.explorer import explore_sentence, write_page
 from transformer_nmt.explorer.plots import draw_sentence_attention
+
+log = logging.getLogger(__name__)
 
 
 def plot_attention(
@@ -57,11 +62,25 @@ def plot_attention(
     model, tokenizer = load_checkpoint(checkpoint)
     model = model.to(device=device, dtype=dtype)
     (tokens,) = tokenizer.encode_batch([source])
-    src_ids = source_ids(tokens, model.config.max_positions)
+    src_ids = fitted_source(tokens, model.config.max_positions, "the sentence")
     tgt_tokens = None if reference is None else tokenizer.encode_batch([reference])[0]
     return draw_sentence_attention(
         model, tokenizer, src_ids, out_dir, tgt_tokens, max_len_b=max_len_b, layers=layers
     )
+
+
+def fitted_source(tokens: list[int], max_positions: int, what: str) -> list[int]:
+    """The source as the encoder reads it, cut with a warning (as nmt-translate) if too long."""
+    limit = max_positions - ADDED_TOKENS  # source tokens that fit beside EOS
+    if len(tokens) > limit:
+        log.warning(
+            "%s: %d tokens, more than the model's %d; reading the first %d",
+            what,
+            len(tokens),
+            limit,
+            limit,
+        )
+    return source_ids(tokens, max_positions)
 
 
 def explore_attention(
@@ -71,6 +90,7 @@ def explore_attention(
     references: list[str] | None = None,
     device: str | torch.device = "cpu",
     dtype: torch.dtype | None = None,
+    layers: list[int] | None = None,
     **search: Any,
 ) -> list[dict[str, Any]]:
     """Write the explorer page of `sources`; returns each sentence's data as the page holds it.
@@ -80,6 +100,7 @@ def explore_attention(
         sources: the sentences, raw text.
         html: the page to write.
         references: one target per source, each read by the decoder beside the translation.
+        layers: 1-based layers the page shows; all if None.
         search: beam_size, alpha, penalty, max_len_b, as `beam_search` takes them.
     """
     if references is not None and len(references) != len(sources):
@@ -91,9 +112,10 @@ def explore_attention(
     sentences = []
     for i, source in enumerate(sources):
         (tokens,) = tokenizer.encode_batch([source])
-        src_ids = source_ids(tokens, model.config.max_positions)
+        src_ids = fitted_source(tokens, model.config.max_positions, f"sentence {i + 1}")
         reference = None if references is None else tokenizer.encode_batch([references[i]])[0]
-        sentences.append(explore_sentence(model, tokenizer, src_ids, reference, **search))
+        explored = explore_sentence(model, tokenizer, src_ids, reference, layers=layers, **search)
+        sentences.append(explored)
     write_page(html, [{"step": None, "sentences": sentences}], Path(checkpoint).name)
     return sentences
 
@@ -149,7 +171,7 @@ def main(argv: list[str] | None = None) -> None:
         )
         sentences = explore_attention(
             args.checkpoint, args.source, args.html, references, args.device, torch_dtype(args),
-            **search,
+            args.layers, **search,
         )  # fmt: skip
         for i, sentence in enumerate(sentences):
             chosen = sentence["beam"]["chosen"]

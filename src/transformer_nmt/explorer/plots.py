@@ -6,6 +6,7 @@ with `matplotlib.figure.Figure` on the Agg canvas, never pyplot: no global state
 safe in training processes and threads.
 """
 
+import logging
 import math
 from pathlib import Path
 
@@ -18,6 +19,8 @@ from transformer_nmt.data.tokenizer import SPECIAL_TOKENS, BPETokenizer
 from transformer_nmt.decoding import greedy_search
 from transformer_nmt.model import EncoderDecoder
 from transformer_nmt.model.masks import padding_mask
+
+log = logging.getLogger(__name__)
 
 # The three attentions of the paper's section 3.2.3, in the order the data flows.
 KINDS = {
@@ -94,6 +97,21 @@ def attention_grid(
     fig.subplots_adjust(left=0.1, right=0.86, bottom=0.14, top=0.84, wspace=0.15, hspace=0.3)
     fig.colorbar(image, cax=fig.add_axes((0.9, 0.15, 0.02, 0.7)))
     return fig
+
+
+def fit_target(ids: list[int], max_positions: int, what: str) -> list[int]:
+    """Target ids cut, with a warning, so that BOS and they fit the model's positions."""
+    limit = max_positions - 1
+    if len(ids) > limit:
+        log.warning(
+            "%s: %d tokens, more than the decoder's %d positions hold after BOS; reading the "
+            "first %d",
+            what,
+            len(ids),
+            max_positions,
+            limit,
+        )
+    return ids[:limit]
 
 
 @torch.no_grad()
@@ -192,6 +210,7 @@ def draw_sentence_attention(
         if tgt_tokens is None:
             out = greedy_search(model, src[None], **TARGET_FRAME, max_len_b=max_len_b)  # (1, T)
             tgt_tokens = cut_at_eos(out[0].tolist())
+        tgt_tokens = fit_target(tgt_tokens, model.config.max_positions, "the target")
         tgt_in = torch.tensor(decoder_input(tgt_tokens), device=device)  # (T,)
         weights = attention_weights(model, src, tgt_in)
     finally:

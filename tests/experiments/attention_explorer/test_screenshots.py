@@ -97,7 +97,9 @@ def test_a_capture_past_an_unpainted_window_is_refused(page):
 def test_the_script_writes_every_view_checked(page, tmp_path):
     screenshots.main([str(page), "--out", str(tmp_path)])
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == ["alignment-view.png", "attention-view.png", "beam-view.png", "controls.png"]
+    assert names == [
+        "alignment-view.png", "attention-view.png", "beam-view.png", "controls.png", "page.png"
+    ]  # fmt: skip
     for name in names:
         pixels = np.asarray(Image.open(tmp_path / name).convert("RGB"))
         assert (pixels != 255).any(axis=-1).mean() > screenshots.MIN_DRAWN, name

@@ -168,6 +168,7 @@ def test_the_run_page_gathers_the_validations_before_a_resume_too(resumed_run):
     run_dir, left = resumed_run
     validations = page_validations(run_dir / "attention" / "explorer.html")
     assert [v["step"] for v in validations] == [2, 4]
+    assert [s["layers"] for v in validations for s in v["sentences"]] == [[1], [1]]  # layers=[1]
     data, inode = left
     assert validations[0] == json.loads(data)  # the first run's, not written again
     assert (run_dir / "attention/step0000002/explorer.json").stat().st_ino == inode

@@ -8,7 +8,7 @@ import lightning as L
 import torch
 from lightning.pytorch.loggers import WandbLogger
 
-from transformer_nmt.explorer import explore_sentence, write_page
+from transformer_nmt.explorer import explore_sentence, run_validations, write_page
 from transformer_nmt.explorer.plots import draw_sentence_attention
 from transformer_nmt.runtime.atomic import write_atomically
 from transformer_nmt.training.step.val_examples import pick_val_examples
@@ -29,9 +29,9 @@ class AttentionMaps(L.Callback):
     With `explorer`, each validation also writes the explorer page of its sentences (beam search
     with the paper's settings, decoder reading the translation and the reference) to
     `step<step>/explorer.html`, logged to W&B as the HTML `attention/explorer`, and keeps its data
-    in `step<step>/explorer.json`. At the end of the run `<dirpath>/explorer.html` gathers every
-    validation saved there, those before a resume included, behind a slider (W&B:
-    `attention/explorer_run`).
+    in `step<step>/explorer.json`. At the end of the run `<dirpath>/explorer.html` gathers the
+    validations saved there, those before a resume included, behind a slider (W&B:
+    `attention/explorer_run`): at most `explorer.page.RUN_VALIDATIONS`, evenly spaced.
 
     Args:
         num_sentences: sentences spread evenly over the validation set.
@@ -113,6 +113,7 @@ class AttentionMaps(L.Callback):
                 example["src"],
                 example["tgt"],
                 max_len_b=pl_module.hparams.max_len_b,
+                layers=self.layers,
             )
             for example in examples
         ]
@@ -131,7 +132,8 @@ class AttentionMaps(L.Callback):
             for path in sorted(folder.glob(f"step*/{EXPLORER_DATA}"))  # zero-padded: step order
         ]
         if validations:
-            page = write_page(folder / "explorer.html", validations, "attention over the run")
+            kept = run_validations(validations)  # bounded, however many validations ran
+            page = write_page(folder / "explorer.html", kept, "attention over the run")
             _log_html(trainer, "attention/explorer_run", page, trainer.global_step)
 
 
