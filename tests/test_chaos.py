@@ -109,7 +109,7 @@ def test_a_full_disk_stops_every_rank_with_one_message_keeping_last_ckpt(starts,
     full = starts["disk_full"]
     assert full.returncode == 1
     assert "Traceback" not in full.stdout, full.stdout[-3000:]
-    message = next(line for line in full.stdout.splitlines() if line.startswith("DiskFullError"))
+    (message,) = (line for line in full.stdout.splitlines() if line.startswith("DiskFullError"))
     assert message.startswith(f"DiskFullError: [Errno {errno.ENOSPC}] {small_disk}/last.ckpt")
     assert f"are free in {small_disk}" in message
     # The previous last.ckpt, whole; no temporary file left; the restart resumed from it.

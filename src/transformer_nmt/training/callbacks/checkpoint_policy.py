@@ -16,6 +16,7 @@ from omegaconf import DictConfig
 
 from transformer_nmt.checkpoint import KIND_KEY, PERIODIC, best_name
 from transformer_nmt.runtime.atomic import DiskFullError, is_disk_full
+from transformer_nmt.training.run.stop import Stopped
 
 log = logging.getLogger(__name__)
 
@@ -206,8 +207,9 @@ class CheckpointPolicy(Checkpoint):
     def _save(self, trainer: L.Trainer, path: str, kind: str) -> None:
         """Every rank takes part (the trainer's save ends in a barrier); rank zero writes.
 
-        A full disk stops every rank here, each raising `DiskFullError` with rank zero's message:
-        raised on rank zero alone, it would leave the others in the save's barrier, to fail with
+        A full disk stops every rank here: rank zero raises `DiskFullError`, the others log it and
+        exit 0 (`Stopped`), so that no launcher kills rank zero while it closes its loggers.
+        Raised on rank zero alone, it would leave the others in the save's barrier, to fail with
         a lost connection (Gloo) or to wait `ddp_timeout_minutes` (NCCL).
         """
         self._saving = kind
@@ -222,8 +224,12 @@ class CheckpointPolicy(Checkpoint):
         finally:
             self._saving = None
         full = trainer.strategy.broadcast(full, src=0)
-        if full is not None:
+        if full is None:
+            return
+        if trainer.is_global_zero:
             raise DiskFullError(errno.ENOSPC, full)
+        log.error("Global rank 0 could not save a checkpoint, so every rank stops: %s", full)
+        raise Stopped(0)
 
     def _tell_loggers(self, trainer: L.Trainer) -> None:
         """W&B's `log_model` uploads the best (aliases best, latest) and last.ckpt (latest)."""
