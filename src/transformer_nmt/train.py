@@ -80,11 +80,11 @@ def train(cfg: DictConfig) -> dict[str, float]:
         resume = ResumePoint(plan.resume_from)
         log_slurm_job()
         warn_if_torchrun_cuts_the_stop()
-        if rank_zero:
-            write_run_config(cfg)
         L.seed_everything(cfg.seed, workers=True)
         # What stops rank 0 here reaches the others, which would wait for it in fit.
         with start_handed_over(cfg.paths.output_dir, timeout):
+            if rank_zero:
+                write_run_config(cfg)
             datamodule, module = build_data_and_module(cfg, plan, resume, parent)
             loggers = build_loggers(cfg, plan)
         return fit_and_report(cfg, datamodule, module, loggers, plan, resume, parent)
