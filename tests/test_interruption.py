@@ -12,6 +12,7 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
+from helpers.checkpoint_files import assert_bit_identical
 from helpers.ddp import ddp_env
 from helpers.hydra_compose import ROOT, compose_train
 from helpers.quick_toy_run import quick_toy_run
@@ -368,17 +369,6 @@ def test_nan_losses_can_be_skipped_and_counted(tmp_path, nan_at):
     assert last_step(tmp_path / "run") == 8
     model, _ = load_checkpoint(tmp_path / "run" / "checkpoints" / "last.ckpt")
     assert all(torch.isfinite(p).all() for p in model.parameters())
-
-
-def assert_bit_identical(reference: dict, run: dict) -> None:
-    """Two checkpoints' weights and Adam state, equal bit for bit."""
-    assert run["global_step"] == reference["global_step"]
-    for key, weights in reference["state_dict"].items():
-        torch.testing.assert_close(run["state_dict"][key], weights, rtol=0, atol=0, msg=key)
-    adam = [end["optimizer_states"][0]["state"] for end in (reference, run)]
-    for index, state in adam[0].items():
-        for name, value in state.items():
-            torch.testing.assert_close(adam[1][index][name], value, rtol=0, atol=0, msg=name)
 
 
 @pytest.mark.slow

@@ -22,6 +22,8 @@ from optuna.storages.journal import JournalFileBackend
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
+from hydra_plugins.transformer_nmt_sweeper._trials import STOPS, SURPLUS
+
 
 def load_study(sweep_dir: Path, study_name: str | None = None, storage: str | None = None):
     """The study in `<sweep_dir>/optuna.journal`, named as its folder unless told otherwise."""
@@ -46,19 +48,26 @@ def trials_table(study: optuna.Study) -> str:
     ]
     for trial in ranked(study):
         minutes = trial.duration.total_seconds() / 60 if trial.duration else None
-        state = trial.state.name.lower()
-        for mark in ("interrupted", "surplus"):  # its worker died; one trial too many
-            if trial.user_attrs.get(mark):
-                state += f" ({mark})"
         cells = [
             str(trial.number),
-            state,
+            _state(trial),
             _number(trial.value),
             _number(minutes, "{:.1f}"),
             *(_number(trial.params.get(name)) for name in names),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _state(trial: FrozenTrial) -> str:
+    """The trial's state, with how often it was stopped and resumed, and whether it was one
+    trial too many (the sweeper's `stops` and `surplus`)."""
+    state = trial.state.name.lower()
+    if stops := len(trial.user_attrs.get(STOPS, [])):
+        state += f" (resumed {stops}×)" if stops > 1 else " (resumed)"
+    if trial.user_attrs.get(SURPLUS):
+        state += " (surplus)"
+    return state
 
 
 def importance_table(study: optuna.Study, seed: int = 0) -> str:

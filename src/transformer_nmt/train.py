@@ -28,7 +28,11 @@ from transformer_nmt.training.fine_tuning.init_from import (
     parent_from_plan,
 )
 from transformer_nmt.training.plan.config_checks import check_resume
-from transformer_nmt.training.plan.plan_sharing import agreed_plan, withdraw_plan
+from transformer_nmt.training.plan.plan_sharing import (
+    agreed_plan,
+    start_handed_over,
+    withdraw_plan,
+)
 from transformer_nmt.training.plan.resume import ResumePoint
 from transformer_nmt.training.plan.run_config import write_run_config
 from transformer_nmt.training.plan.run_plan import RunPlan, plan_run
@@ -90,11 +94,13 @@ def train(cfg: DictConfig) -> dict[str, float]:
         resume = ResumePoint(plan.resume_from)
         log_slurm_job()
         warn_if_torchrun_cuts_the_stop()
-        if rank_zero:
-            write_run_config(cfg)
         L.seed_everything(cfg.seed, workers=True)
-        datamodule, module = build_data_and_module(cfg, plan, resume, parent)
-        loggers = build_loggers(cfg, plan)
+        # What stops rank 0 here reaches the others, which would wait for it in fit.
+        with start_handed_over(cfg.paths.output_dir, timeout):
+            if rank_zero:
+                write_run_config(cfg)
+            datamodule, module = build_data_and_module(cfg, plan, resume, parent)
+            loggers = build_loggers(cfg, plan)
         return fit_and_report(cfg, datamodule, module, loggers, plan, resume, parent)
 
 

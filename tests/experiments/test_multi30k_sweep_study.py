@@ -68,6 +68,25 @@ def test_the_table_ranks_every_trial_by_value_failed_ones_last(sweep, capsys):
     assert (rows[-1]["state"], rows[-1]["value"]) == ("fail", "")
 
 
+def test_the_table_says_how_often_a_trial_was_stopped_and_resumed(sweep):
+    study = study_py.load_study(sweep)
+    stops = ["its worker process 7 on node-3 is dead (its process gone)", "SIGTERM"]
+    marks = [{"stops": stops}, {"stops": stops[:1]}, {"surplus": True}]
+    for number, user_attrs in enumerate(marks, start=len(TRIALS)):
+        state = TrialState.FAIL if "surplus" in user_attrs else TrialState.COMPLETE
+        value = None if state == TrialState.FAIL else float(number)
+        params = {"model.dropout": 0.1, "model.d_model": 256}
+        trial = create_trial(
+            params=params, distributions=SPACE, value=value, state=state, user_attrs=user_attrs
+        )
+        study.add_trial(trial)
+    rows = [cells(line) for line in study_py.trials_table(study).splitlines()[2:]]
+    states = {row[0]: row[1] for row in rows}
+    assert [states[n] for n in ("5", "6", "7", "0")] == [
+        "complete (resumed 2×)", "complete (resumed)", "fail (surplus)", "complete",
+    ]  # fmt: skip
+
+
 def test_importance_puts_the_parameter_that_decides_the_value_first(sweep):
     text = study_py.importance_table(study_py.load_study(sweep))
     (first, first_value), (second, second_value) = (cells(line) for line in text.splitlines()[2:])

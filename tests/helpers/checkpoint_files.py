@@ -46,3 +46,14 @@ def write_checkpoint(
         path,
     )
     return path
+
+
+def assert_bit_identical(reference: dict, run: dict) -> None:
+    """Two checkpoints' weights and Adam state, equal bit for bit."""
+    assert run["global_step"] == reference["global_step"]
+    for key, weights in reference["state_dict"].items():
+        torch.testing.assert_close(run["state_dict"][key], weights, rtol=0, atol=0, msg=key)
+    adam = [end["optimizer_states"][0]["state"] for end in (reference, run)]
+    for index, state in adam[0].items():
+        for name, value in state.items():
+            torch.testing.assert_close(adam[1][index][name], value, rtol=0, atol=0, msg=name)

@@ -97,16 +97,27 @@ def config(path: Path) -> dict:
 
 def loss_curve(run_dir: Path) -> tuple[set[str], list[int]]:
     """The ids of the offline W&B runs of a run folder, and the steps their `train/loss` curve
-    holds, start after start (`wandb sync` uploads the files of one run in that order).
+    holds, start after start (`wandb sync` uploads the files of one run in that order)."""
+    ids, starts = losses_by_start(run_dir)
+    return ids, [step for losses in starts for step in losses]
+
+
+def losses_by_start(run_dir: Path) -> tuple[set[str], list[dict[int, float]]]:
+    """The ids of the offline W&B runs of a run folder, and each start's `train/loss` by step,
+    the starts in order.
 
     An earlier start's file is read as it is: that start has ended, and its file lacks the exit
     record where a scheduler's SIGTERM ended W&B's service first.
     """
     *earlier, last = sorted(run_dir.glob("wandb/offline-run-*/run-*.wandb"))  # by their start
-    records = [r for f in earlier for r in _parse(f)] + read_records(last)
-    ids = {r.run.run_id for r in records if r.HasField("run")}
-    rows = [_items(r.history.item) for r in records if r.HasField("history")]
-    return ids, [row["trainer/global_step"] for row in rows if "train/loss" in row]
+    ids, starts = set(), []
+    for records in [*(_parse(f) for f in earlier), read_records(last)]:
+        ids |= {r.run.run_id for r in records if r.HasField("run")}
+        rows = [_items(r.history.item) for r in records if r.HasField("history")]
+        starts.append(
+            {row["trainer/global_step"]: row["train/loss"] for row in rows if "train/loss" in row}
+        )
+    return ids, starts
 
 
 # W&B's service writes what it holds to the run's file every `x_transaction_log_flush_interval`

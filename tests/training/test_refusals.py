@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from helpers.failing_logger import LOGGER_FAULT
 from helpers.failing_probe import PROBE_FAULT
 from helpers.quick_toy_run import quick_toy_run
 from helpers.srun_ranks import run_folder_overrides, run_srun_ranks
@@ -60,4 +61,16 @@ def test_a_budget_probe_failing_on_rank_1_ends_both_ranks_naming_it(tmp_path):
         PROBE_FAULT,
         "data.max_tokens=auto",
         "callbacks.auto_max_tokens._target_=helpers.failing_probe.FailsOnRank1",
+    )
+
+
+@pytest.mark.slow
+def test_a_logger_failing_on_rank_0_after_the_plan_ends_both_ranks_naming_it(tmp_path):
+    """Rank 0 has handed its plan over: rank 1 goes on to fit, where it would wait for rank 0."""
+    refused_everywhere(
+        tmp_path,
+        "14",
+        LOGGER_FAULT,
+        "+logger.failing._target_=helpers.failing_logger.fails_on_rank_0",
+        f"+logger.failing.save_dir={tmp_path}/csv",
     )

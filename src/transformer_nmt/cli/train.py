@@ -75,11 +75,12 @@ def remove_unused_run_folder() -> None:
 
 def deliberate_errors() -> tuple[type[Exception], ...]:
     """The errors a run raises on purpose: a config problem, a locked run folder, an unreadable
-    checkpoint, bad data, a W&B run that cannot be continued, a batch that fits no memory, and
-    a failure met on another rank (whose own log holds its traceback)."""
+    checkpoint, bad data, a W&B run that cannot be continued, a batch that fits no memory, a full
+    disk, and a failure met on another rank (whose own log holds its traceback)."""
     from transformer_nmt.checkpoint import CheckpointError
     from transformer_nmt.data.corpus import DataError
     from transformer_nmt.data.token_budget import BudgetError
+    from transformer_nmt.runtime.atomic import DiskFullError
     from transformer_nmt.runtime.wandb_run import WandbRunError
     from transformer_nmt.training.plan.config_checks import ConfigError
     from transformer_nmt.training.plan.refusals import RankRefused
@@ -93,6 +94,7 @@ def deliberate_errors() -> tuple[type[Exception], ...]:
         WandbRunError,
         BudgetError,
         RankRefused,
+        DiskFullError,
     )
 
 

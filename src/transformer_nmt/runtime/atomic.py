@@ -152,11 +152,16 @@ def is_disk_full(error: BaseException) -> bool:
     return False
 
 
-def disk_full_error(path: str | os.PathLike, needed: int) -> OSError:
+class DiskFullError(OSError):
+    """A write that found the disk or the quota full; the message names the file, the bytes it
+    takes and those free, and says that the previous version is whole."""
+
+
+def disk_full_error(path: str | os.PathLike, needed: int) -> DiskFullError:
     """An error naming `path`, the bytes writing it needs and the bytes free beside it."""
     path = Path(path)
     free = shutil.disk_usage(path.parent).free
-    return OSError(
+    return DiskFullError(
         errno.ENOSPC,
         f"{path}: no space left to write it: it takes {needed:,} bytes and {free:,} are free in "
         f"{path.parent} (or the disk quota is reached); nothing was replaced, the previous "

@@ -1,6 +1,7 @@
 """The one checkpoint policy: when `last.ckpt`, the best and the periodic checkpoints are written
 and which are kept."""
 
+import errno
 import logging
 import time
 from pathlib import Path
@@ -14,7 +15,9 @@ from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig
 
 from transformer_nmt.checkpoint import KIND_KEY, PERIODIC, best_name
+from transformer_nmt.runtime.atomic import DiskFullError, is_disk_full
 from transformer_nmt.training.plan.resume import ResumePoint
+from transformer_nmt.training.run.stop import Stopped
 from transformer_nmt.training.step.val_metrics import mode as better_mode
 
 log = logging.getLogger(__name__)
@@ -211,12 +214,31 @@ class CheckpointPolicy(Checkpoint):
             trainer.strategy.remove_checkpoint(previous)
 
     def _save(self, trainer: L.Trainer, path: str, kind: str) -> None:
-        """Every rank takes part (the trainer's save ends in a barrier); rank zero writes."""
+        """Every rank takes part (the trainer's save ends in a barrier); rank zero writes.
+
+        A full disk stops every rank here: rank zero raises `DiskFullError`, the others log it and
+        exit 0 (`Stopped`), so that no launcher kills rank zero while it closes its loggers.
+        Raised on rank zero alone, it would leave the others in the save's barrier, to fail with
+        a lost connection (Gloo) or to wait `ddp_timeout_minutes` (NCCL).
+        """
         self._saving = kind
+        full = None
         try:
             trainer.save_checkpoint(path, weights_only=False)
+        except OSError as error:
+            if not is_disk_full(error):
+                raise
+            full = error.strerror if isinstance(error, DiskFullError) else str(error)
+            trainer.strategy.barrier("Trainer.save_checkpoint")  # where the others wait
         finally:
             self._saving = None
+        full = trainer.strategy.broadcast(full, src=0)
+        if full is None:
+            return
+        if trainer.is_global_zero:
+            raise DiskFullError(errno.ENOSPC, full)
+        log.error("Global rank 0 could not save a checkpoint, so every rank stops: %s", full)
+        raise Stopped(0)
 
     def _tell_loggers(self, trainer: L.Trainer) -> None:
         """W&B's `log_model` uploads the best (aliases best, latest) and last.ckpt (latest)."""

@@ -19,13 +19,18 @@ the others take its plan, by the one channel each launcher leaves before the Tra
 
 A rank that takes a plan resuming from a checkpoint waits until its own host sees that file.
 Ranks started some other way, without a launch to name, decide alone and say so.
+
+What stops rank 0 after its plan, as it builds the data, the model and the loggers, goes the same
+way (`start_handed_over`): the other ranks would otherwise wait for it in the process group's
+start until `ddp_timeout_minutes`.
 """
 
 import json
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Protocol
@@ -63,8 +68,8 @@ def agreed_plan(
     channel = launch_channel(run_dir, timeout, environ)
     if is_global_rank_zero(environ):
         return _decide_and_hand_over(decide, channel)
-    handed = json.loads(environ.get(PLAN_ENV) or "{}")
-    if handed.get("pid") == os.getppid():
+    handed = _inherited(environ)
+    if handed:
         plan = RunPlan.from_dict(handed["plan"])
     elif channel is not None:
         plan = _received(channel.take())
@@ -92,10 +97,48 @@ def _decide_and_hand_over(decide: Callable[[], RunPlan], channel: "Channel | Non
     return plan
 
 
+def _inherited(environ: Mapping[str, str]) -> dict:
+    """The plan rank 0 left in the environment of the ranks it started itself; {} if none."""
+    handed = json.loads(environ.get(PLAN_ENV) or "{}")
+    return handed if handed.get("pid") == os.getppid() else {}
+
+
 def withdraw_plan() -> None:
     """Rank 0's plan leaves its environment as its run ends: a process it starts later (another
     run's ranks) must not take a finished run's plan for its own."""
     os.environ.pop(PLAN_ENV, None)
+
+
+@contextmanager
+def start_handed_over(
+    run_dir: str | os.PathLike, timeout: float, environ: Mapping[str, str] = os.environ
+) -> Iterator[None]:
+    """Rank 0's outcome of the block (building what training needs) on every rank of a torchrun
+    or srun launch: the others, their own block done, wait for rank 0's and raise `RankRefused`
+    naming its error if it failed.
+
+    Args:
+        run_dir, timeout, environ: as `agreed_plan` takes them.
+    """
+    channel = launch_channel(run_dir, timeout, environ, stage="started")
+    if channel is None or _inherited(environ):  # Lightning's launcher starts the others in fit
+        yield
+        return
+    if not is_global_rank_zero(environ):
+        yield
+        handed = channel.take()
+        if "refused" in handed:
+            raise RankRefused(
+                f"global rank 0 failed before training started, so every rank stops: "
+                f"{handed['refused']}"
+            )
+        return
+    try:
+        yield
+    except BaseException as error:
+        channel.put({"refused": cause(error)})
+        raise
+    channel.put({"started": True})
 
 
 def _received(handed: dict) -> RunPlan:
@@ -116,10 +159,11 @@ class Channel(Protocol):
 
 
 class AgentStore:
-    """torchrun's agent store, under a key of this start of the workers."""
+    """torchrun's agent store, under a key of this start of the workers and the `stage`."""
 
-    def __init__(self, environ: Mapping[str, str], timeout: float) -> None:
-        self.key = f"transformer_nmt/run_plan/{environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+    def __init__(self, environ: Mapping[str, str], timeout: float, stage: str = "run_plan") -> None:
+        restart = environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+        self.key = f"transformer_nmt/{stage}/{restart}"
         self.timeout, self.address = timeout, f"{environ['MASTER_ADDR']}:{environ['MASTER_PORT']}"
         self.store = TCPStore(
             environ["MASTER_ADDR"],
@@ -155,14 +199,20 @@ class PlanFile:
 
 
 def launch_channel(
-    run_dir: str | os.PathLike, timeout: float, environ: Mapping[str, str] = os.environ
+    run_dir: str | os.PathLike,
+    timeout: float,
+    environ: Mapping[str, str] = os.environ,
+    stage: str = "run_plan",
 ) -> Channel | None:
     """torchrun's agent store, else a plan file named by `launch_key`; None where no launcher
-    starts several ranks at once."""
+    starts several ranks at once. `stage` tells apart what rank 0 hands over: its plan, then
+    whether it started."""
     if environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True" and world_size(environ) > 1:
-        return AgentStore(environ, timeout)
+        return AgentStore(environ, timeout, stage)
     key = launch_key(environ)
-    return None if key is None else PlanFile(plan_file(run_dir, key), timeout)
+    if key is None:
+        return None
+    return PlanFile(plan_file(run_dir, key if stage == "run_plan" else f"{key}.{stage}"), timeout)
 
 
 def _wait_for(path: Path, timeout: float, hint: Callable[[Path, float], str]) -> Path:
