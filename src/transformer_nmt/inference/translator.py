@@ -522,6 +522,8 @@ class Translator:
         max_tokens: int | None = None,
         per_token: bool = False,
         alignment: Alignment | None = None,
+        tgt_lang: str | None = None,
+        src_lang: str | None = None,
     ) -> list[TargetScore]:
         """Forced decoding: the model's log-probability of each target given its source.
 
@@ -532,13 +534,24 @@ class Translator:
             per_token: also each target token's log-probability, EOS last.
             alignment: also Pharaoh word alignments from this attention (`Alignment`: layer,
                 heads); not with an ensemble.
+            tgt_lang, src_lang: as for `translate`: a multilingual model scores the targets as
+                translations into `tgt_lang`, framed by its tag as the search frames them.
 
         Returns:
             One `TargetScore` (log_prob, score = log_prob per token, token_log_probs,
             alignment) per pair, in input order; `score_stream` is the lazy form.
         """
         return list(
-            self.score_stream(sources, targets, batch_size, max_tokens, per_token, alignment)
+            self.score_stream(
+                sources,
+                targets,
+                batch_size,
+                max_tokens,
+                per_token,
+                alignment,
+                tgt_lang=tgt_lang,
+                src_lang=src_lang,
+            )  # fmt: skip
         )
 
     def score_stream(
@@ -550,11 +563,14 @@ class Translator:
         per_token: bool = False,
         alignment: Alignment | None = None,
         start: int = 0,
+        tgt_lang: str | None = None,
+        src_lang: str | None = None,
     ) -> Iterator[TargetScore]:
         """`score` lazily, in input order, reading pairs in chunks as `stream` reads sentences;
         start as for `stream`."""
         if self.engine != "torch":
             raise ValueError(f"scoring runs on engine 'torch', not {self.engine!r}")
+        frame = self.frame(tgt_lang, src_lang)
         for name, value in (("batch_size", batch_size), ("max_tokens", max_tokens)):
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be >= 1, got {value}")
@@ -565,7 +581,7 @@ class Translator:
         first_line = start + 1
         while chunk := list(islice(pairs, size)):
             sizes = (batch_size, max_tokens)
-            yield from self._score_chunk(chunk, first_line, sizes, per_token, aligning)
+            yield from self._score_chunk(chunk, first_line, sizes, per_token, aligning, frame)
             first_line += len(chunk)
 
     def _score_chunk(
@@ -575,6 +591,7 @@ class Translator:
         sizes: tuple[int, int | None],
         per_token: bool,
         aligning: tuple[Alignment, list[str]] | None,
+        frame: Frame = PLAIN,
     ) -> list[TargetScore]:
         """Each pair's score, scored in batches of like lengths (both sides), in chunk order."""
         lines = [first_line + i for i in range(len(chunk))]
@@ -588,7 +605,7 @@ class Translator:
         for batch in self._batches(by_length, tokens, *sizes):
             found = score_batch(
                 self.model, self.device, [sources[i] for i in batch], [targets[i] for i in batch],
-                self.search.autocast, per_token, aligning,
+                self.search.autocast, per_token, aligning, frame,
             )  # fmt: skip
             for i, result in zip(batch, found, strict=True):
                 results[i] = result
@@ -672,9 +689,10 @@ class Translator:
             self._check_prefix(first_line + i, len(tokens[i]), len(prefix), max_len_b)
         return ids
 
-    def frame(self, tgt_lang: str | None, src_lang: str | None = None) -> Frame:
+    def frame(self, tgt_lang: str | None, src_lang: str | None = None, warn: bool = True) -> Frame:
         """How sources and outputs are framed to translate into `tgt_lang` (its tag); a
-        direction never trained is allowed, with a warning that it is zero-shot."""
+        direction never trained is allowed, with a warning that it is zero-shot (unless not
+        `warn`: a check before the work that warns)."""
         languages = self.languages
         if languages is None:
             if tgt_lang is not None or src_lang is not None:
@@ -693,7 +711,7 @@ class Translator:
             if lang is not None and lang not in languages.languages:
                 raise ValueError(f"the model knows no language {lang!r}; it knows {known}")
         trained = [d for d in languages.directions if d[1] == tgt_lang and src_lang in (None, d[0])]
-        if not trained:
+        if not trained and warn:
             direction = direction_name((src_lang or "*", tgt_lang))
             log.warning(
                 "%s was never trained (the model trained %s): its translations are zero-shot",
