@@ -20,6 +20,7 @@ from transformer_nmt.training.step.bleu import SacreBLEU, SacreCHRF
 from transformer_nmt.training.step.hot_path import all_reduce_, is_logging_step
 from transformer_nmt.training.step.loss import label_smoothed_nll, perplexity
 from transformer_nmt.training.step.lr_schedule import LearningRate, cooldown_problem
+from transformer_nmt.training.step.off_target import direction_off_target
 from transformer_nmt.training.step.rdrop import doubled, symmetric_kl
 
 
@@ -83,7 +84,9 @@ class TranslationModule(L.LightningModule):
             device's default (`device_defaults`), decided when the trainer knows the device.
         languages: a multilingual model's languages and directions (the data module's); its
             validation scores BLEU and chrF per direction (`val/bleu/de-fr`), `val/bleu` their
-            mean, and its checkpoints record them. None: one direction.
+            mean, and the off-target rate (`val/off_target/de-fr`: the share of outputs
+            identified as another language than the target); its checkpoints record them.
+            None: one direction.
     """
 
     def __init__(
@@ -117,6 +120,7 @@ class TranslationModule(L.LightningModule):
             names = languages.names
             self.val_direction_bleu = torch.nn.ModuleDict({n: SacreBLEU() for n in names})
             self.val_direction_chrf = torch.nn.ModuleDict({n: SacreCHRF() for n in names})
+            self.val_direction_off_target = direction_off_target(languages)
         # Global target tokens of the update being accumulated (None before its first batch),
         # and the factor that renormalizes its gradients once this micro-batch's backward is done.
         self._update_tokens: Tensor | None = None
@@ -227,6 +231,8 @@ class TranslationModule(L.LightningModule):
             name = self.languages.names[direction]
             self.val_direction_bleu[name].update(found, wanted)
             self.val_direction_chrf[name].update(found, wanted)
+            if self.val_direction_off_target is not None:
+                self.val_direction_off_target[name].update(found)
 
     def on_validation_epoch_end(self) -> None:
         num_tokens = self.val_tokens.compute()
@@ -243,8 +249,11 @@ class TranslationModule(L.LightningModule):
     def _log_direction_scores(self) -> None:
         """`val/bleu/<src>-<tgt>` and `val/chrf/...` per direction; `val/bleu` and `val/chrf`
         their means, so that checkpoints and sweeps monitor the same name as for one direction
-        (or monitor one direction by its name)."""
-        for kind, metrics in (("bleu", self.val_direction_bleu), ("chrf", self.val_direction_chrf)):
+        (or monitor one direction by its name); `val/off_target/...` likewise."""
+        kinds = [("bleu", self.val_direction_bleu), ("chrf", self.val_direction_chrf)]
+        if self.val_direction_off_target is not None:
+            kinds.append(("off_target", self.val_direction_off_target))
+        for kind, metrics in kinds:
             scores = []
             for name, metric in metrics.items():
                 scores.append(metric.compute())
