@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 
 from transformer_nmt.data.framing import TARGET_FRAME, cut_at_eos, decoder_input
-from transformer_nmt.data.tokenizer import BPETokenizer
+from transformer_nmt.data.tokenizer import BOS_ID, BPETokenizer
 from transformer_nmt.decoding import beam_search
 from transformer_nmt.decoding.beam_trace import BeamTrace
 from transformer_nmt.explorer.plots import attention_weights, token_labels
@@ -55,6 +55,7 @@ def explore_sentence(
     alpha: float = 0.6,
     penalty: str = "gnmt",
     max_len_b: int = 50,
+    bos_id: int = BOS_ID,
 ) -> dict[str, Any]:
     """Beam-search one sentence with a trace, and read every attention weight of its translation.
 
@@ -67,6 +68,7 @@ def explore_sentence(
         src_ids: the source as the encoder reads it (`framing.source_ids`).
         reference: target token ids without BOS or EOS.
         beam_size, alpha, penalty, max_len_b: as for `beam_search`.
+        bos_id: the decoder's first token: BOS, or a multilingual model's target language tag.
     """
     device = next(model.parameters()).device
     was_training = model.training
@@ -75,12 +77,15 @@ def explore_sentence(
         src = torch.tensor(src_ids, device=device)  # (S,)
         trace = BeamTrace()
         options = dict(beam_size=beam_size, alpha=alpha, penalty=penalty, max_len_b=max_len_b)
-        ((best,),) = beam_search(model, src[None], **TARGET_FRAME, **options, trace=trace)
+        frame = TARGET_FRAME | {"bos_id": bos_id}
+        ((best,),) = beam_search(model, src[None], **frame, **options, trace=trace)
         targets = {"translation": cut_at_eos(best.tokens)}
         if reference is not None:
             targets["reference"] = reference
         weights = {
-            name: attention_weights(model, src, torch.tensor(decoder_input(ids), device=device))
+            name: attention_weights(
+                model, src, torch.tensor(decoder_input(ids, bos_id), device=device)
+            )
             for name, ids in targets.items()
         }
     finally:
@@ -90,7 +95,7 @@ def explore_sentence(
     readings = [
         {
             "name": name,
-            "tgt": token_labels(tokenizer, decoder_input(ids)),
+            "tgt": token_labels(tokenizer, decoder_input(ids, bos_id)),
             "text": tokenizer.decode_batch([ids])[0],
             "decoder_self": encode_weights(weights[name]["decoder_self"]),
             "decoder_src": encode_weights(weights[name]["decoder_src"]),
