@@ -12,7 +12,7 @@
 import logging
 import os
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import cached_property
 from itertools import accumulate, islice
 from pathlib import Path
@@ -690,36 +690,8 @@ class Translator:
         return ids
 
     def frame(self, tgt_lang: str | None, src_lang: str | None = None, warn: bool = True) -> Frame:
-        """How sources and outputs are framed to translate into `tgt_lang` (its tag); a
-        direction never trained is allowed, with a warning that it is zero-shot (unless not
-        `warn`: a check before the work that warns)."""
-        languages = self.languages
-        if languages is None:
-            if tgt_lang is not None or src_lang is not None:
-                raise ValueError(
-                    "this model records no languages: it translates the one direction it was "
-                    "trained on; translate without tgt_lang and src_lang (--tgt-lang, --src-lang)"
-                )
-            return PLAIN
-        known = ", ".join(languages.languages)
-        if tgt_lang is None:
-            raise ValueError(
-                "this model translates into several languages: name one with tgt_lang "
-                f"(nmt-translate --tgt-lang): {known}"
-            )
-        for lang in (tgt_lang, src_lang):
-            if lang is not None and lang not in languages.languages:
-                raise ValueError(f"the model knows no language {lang!r}; it knows {known}")
-        trained = [d for d in languages.directions if d[1] == tgt_lang and src_lang in (None, d[0])]
-        if not trained and warn:
-            direction = direction_name((src_lang or "*", tgt_lang))
-            log.warning(
-                "%s was never trained (the model trained %s): its translations are zero-shot",
-                direction,
-                ", ".join(languages.names),
-            )
-        ids = tag_ids(self.tokenizer.tokens(), languages)
-        return languages.frame(tgt_lang, ids)
+        """How sources and outputs are framed to translate into `tgt_lang` (`language_frame`)."""
+        return language_frame(self.languages, self.tokenizer.tokens, tgt_lang, src_lang, warn)
 
     def _encode(self, sentences: list[str], lines: list[int]) -> list[list[int]]:
         """Token ids of each sentence, warning (by line number) about those too long to fit."""
@@ -735,6 +707,46 @@ class Translator:
                     limit,
                 )
         return ids
+
+
+def language_frame(
+    languages: Languages | None,
+    tokens: Callable[[], list[str]],
+    tgt_lang: str | None,
+    src_lang: str | None = None,
+    warn: bool = True,
+) -> Frame:
+    """How a model of `languages` frames sources and outputs to translate into `tgt_lang`: its
+    tag; a model of one direction (None) takes no language. A direction never trained is
+    allowed, with a warning that it is zero-shot (unless not `warn`: a check before the work).
+
+    Args:
+        tokens: the vocabulary's tokens (`tokenizer.tokens`), read only for a tag.
+    """
+    if languages is None:
+        if tgt_lang is not None or src_lang is not None:
+            raise ValueError(
+                "this model records no languages: it translates the one direction it was "
+                "trained on; translate without tgt_lang and src_lang (--tgt-lang, --src-lang)"
+            )
+        return PLAIN
+    known = ", ".join(languages.languages)
+    if tgt_lang is None:
+        raise ValueError(
+            "this model translates into several languages: name one with tgt_lang "
+            f"(nmt-translate --tgt-lang): {known}"
+        )
+    for lang in (tgt_lang, src_lang):
+        if lang is not None and lang not in languages.languages:
+            raise ValueError(f"the model knows no language {lang!r}; it knows {known}")
+    trained = [d for d in languages.directions if d[1] == tgt_lang and src_lang in (None, d[0])]
+    if not trained and warn:
+        log.warning(
+            "%s was never trained (the model trained %s): its translations are zero-shot",
+            direction_name((src_lang or "*", tgt_lang)),
+            ", ".join(languages.names),
+        )
+    return languages.frame(tgt_lang, tag_ids(tokens(), languages))
 
 
 def chunk_size(batch_size: int, max_tokens: int | None) -> int:

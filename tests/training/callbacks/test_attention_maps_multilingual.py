@@ -4,11 +4,14 @@ tag, as training and translation start it, and the pictures and the explorer say
 import json
 
 import lightning as L
+import pytest
 import torch
 
-from helpers.checkpoint_files import SENTENCES
+from helpers.checkpoint_files import SENTENCES, write_checkpoint
+from transformer_nmt.cli.plot_attention import explore_attention
+from transformer_nmt.cli.plot_attention import main as plot_main
 from transformer_nmt.data.framing import cut_at_eos, source_ids
-from transformer_nmt.data.languages import Languages, tag_ids
+from transformer_nmt.data.languages import LANGUAGES_KEY, Languages, tag_ids
 from transformer_nmt.data.tokenizer import EOS_ID, PAD_ID, BPETokenizer
 from transformer_nmt.decoding import beam_search
 from transformer_nmt.explorer.plots import token_labels
@@ -72,3 +75,21 @@ def test_a_tag_is_labelled_by_its_token_and_read_as_the_first_input():
     tokenizer = BPETokenizer.train(SENTENCES, 300, 1, language_tokens=LANGUAGES.tags)
     tags = tag_ids(tokenizer.tokens(), LANGUAGES)
     assert token_labels(tokenizer, [tags["fr"], EOS_ID]) == ["<2fr>", "</s>"]
+
+
+@pytest.mark.parametrize("tag_side", ["target", "source"])
+def test_nmt_plot_attention_frames_the_sentence_with_the_tag_asked_for(tmp_path, tag_side, capsys):
+    languages = Languages.from_config(["en", "de", "fr"], tag_side=tag_side)
+    tokenizer = BPETokenizer.train(SENTENCES, 300, 1, language_tokens=languages.tags)
+    path = write_checkpoint(tmp_path / "m.ckpt", tokenizer)
+    torch.save(torch.load(path, weights_only=True) | {LANGUAGES_KEY: languages.to_dict()}, path)
+    html = tmp_path / "page.html"
+    (sentence,) = explore_attention(path, ["one two"], html, tgt_lang="fr", max_len_b=3)
+    first = sentence["readings"][0]["tgt"][0]
+    assert (sentence["src"][0], first) == (
+        ("<2fr>", "<s>") if tag_side == "source" else ("one", "<2fr>")
+    )
+    with pytest.raises(SystemExit, match="error: the model knows no language 'xx'; it knows en"):
+        plot_main([str(path), "one two", "--html", str(html), "--tgt-lang", "xx"])
+    with pytest.raises(SystemExit, match="translates into several languages: name one"):
+        plot_main([str(path), "one two", "--html", str(html)])
