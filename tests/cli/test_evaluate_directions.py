@@ -3,6 +3,8 @@ as sacreBLEU scores its outputs, its off-target rate, the means; bad requests in
 
 import json
 
+import matplotlib.image
+import numpy as np
 import pytest
 import sacrebleu
 
@@ -11,6 +13,7 @@ from helpers.multilingual_files import write_parallel
 from helpers.multilingual_model import train_multilingual
 from transformer_nmt.cli.evaluate import main as evaluate_main
 from transformer_nmt.data.tokenizer import BPETokenizer
+from transformer_nmt.evaluation.direction_grid import draw_direction_grid
 from transformer_nmt.evaluation.off_target import off_target_rate
 from transformer_nmt.inference.translator import Translator
 
@@ -70,6 +73,14 @@ def test_each_direction_scores_as_sacrebleu_scores_its_translations(model, tmp_p
         report["directions"]["fr-de"]["BLEU"]["score"], abs=0.005
     )
     assert "fr-de*" in capsys.readouterr().out
+    grid = draw_direction_grid(
+        translator.languages,
+        {n: r["BLEU"]["score"] for n, r in report["directions"].items()},
+        tmp_path / "again.png",
+    )
+    assert grid[2, 1] == report["directions"]["fr-de"]["BLEU"]["score"]  # row fr, column de
+    drawn = matplotlib.image.imread(out / "bleu_grid.png")
+    assert np.array_equal(drawn, matplotlib.image.imread(tmp_path / "again.png"))
 
 
 def test_file_pairs_name_their_directions(model, tmp_path):

@@ -2,7 +2,8 @@
 
 Each direction is translated into its target language (its tag, as `nmt-translate --tgt-lang`)
 and scored; its outputs go to `<output dir>/<src>-<tgt>/hypotheses.txt`, the whole report to
-`report.json` and the table to `directions.tsv`.
+`report.json`, the table to `directions.tsv` and the BLEU heatmap (rows source, columns target,
+zero-shot cells hatched) to `bleu_grid.png`.
 """
 
 import argparse
@@ -20,6 +21,7 @@ from transformer_nmt.cli.shard_args import logged_progress
 from transformer_nmt.data.corpus import DataError
 from transformer_nmt.data.languages import Direction, Languages, direction_name
 from transformer_nmt.evaluation import directions as per_direction
+from transformer_nmt.evaluation.direction_grid import draw_direction_grid
 from transformer_nmt.evaluation.directions import OFF_TARGET
 from transformer_nmt.export import ExportError
 from transformer_nmt.inference.translator import Translator
@@ -31,6 +33,8 @@ from transformer_nmt.runtime.wandb_run import (
     run_dir_of,
     saved_run,
 )
+
+GRID = "bleu_grid.png"  # the source-by-target heatmap (`evaluation/direction_grid.py`)
 
 TestSets = dict[Direction, tuple[list[str], list[str], dict[str, Any]]]
 
@@ -144,11 +148,14 @@ def main(
         }
         write_atomically(output_dir / "report.json", json.dumps(report, indent=2) + "\n")
         write_atomically(output_dir / "directions.tsv", per_direction.tsv(reports, mean))
+        bleu = {name: r["BLEU"]["score"] for name, r in reports.items()}
+        draw_direction_grid(languages, bleu, output_dir / GRID, title="BLEU")
     except (CheckpointError, ExportError, OSError, ValueError) as e:
         sys.exit(f"error: {e}")
     print(per_direction.table(reports, mean), end="")
     print(f"  BLEU signature: {next(iter(reports.values()))['BLEU']['signature']}")
     print(f"report: {output_dir / 'report.json'}\ntable: {output_dir / 'directions.tsv'}")
+    print(f"grid: {output_dir / GRID}")
     if args.wandb:
         try:
             summary = wandb_summary(reports, mean) | {"evaluate/report": report}
