@@ -171,3 +171,21 @@ def test_alignments_read_the_pair_as_the_tag_frames_it(trained, tag_side):
     expected = pharaoh(weights, src, tgt, tokenizer.tokens(), "best")
     aligned = translator.score(sources, targets, alignment=Alignment(heads="best"), tgt_lang="fr")
     assert aligned[0].alignment == expected
+
+
+def test_nmt_translate_align_reads_its_translations_after_the_tag(trained, tmp_path, capsys):
+    path = trained["source"]
+    source = tmp_path / "in.txt"
+    source.write_text("one two three\nfour five six\n")
+    translate_main([str(path), str(source), "--tgt-lang", "de", "--beam-size", "1", "--align"])
+    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    translator = Translator.from_checkpoint(path, device="cpu")
+    sources = source.read_text().splitlines()
+    scored = translator.score(
+        sources, [text for text, _ in rows], alignment=Alignment(), tgt_lang="de"
+    )
+    assert [aligned for _, aligned in rows] == [s.alignment for s in scored]
+    plain = translator.score(
+        sources, [text for text, _ in rows], alignment=Alignment(), tgt_lang="fr"
+    )
+    assert [s.alignment for s in plain] != [s.alignment for s in scored]
