@@ -15,7 +15,7 @@ from transformer_nmt.data.languages import Languages, direction_name
 CMAP = "viridis"
 # A fixed layout, so that cell (i, j) of an n-by-n grid is at a known pixel (`cell_center`).
 CELL_INCHES = 0.9
-MARGIN_INCHES = (0.8, 0.3, 0.3, 0.7)  # left, right, top, bottom: the axis labels
+MARGIN_INCHES = (0.8, 0.3, 0.7, 0.7)  # left, right, top, bottom: the axis labels
 DPI = 100
 BLANK = (0.93, 0.93, 0.93)  # the diagonal
 ZERO_SHOT = (0.8, 0.8, 0.8)  # a zero-shot cell without a score
