@@ -1,17 +1,22 @@
 """A multilingual checkpoint translates into the language asked for, from the API and the CLI."""
 
 import logging
+from pathlib import Path
 
 import pytest
 import torch
 
 from helpers.checkpoint_files import SENTENCES, write_checkpoint
+from helpers.multilingual_model import train_multilingual
 from transformer_nmt.checkpoint import average_checkpoints, load_checkpoint
+from transformer_nmt.cli.score import main as score_main
 from transformer_nmt.cli.translate import main as translate_main
-from transformer_nmt.data.framing import TARGET_FRAME, cut_at_eos, source_batch
-from transformer_nmt.data.languages import LANGUAGES_KEY, Languages, tag_ids
+from transformer_nmt.data.framing import TARGET_FRAME, cut_at_eos, decoder_input, source_batch
+from transformer_nmt.data.languages import LANGUAGES_KEY, TAG_SIDES, Languages, tag_ids
 from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.decoding import greedy_search
+from transformer_nmt.decoding.forced import cross_attention
+from transformer_nmt.inference.alignment import Alignment, pharaoh
 from transformer_nmt.inference.translator import Translator
 
 LANGUAGES = ["en", "de", "fr"]
@@ -115,3 +120,75 @@ def test_an_ensemble_of_multilingual_members_takes_the_target_language(tmp_path)
     ensemble = Translator.from_ensemble([path, path], device="cpu")
     options = dict(beam_size=1, max_len_b=5, tgt_lang="fr")
     assert ensemble.translate(["one two"], **options) == single.translate(["one two"], **options)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> dict[str, Path]:
+    """A tiny model trained on the number words, per tag side: its translations end with EOS."""
+    folder = tmp_path_factory.mktemp("trained")
+    return {side: train_multilingual(folder / f"{side}.ckpt", side) for side in TAG_SIDES}
+
+
+@pytest.mark.parametrize("tag_side", ["target", "source"])
+def test_a_translation_scores_as_its_search_scored_it(trained, tag_side):
+    translator = Translator.from_checkpoint(trained[tag_side], "cpu")
+    sources = ["one two three", "four five", "zwei drei"]
+    # alpha 0: a hypothesis's search score is its log-probability, EOS included.
+    found = translator.translate(sources, beam_size=3, n_best=3, alpha=0, tgt_lang="fr")
+    pairs = [(s, t, score) for s, hyps in zip(sources, found, strict=True) for t, score in hyps]
+    scored = translator.score([s for s, _, _ in pairs], [t for _, t, _ in pairs], tgt_lang="fr")
+    assert [s.log_prob for s in scored] == pytest.approx([score for *_, score in pairs], abs=1e-5)
+    other = translator.score([s for s, _, _ in pairs], [t for _, t, _ in pairs], tgt_lang="de")
+    assert [s.log_prob for s in other] != pytest.approx([s.log_prob for s in scored], abs=1e-3)
+
+
+def test_nmt_score_of_nmt_translate_n_best_is_its_search_score(trained, tmp_path, capsys):
+    path = trained["target"]
+    source = tmp_path / "in.txt"
+    source.write_text("one two three\nfour five\n")
+    options = ["--beam-size", "2", "--n-best", "2", "--alpha", "0", "--tgt-lang", "fr"]
+    translate_main([str(path), str(source), *options])
+    n_best = tmp_path / "nbest.txt"
+    n_best.write_text(capsys.readouterr().out)
+    score_main([str(path), "--src", str(source), "--n-best", str(n_best), "--tgt-lang", "fr"])
+    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert len(rows) == 4
+    for _, search_score, _, log_prob, _ in rows:
+        assert float(log_prob) == pytest.approx(float(search_score), abs=1e-4)  # as printed
+    with pytest.raises(SystemExit, match="error: the model knows no language 'xx'; it knows en"):
+        score_main([str(path), "--src", str(source), "--n-best", str(n_best), "--tgt-lang", "xx"])
+
+
+@pytest.mark.parametrize("tag_side", ["target", "source"])
+def test_alignments_read_the_pair_as_the_tag_frames_it(trained, tag_side):
+    path = trained[tag_side]
+    translator = Translator.from_checkpoint(path, device="cpu")
+    model, tokenizer = load_checkpoint(path)
+    tags = tag_ids(tokenizer.tokens(), translator.languages)
+    sources, targets = ["one two three four", "five six"], ["un deux trois", "quatre cinq six"]
+    (src,), (tgt,) = tokenizer.encode_batch(sources[:1]), tokenizer.encode_batch(targets[:1])
+    frame = translator.languages.frame("fr", tags)
+    src_in = source_batch([src], model.config.max_positions, frame.source_prefix)
+    tgt_in = torch.tensor([decoder_input(tgt, frame.bos_id)])
+    weights = cross_attention(model.eval(), src_in, tgt_in, -1)[0, ..., len(frame.source_prefix) :]
+    expected = pharaoh(weights, src, tgt, tokenizer.tokens(), "best")
+    aligned = translator.score(sources, targets, alignment=Alignment(heads="best"), tgt_lang="fr")
+    assert aligned[0].alignment == expected
+
+
+def test_nmt_translate_align_reads_its_translations_after_the_tag(trained, tmp_path, capsys):
+    path = trained["source"]
+    source = tmp_path / "in.txt"
+    source.write_text("one two three\nfour five six\n")
+    translate_main([str(path), str(source), "--tgt-lang", "de", "--beam-size", "1", "--align"])
+    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    translator = Translator.from_checkpoint(path, device="cpu")
+    sources = source.read_text().splitlines()
+    scored = translator.score(
+        sources, [text for text, _ in rows], alignment=Alignment(), tgt_lang="de"
+    )
+    assert [aligned for _, aligned in rows] == [s.alignment for s in scored]
+    plain = translator.score(
+        sources, [text for text, _ in rows], alignment=Alignment(), tgt_lang="fr"
+    )
+    assert [s.alignment for s in plain] != [s.alignment for s in scored]

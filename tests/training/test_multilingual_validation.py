@@ -19,6 +19,7 @@ from transformer_nmt.data.framing import cut_at_eos
 from transformer_nmt.data.languages import LANGUAGES_KEY, Languages, tag_ids
 from transformer_nmt.data.tokenizer import EOS_ID, PAD_ID
 from transformer_nmt.decoding import greedy_search
+from transformer_nmt.evaluation.off_target import off_target_rate
 from transformer_nmt.train import train
 
 
@@ -91,6 +92,11 @@ def test_validation_scores_each_direction_as_sacrebleu_scores_its_translations(t
         chrf = sacrebleu.corpus_chrf(hypotheses, [references]).score
         assert metrics[f"val/bleu/{name}"] == pytest.approx(bleu, abs=1e-4)
         assert metrics[f"val/chrf/{name}"] == pytest.approx(chrf, abs=1e-4)
+        off_target = off_target_rate(hypotheses, name.split("-")[1], ["en", "de"])
+        assert metrics[f"val/off_target/{name}"] == pytest.approx(off_target)
+    assert metrics["val/off_target"] == pytest.approx(
+        sum(metrics[f"val/off_target/{name}"] for name in names) / 2
+    )
 
 
 @pytest.mark.slow
@@ -105,7 +111,8 @@ def test_two_ddp_ranks_score_each_direction_as_one_process(tmp_path):
         cwd=ROOT, env=ddp_env(), check=True, timeout=300, capture_output=True,
     )  # fmt: skip
     (run,) = (tmp_path / "outputs").glob("*/runs/*")
-    ddp = {name: logged(run, name) for name in ("val/bleu/en-de", "val/chrf/de-en", "val/chrf")}
+    names = ("val/bleu/en-de", "val/chrf/de-en", "val/chrf", "val/off_target/en-de")
+    ddp = {name: logged(run, name) for name in names}
 
     cfg = compose_train(tmp_path / "single", overrides)
     with open_dict(cfg):

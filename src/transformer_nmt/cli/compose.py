@@ -1,5 +1,7 @@
 """Config groups composed as training composes them, and a split of any `conf/data` config."""
 
+from typing import Any
+
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.errors import HydraException
@@ -24,6 +26,19 @@ def compose_group(group: str, option: str, overrides: list[str] = ()) -> DictCon
         )
     GlobalHydra.instance().clear()
     return cfg[group]
+
+
+def multilingual_corpus(data: str, overrides: list[str] = ()) -> tuple[Any, list[str]] | None:
+    """A multilingual data config's corpus (any two of its languages read as a direction) and
+    its languages; None for a config of one direction. A config that does not compose is a
+    DataError naming it."""
+    try:
+        cfg = compose_group("data", data, overrides)
+        if not cfg.get("languages"):
+            return None
+        return instantiate(cfg.corpus), [str(lang) for lang in cfg.languages]
+    except (HydraException, OmegaConfBaseException) as e:
+        raise DataError(f"data config {data!r} with overrides {list(overrides)}: {e}") from e
 
 
 def read_split(

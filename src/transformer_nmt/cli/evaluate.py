@@ -6,6 +6,13 @@ read by the corpus class training uses, with Hydra overrides after the checkpoin
 
     nmt-evaluate CKPT --data wmt14_en_de --split test
     nmt-evaluate CKPT --data multi30k_hub data.corpus.name=/local/copy --split test
+
+A multilingual checkpoint is evaluated direction by direction (each translated into its target
+with its tag) on a multilingual data config, or on several --src/--ref files, one --directions
+name each; the report adds each direction's off-target rate, and the means:
+
+    nmt-evaluate CKPT --data multi30k_multilingual --split test [--directions de-fr fr-de]
+    nmt-evaluate CKPT --src test.de test.fr --ref test.fr test.de --directions de-fr fr-de
 """
 
 import argparse
@@ -115,12 +122,18 @@ def read_test_set(
         where = {"data": args.data, "split": args.split, "overrides": overrides}
         where |= {"langs": [src_lang, tgt_lang]}
         return [s for s, _ in pairs], [t for _, t in pairs], where
+    sources, references = read_pair_files(args.src[0], args.ref[0])
+    return sources, references, {"src": str(args.src[0]), "ref": str(args.ref[0])}
+
+
+def read_pair_files(src: Path, ref: Path) -> tuple[list[str], list[str]]:
+    """Sources and references of two line-aligned files."""
     # Invalid UTF-8 is an error here, not replaced: it would change the score silently.
-    sources = [line.strip() for line in read_lines(args.src)]
-    references = [line.strip() for line in read_lines(args.ref)]
+    sources = [line.strip() for line in read_lines(src)]
+    references = [line.strip() for line in read_lines(ref)]
     if len(sources) != len(references):
-        raise DataError(f"{args.src} has {len(sources)} lines but {args.ref} has {len(references)}")
-    return sources, references, {"src": str(args.src), "ref": str(args.ref)}
+        raise DataError(f"{src} has {len(sources)} lines but {ref} has {len(references)}")
+    return sources, references
 
 
 def _ensemble(args: argparse.Namespace) -> dict[str, Any]:
@@ -158,11 +171,27 @@ def parse_arguments(argv: list[str] | None) -> tuple[argparse.Namespace, list[st
     )
     test_set = parser.add_mutually_exclusive_group(required=True)
     test_set.add_argument(
-        "--src", type=Path, metavar="FILE", help="source text, .gz allowed (needs --ref)"
+        "--src",
+        type=Path,
+        nargs="+",
+        metavar="FILE",
+        help="source text, .gz allowed (needs --ref); several: one a direction of --directions",
     )
     test_set.add_argument("--data", help="a conf/data config, e.g. wmt14_en_de (with --split)")
     parser.add_argument(
-        "--ref", type=Path, metavar="FILE", help="reference text, line-aligned with --src"
+        "--ref",
+        type=Path,
+        nargs="+",
+        metavar="FILE",
+        help="reference text, line-aligned with --src (one for each --src file)",
+    )
+    parser.add_argument(
+        "--directions",
+        nargs="+",
+        metavar="SRC-TGT",
+        help="a multilingual checkpoint's directions to evaluate, e.g. de-fr: with --src/--ref "
+        "one for each file pair; with a multilingual --data, those of its split (default: every "
+        "ordered pair of the model's languages, its zero-shot ones marked)",
     )
     parser.add_argument(
         "--split",
@@ -226,6 +255,15 @@ def parse_arguments(argv: list[str] | None) -> tuple[argparse.Namespace, list[st
     ensemble_args.check_ensemble_args(parser, args)
     if (args.src is None) != (args.ref is None):
         parser.error("--src and --ref go together")
+    if args.src is not None and len(args.src) != len(args.ref):
+        parser.error(f"{len(args.src)} --src files but {len(args.ref)} --ref files: give one each")
+    if args.src is not None and len(args.src) > 1 and args.directions is None:
+        parser.error("several --src/--ref files are directions: name each with --directions")
+    if args.src is not None and args.directions and len(args.directions) != len(args.src):
+        parser.error(
+            f"{len(args.directions)} --directions for {len(args.src)} --src/--ref pairs: "
+            "name one direction each"
+        )
     if args.wandb and len(settings(args.average_last, args.beam_size, args.alpha)) > 1:
         parser.error(
             "--wandb adds one evaluation to the training run: choose the setting on a grid "
@@ -341,6 +379,20 @@ def compare(
 
 def main(argv: list[str] | None = None) -> None:
     args, checkpoints, overrides = parse_arguments(argv)
+    corpus = None
+    if args.data is not None:
+        from transformer_nmt.cli.compose import multilingual_corpus  # loads Hydra: only here
+
+        try:
+            corpus = multilingual_corpus(args.data, overrides)
+        except DataError as e:
+            sys.exit(f"error: {e}")
+    if corpus is not None or args.directions is not None:
+        # Imported here: it builds on this module's scores.
+        from transformer_nmt.cli import evaluate_directions
+
+        evaluate_directions.main(args, checkpoints, overrides, corpus)
+        return
     grid = settings(args.average_last, args.beam_size, args.alpha)
     if len(grid) > 1 and args.data is not None and args.split == "test":
         print(

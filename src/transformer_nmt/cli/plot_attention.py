@@ -4,6 +4,7 @@
     nmt-plot-attention last.ckpt "Ein Hund rennt." --reference "A dog runs." --layers 1 3
     nmt-plot-attention last.ckpt "Ein Hund rennt." "Zwei Katzen." --html explorer.html
 
+A multilingual checkpoint takes --tgt-lang: its tag starts the decoder, as in translation.
 Without --reference the decoder reads the model's own greedy translation; with it, the reference
 is forced as decoder input (teacher forcing), which shows how the model aligns a given pair.
 --html writes the explorer page: every layer and head to hover and choose, the alignment, and the
@@ -15,12 +16,13 @@ positions is cut to fit, with a warning, as nmt-translate cuts it.
 
 import argparse
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from transformer_nmt.checkpoint import CheckpointError, load_checkpoint
+from transformer_nmt.checkpoint import CheckpointError, load_checkpoint, saved_languages
 from transformer_nmt.cli.errors import exits_on
 from transformer_nmt.cli.search_args import (
     add_device_arguments,
@@ -33,6 +35,7 @@ from transformer_nmt.cli.search_args import (
 from transformer_nmt.data.framing import ADDED_TOKENS, source_ids
 from transformer_nmt.explorer import explore_sentence, write_page
 from transformer_nmt.explorer.plots import draw_sentence_attention
+from transformer_nmt.inference.translator import language_frame
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +49,7 @@ def plot_attention(
     max_len_b: int = 50,
     device: str | torch.device = "cpu",
     dtype: torch.dtype | None = None,
+    tgt_lang: str | None = None,
 ) -> dict[str, Path]:
     """Write one PNG per attention kind and layer; returns {"<kind>/layer<l>": path}.
 
@@ -58,20 +62,27 @@ def plot_attention(
         max_len_b: the greedy translation stops at source length + max_len_b tokens.
         device: where the model runs.
         dtype: the weights' floating-point type; None keeps the checkpoint's.
+        tgt_lang: a multilingual model's target language: its tag frames the sentence, as
+            `nmt-translate --tgt-lang` frames it.
     """
     model, tokenizer = load_checkpoint(checkpoint)
+    frame = language_frame(saved_languages(checkpoint), tokenizer.tokens, tgt_lang)
     model = model.to(device=device, dtype=dtype)
     (tokens,) = tokenizer.encode_batch([source])
-    src_ids = fitted_source(tokens, model.config.max_positions, "the sentence")
+    src_ids = fitted_source(tokens, model.config.max_positions, "the sentence", frame.source_prefix)
     tgt_tokens = None if reference is None else tokenizer.encode_batch([reference])[0]
     return draw_sentence_attention(
-        model, tokenizer, src_ids, out_dir, tgt_tokens, max_len_b=max_len_b, layers=layers
-    )
+        model, tokenizer, src_ids, out_dir, tgt_tokens, max_len_b=max_len_b, layers=layers,
+        bos_id=frame.bos_id,
+    )  # fmt: skip
 
 
-def fitted_source(tokens: list[int], max_positions: int, what: str) -> list[int]:
-    """The source as the encoder reads it, cut with a warning (as nmt-translate) if too long."""
-    limit = max_positions - ADDED_TOKENS  # source tokens that fit beside EOS
+def fitted_source(
+    tokens: list[int], max_positions: int, what: str, prefix: Sequence[int] = ()
+) -> list[int]:
+    """The source as the encoder reads it (after `prefix`, a source-side tag), cut with a
+    warning (as nmt-translate) if too long."""
+    limit = max_positions - ADDED_TOKENS - len(prefix)  # source tokens that fit beside EOS
     if len(tokens) > limit:
         log.warning(
             "%s: %d tokens, more than the model's %d; reading the first %d",
@@ -80,7 +91,7 @@ def fitted_source(tokens: list[int], max_positions: int, what: str) -> list[int]
             limit,
             limit,
         )
-    return source_ids(tokens, max_positions)
+    return source_ids(tokens, max_positions, prefix)
 
 
 def explore_attention(
@@ -91,12 +102,13 @@ def explore_attention(
     device: str | torch.device = "cpu",
     dtype: torch.dtype | None = None,
     layers: list[int] | None = None,
+    tgt_lang: str | None = None,
     **search: Any,
 ) -> list[dict[str, Any]]:
     """Write the explorer page of `sources`; returns each sentence's data as the page holds it.
 
     Args:
-        checkpoint, device, dtype: as for `plot_attention`.
+        checkpoint, device, dtype, tgt_lang: as for `plot_attention`.
         sources: the sentences, raw text.
         html: the page to write.
         references: one target per source, each read by the decoder beside the translation.
@@ -108,19 +120,24 @@ def explore_attention(
             f"{len(references)} references for {len(sources)} sources: give one per source"
         )
     model, tokenizer = load_checkpoint(checkpoint)
+    frame = language_frame(saved_languages(checkpoint), tokenizer.tokens, tgt_lang)
     model = model.to(device=device, dtype=dtype)
     sentences = []
     for i, source in enumerate(sources):
         (tokens,) = tokenizer.encode_batch([source])
-        src_ids = fitted_source(tokens, model.config.max_positions, f"sentence {i + 1}")
+        src_ids = fitted_source(
+            tokens, model.config.max_positions, f"sentence {i + 1}", frame.source_prefix
+        )
         reference = None if references is None else tokenizer.encode_batch([references[i]])[0]
-        explored = explore_sentence(model, tokenizer, src_ids, reference, layers=layers, **search)
-        sentences.append(explored)
+        sentence = explore_sentence(
+            model, tokenizer, src_ids, reference, layers=layers, bos_id=frame.bos_id, **search
+        )
+        sentences.append(sentence)
     write_page(html, [{"step": None, "sentences": sentences}], Path(checkpoint).name)
     return sentences
 
 
-@exits_on(CheckpointError, OSError)
+@exits_on(CheckpointError, OSError, ValueError)  # ValueError: a language the model lacks
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -139,6 +156,12 @@ def main(argv: list[str] | None = None) -> None:
         type=non_negative_int,
         default=50,
         help="outputs stop at source length + this",
+    )
+    parser.add_argument(
+        "--tgt-lang",
+        metavar="LANG",
+        help="a multilingual model's language to translate into: its tag starts the decoder "
+        "(or the source), as nmt-translate --tgt-lang (an unknown one is refused with the list)",
     )
     add_device_arguments(parser)
     args = parser.parse_args(argv)
@@ -159,6 +182,7 @@ def main(argv: list[str] | None = None) -> None:
             args.max_len_b,
             device=args.device,
             dtype=torch_dtype(args),
+            tgt_lang=args.tgt_lang,
         )
         for path in paths.values():
             print(path)
@@ -171,7 +195,7 @@ def main(argv: list[str] | None = None) -> None:
         )
         sentences = explore_attention(
             args.checkpoint, args.source, args.html, references, args.device, torch_dtype(args),
-            args.layers, **search,
+            args.layers, args.tgt_lang, **search,
         )  # fmt: skip
         for i, sentence in enumerate(sentences):
             chosen = sentence["beam"]["chosen"]

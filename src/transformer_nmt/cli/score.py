@@ -63,6 +63,19 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="score each source given its target, with a model of the other direction",
     )
+    parser.add_argument(
+        "--tgt-lang",
+        metavar="LANG",
+        help="a multilingual model's language of the targets: they are scored as translations "
+        "into it, framed by its tag as nmt-translate --tgt-lang frames them (an unknown one is "
+        "refused with the list); with --reverse, the language of the sources",
+    )
+    parser.add_argument(
+        "--src-lang",
+        metavar="LANG",
+        help="the sources' language (with --reverse, the targets': then the language scored "
+        "into, required by a multilingual model)",
+    )
     parser.add_argument("--per-token", action="store_true", help="each token's log-probability")
     alignment_args.add_alignment_arguments(parser)
     batching = parser.add_mutually_exclusive_group()
@@ -157,16 +170,21 @@ def main(argv: list[str] | None = None) -> None:
         first = resolve_checkpoints([args.checkpoint], args.average_last)
         translator = ensemble_args.load(first, args)
         alignment_args.check_alignment_layer(translator.model, args)
-    except (CheckpointError, DataError, OSError) as e:
+        tgt_lang, src_lang = args.tgt_lang, args.src_lang
+        if args.reverse:
+            sources, targets = targets, sources
+            tgt_lang, src_lang = src_lang, tgt_lang
+        translator.frame(tgt_lang, src_lang, warn=False)  # a language it lacks: refused now
+    except (CheckpointError, DataError, OSError, ValueError) as e:
         sys.exit(f"error: {e}")
-    if args.reverse:
-        sources, targets = targets, sources
     alignment = alignment_args.alignment(args)
     options = dict(
         batch_size=args.batch_size,
         max_tokens=args.max_tokens,
         per_token=args.per_token,
         alignment=alignment,
+        tgt_lang=tgt_lang,
+        src_lang=src_lang,
     )
     if args.devices is None:
         scores = translator.score_stream(sources, targets, **options)

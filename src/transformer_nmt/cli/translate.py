@@ -134,7 +134,8 @@ def main(argv: list[str] | None = None) -> None:
             desc="translating", total=len(lines), unit=" sentences"
         )
     if alignment is not None:
-        outputs = with_alignments(outputs, sources, translator, alignment, args.batch_size)
+        langs = {"tgt_lang": args.tgt_lang, "src_lang": args.src_lang}
+        outputs = with_alignments(outputs, sources, translator, alignment, args.batch_size, langs)
     try:
         for i, hypotheses in enumerate(outputs):
             if per_line == 1:
@@ -156,15 +157,18 @@ def with_alignments(
     translator: Translator,
     alignment: Alignment,
     batch_size: int,
+    langs: dict[str, str | None] | None = None,
 ) -> Iterator[list[tuple[str, float, str]]]:
     """Each sentence's (text, score, Pharaoh alignment) hypotheses: the translations scored
-    back with their attention (forced decoding), batch_size sentences at a time."""
+    back with their attention (forced decoding), batch_size sentences at a time; `langs`: the
+    tgt_lang and src_lang they were translated with, so that they are read as the search
+    wrote them (after the target's tag)."""
     while block := list(islice(outputs, batch_size)):
         texts = [[text for text, _ in hypotheses] for hypotheses in block]
         read = list(islice(sources, len(block)))
         sentences = [source for source, found in zip(read, texts, strict=True) for _ in found]
         targets = [text for found in texts for text in found]
-        scored = iter(translator.score(sentences, targets, alignment=alignment))
+        scored = iter(translator.score(sentences, targets, alignment=alignment, **(langs or {})))
         for hypotheses in block:
             yield [(text, score, next(scored).alignment) for text, score in hypotheses]
 

@@ -104,6 +104,12 @@ def epoch_indices(sizes: Sequence[int], temperature: float, seed: int, epoch: in
     return np.concatenate(drawn).astype(np.int64)
 
 
+def train_fingerprint(corpus: Corpus, directions: Sequence[Direction]) -> str:
+    """The train split of these directions, identified: what a checkpoint records of it."""
+    parts = [corpus.fingerprint("train", *d) for d in directions]
+    return f"Multilingual({'; '.join(parts)})"
+
+
 class MultilingualDataModule(TranslationDataModule):
     """Serves every direction of a line-parallel corpus, tagged, as one stream of batches.
 
@@ -248,9 +254,7 @@ class MultilingualDataModule(TranslationDataModule):
         )
 
     def _fingerprint(self, directions: Sequence[Direction]) -> str:
-        """The train split of these directions, identified."""
-        parts = [self.corpus.fingerprint("train", *d) for d in directions]
-        return f"Multilingual({'; '.join(parts)})"
+        return train_fingerprint(self.corpus, directions)
 
     def state_dict(self) -> dict:
         """The training pairs' fingerprint, the languages and each direction's probability."""

@@ -42,3 +42,12 @@ def off_target_rate(texts: Sequence[str], target: str, languages: Sequence[str])
     """
     found = [lang for lang in identify(texts, [*languages, target]) if lang is not None]
     return sum(lang != target for lang in found) / len(found) if found else 0.0
+
+
+def identifiable(languages: Sequence[str]) -> bool:
+    """Whether language identification knows every one of `languages` (ISO 639-1 codes)."""
+    try:
+        _identifier(tuple(sorted(set(languages))))
+    except ValueError:
+        return False
+    return True

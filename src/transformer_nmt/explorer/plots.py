@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 from torch import Tensor
 
 from transformer_nmt.data.framing import TARGET_FRAME, cut_at_eos, decoder_input
-from transformer_nmt.data.tokenizer import SPECIAL_TOKENS, BPETokenizer
+from transformer_nmt.data.tokenizer import BOS_ID, SPECIAL_TOKENS, BPETokenizer
 from transformer_nmt.decoding import greedy_search
 from transformer_nmt.model import EncoderDecoder
 from transformer_nmt.model.masks import padding_mask
@@ -53,7 +53,11 @@ def token_labels(tokenizer: BPETokenizer, ids: list[int]) -> list[str]:
     """Readable subword of each id: specials by name, a leading space shown as '▁'."""
     specials = dict(enumerate(SPECIAL_TOKENS))
     texts = tokenizer.decode_batch([[i] for i in ids])
-    return [specials.get(i) or text.replace(" ", "▁") for i, text in zip(ids, texts, strict=True)]
+    labels = [specials.get(i) or text.replace(" ", "▁") for i, text in zip(ids, texts, strict=True)]
+    if "" in labels:  # a language tag (`<2fr>`), which decoding leaves out: shown by its token
+        vocab = tokenizer.tokens()
+        labels = [label or vocab[i] for i, label in zip(ids, labels, strict=True)]
+    return labels
 
 
 def attention_grid(
@@ -188,6 +192,7 @@ def draw_sentence_attention(
     step: int | None = None,
     layers: list[int] | None = None,
     prefix: str = "",
+    bos_id: int = BOS_ID,
 ) -> dict[str, Path]:
     """Draw every attention of the model on one sentence; returns {"<kind>/layer<l>": path}.
 
@@ -201,6 +206,8 @@ def draw_sentence_attention(
         out_dir, step, layers, prefix: as in `draw_attention`.
         tgt_tokens: target token ids without BOS or EOS; None decodes greedily.
         max_len_b: the greedy translation stops at source length + max_len_b tokens.
+        bos_id: the decoder's first token: BOS, or a multilingual model's target language tag
+            (`framing.first_token` of a dataset example).
     """
     device = next(model.parameters()).device
     was_training = model.training
@@ -208,10 +215,11 @@ def draw_sentence_attention(
     try:
         src = torch.tensor(src_ids, device=device)  # (S,)
         if tgt_tokens is None:
-            out = greedy_search(model, src[None], **TARGET_FRAME, max_len_b=max_len_b)  # (1, T)
+            frame = TARGET_FRAME | {"bos_id": bos_id}
+            out = greedy_search(model, src[None], **frame, max_len_b=max_len_b)  # (1, T)
             tgt_tokens = cut_at_eos(out[0].tolist())
         tgt_tokens = fit_target(tgt_tokens, model.config.max_positions, "the target")
-        tgt_in = torch.tensor(decoder_input(tgt_tokens), device=device)  # (T,)
+        tgt_in = torch.tensor(decoder_input(tgt_tokens, bos_id), device=device)  # (T,)
         weights = attention_weights(model, src, tgt_in)
     finally:
         model.train(was_training)

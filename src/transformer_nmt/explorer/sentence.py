@@ -14,7 +14,7 @@ from transformer_nmt.data.framing import (
     decoder_input,
     decoder_target,
 )
-from transformer_nmt.data.tokenizer import BPETokenizer
+from transformer_nmt.data.tokenizer import BOS_ID, BPETokenizer
 from transformer_nmt.decoding import beam_search
 from transformer_nmt.decoding.beam_trace import BeamTrace
 from transformer_nmt.explorer.plots import attention_weights, fit_target, token_labels
@@ -75,6 +75,7 @@ def explore_sentence(
     penalty: str = "gnmt",
     max_len_b: int = 50,
     layers: list[int] | None = None,
+    bos_id: int = BOS_ID,
 ) -> dict[str, Any]:
     """Beam-search one sentence with a trace, and read every attention weight of its translation.
 
@@ -89,6 +90,7 @@ def explore_sentence(
         reference: target token ids without BOS or EOS.
         beam_size, alpha, penalty, max_len_b: as for `beam_search`.
         layers: 1-based layers kept on the page; all if None.
+        bos_id: the decoder's first token: BOS, or a multilingual model's target language tag.
     """
     device = next(model.parameters()).device
     was_training = model.training
@@ -97,14 +99,17 @@ def explore_sentence(
         src = torch.tensor(src_ids, device=device)  # (S,)
         trace = BeamTrace()
         options = dict(beam_size=beam_size, alpha=alpha, penalty=penalty, max_len_b=max_len_b)
-        ((best,),) = beam_search(model, src[None], **TARGET_FRAME, **options, trace=trace)
+        frame = TARGET_FRAME | {"bos_id": bos_id}
+        ((best,),) = beam_search(model, src[None], **frame, **options, trace=trace)
         whole = {"translation": cut_at_eos(best.tokens)}
         if reference is not None:
             whole["reference"] = reference
         limit = model.config.max_positions
         targets = {name: fit_target(ids, limit, f"the {name}") for name, ids in whole.items()}
         weights = {
-            name: attention_weights(model, src, torch.tensor(decoder_input(ids), device=device))
+            name: attention_weights(
+                model, src, torch.tensor(decoder_input(ids, bos_id), device=device)
+            )
             for name, ids in targets.items()
         }
     finally:
@@ -117,7 +122,7 @@ def explore_sentence(
     readings = [
         {
             "name": name,
-            "tgt": token_labels(tokenizer, decoder_input(ids)),
+            "tgt": token_labels(tokenizer, decoder_input(ids, bos_id)),
             # What each decoder position predicts: the row labels of every target view.
             "out": token_labels(tokenizer, decoder_target(whole[name])[: len(ids) + 1]),
             "text": tokenizer.decode_batch([ids])[0],

@@ -11,6 +11,8 @@ import torch
 
 from transformer_nmt.data.framing import (
     ADDED_TOKENS,
+    PLAIN,
+    Frame,
     decoder_input,
     decoder_target,
     pad_batch,
@@ -64,6 +66,7 @@ def score_batch(
     autocast: torch.dtype | None = None,
     per_token: bool = False,
     aligning: tuple[Alignment, list[str]] | None = None,
+    frame: Frame = PLAIN,
 ) -> list[TargetScore]:
     """Each (source, target)'s `TargetScore`.
 
@@ -74,9 +77,11 @@ def score_batch(
         per_token: also each target token's log-probability, EOS last.
         aligning: the attention that aligns (not an ensemble's) and the vocabulary's
             tokens; None aligns nothing.
+        frame: a multilingual model's tag, framing the pairs as translation framed them.
     """
-    src = source_batch(src_ids, model.config.max_positions).to(device)
-    tgt_in = pad_batch([decoder_input(t) for t in tgt_ids]).to(device)
+    prefix = frame.source_prefix
+    src = source_batch(src_ids, model.config.max_positions, prefix).to(device)
+    tgt_in = pad_batch([decoder_input(t, frame.bos_id) for t in tgt_ids]).to(device)
     tgt_out = pad_batch([decoder_target(t) for t in tgt_ids]).to(device)
     with torch.autocast(device.type, dtype=autocast, enabled=autocast is not None):
         log_probs = token_log_probs(model, src, tgt_in, tgt_out).cpu()  # (B, T)
@@ -84,6 +89,7 @@ def score_batch(
         if aligning is not None:
             alignment, vocab = aligning
             weights = cross_attention(model, src, tgt_in, alignment.index).cpu()  # (B, h, T, S)
+            weights = weights[..., len(prefix) :]  # a source tag is no word of the sentence
     out = []
     for b, (source, target) in enumerate(zip(src_ids, tgt_ids, strict=True)):
         per_id = log_probs[b, : len(target) + ADDED_TOKENS].tolist()

@@ -12,7 +12,7 @@
 import logging
 import os
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import cached_property
 from itertools import accumulate, islice
 from pathlib import Path
@@ -531,6 +531,8 @@ class Translator:
         max_tokens: int | None = None,
         per_token: bool = False,
         alignment: Alignment | None = None,
+        tgt_lang: str | None = None,
+        src_lang: str | None = None,
     ) -> list[TargetScore]:
         """Forced decoding: the model's log-probability of each target given its source.
 
@@ -541,13 +543,24 @@ class Translator:
             per_token: also each target token's log-probability, EOS last.
             alignment: also Pharaoh word alignments from this attention (`Alignment`: layer,
                 heads); not with an ensemble.
+            tgt_lang, src_lang: as for `translate`: a multilingual model scores the targets as
+                translations into `tgt_lang`, framed by its tag as the search frames them.
 
         Returns:
             One `TargetScore` (score, mean = score per token, token_log_probs, alignment) per
             pair, in input order; `score_stream` is the lazy form.
         """
         return list(
-            self.score_stream(sources, targets, batch_size, max_tokens, per_token, alignment)
+            self.score_stream(
+                sources,
+                targets,
+                batch_size,
+                max_tokens,
+                per_token,
+                alignment,
+                tgt_lang=tgt_lang,
+                src_lang=src_lang,
+            )  # fmt: skip
         )
 
     def score_stream(
@@ -559,11 +572,14 @@ class Translator:
         per_token: bool = False,
         alignment: Alignment | None = None,
         start: int = 0,
+        tgt_lang: str | None = None,
+        src_lang: str | None = None,
     ) -> Iterator[TargetScore]:
         """`score` lazily, in input order, reading pairs in chunks as `stream` reads sentences;
         start as for `stream`."""
         if self.engine != "torch":
             raise ValueError(f"scoring runs on engine 'torch', not {self.engine!r}")
+        frame = self.frame(tgt_lang, src_lang)
         for name, value in (("batch_size", batch_size), ("max_tokens", max_tokens)):
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be >= 1, got {value}")
@@ -574,7 +590,7 @@ class Translator:
         first_line = start + 1
         while chunk := list(islice(pairs, size)):
             sizes = (batch_size, max_tokens)
-            yield from self._score_chunk(chunk, first_line, sizes, per_token, aligning)
+            yield from self._score_chunk(chunk, first_line, sizes, per_token, aligning, frame)
             first_line += len(chunk)
 
     def _score_chunk(
@@ -584,6 +600,7 @@ class Translator:
         sizes: tuple[int, int | None],
         per_token: bool,
         aligning: tuple[Alignment, list[str]] | None,
+        frame: Frame = PLAIN,
     ) -> list[TargetScore]:
         """Each pair's score, scored in batches of like lengths (both sides), in chunk order."""
         lines = [first_line + i for i in range(len(chunk))]
@@ -597,7 +614,7 @@ class Translator:
         for batch in self._batches(by_length, tokens, *sizes):
             found = score_batch(
                 self.model, self.device, [sources[i] for i in batch], [targets[i] for i in batch],
-                self.search.autocast, per_token, aligning,
+                self.search.autocast, per_token, aligning, frame,
             )  # fmt: skip
             for i, result in zip(batch, found, strict=True):
                 results[i] = result
@@ -681,36 +698,9 @@ class Translator:
             self._check_prefix(first_line + i, len(tokens[i]), len(prefix), max_len_b)
         return ids
 
-    def frame(self, tgt_lang: str | None, src_lang: str | None = None) -> Frame:
-        """How sources and outputs are framed to translate into `tgt_lang` (its tag); a
-        direction never trained is allowed, with a warning that it is zero-shot."""
-        languages = self.languages
-        if languages is None:
-            if tgt_lang is not None or src_lang is not None:
-                raise ValueError(
-                    "this model records no languages: it translates the one direction it was "
-                    "trained on; translate without tgt_lang and src_lang (--tgt-lang, --src-lang)"
-                )
-            return PLAIN
-        known = ", ".join(languages.languages)
-        if tgt_lang is None:
-            raise ValueError(
-                "this model translates into several languages: name one with tgt_lang "
-                f"(nmt-translate --tgt-lang): {known}"
-            )
-        for lang in (tgt_lang, src_lang):
-            if lang is not None and lang not in languages.languages:
-                raise ValueError(f"the model knows no language {lang!r}; it knows {known}")
-        trained = [d for d in languages.directions if d[1] == tgt_lang and src_lang in (None, d[0])]
-        if not trained:
-            direction = direction_name((src_lang or "*", tgt_lang))
-            log.warning(
-                "%s was never trained (the model trained %s): its translations are zero-shot",
-                direction,
-                ", ".join(languages.names),
-            )
-        ids = tag_ids(self.tokenizer.tokens(), languages)
-        return languages.frame(tgt_lang, ids, src_lang)
+    def frame(self, tgt_lang: str | None, src_lang: str | None = None, warn: bool = True) -> Frame:
+        """How sources and outputs are framed to translate into `tgt_lang` (`language_frame`)."""
+        return language_frame(self.languages, self.tokenizer.tokens, tgt_lang, src_lang, warn)
 
     def _encode(self, sentences: list[str], lines: list[int]) -> list[list[int]]:
         """Token ids of each sentence, warning (by line number) about those too long to fit."""
@@ -726,6 +716,46 @@ class Translator:
                     limit,
                 )
         return ids
+
+
+def language_frame(
+    languages: Languages | None,
+    tokens: Callable[[], list[str]],
+    tgt_lang: str | None,
+    src_lang: str | None = None,
+    warn: bool = True,
+) -> Frame:
+    """How a model of `languages` frames sources and outputs to translate into `tgt_lang`: its
+    tag; a model of one direction (None) takes no language. A direction never trained is
+    allowed, with a warning that it is zero-shot (unless not `warn`: a check before the work).
+
+    Args:
+        tokens: the vocabulary's tokens (`tokenizer.tokens`), read only for a tag.
+    """
+    if languages is None:
+        if tgt_lang is not None or src_lang is not None:
+            raise ValueError(
+                "this model records no languages: it translates the one direction it was "
+                "trained on; translate without tgt_lang and src_lang (--tgt-lang, --src-lang)"
+            )
+        return PLAIN
+    known = ", ".join(languages.languages)
+    if tgt_lang is None:
+        raise ValueError(
+            "this model translates into several languages: name one with tgt_lang "
+            f"(nmt-translate --tgt-lang): {known}"
+        )
+    for lang in (tgt_lang, src_lang):
+        if lang is not None and lang not in languages.languages:
+            raise ValueError(f"the model knows no language {lang!r}; it knows {known}")
+    trained = [d for d in languages.directions if d[1] == tgt_lang and src_lang in (None, d[0])]
+    if not trained and warn:
+        log.warning(
+            "%s was never trained (the model trained %s): its translations are zero-shot",
+            direction_name((src_lang or "*", tgt_lang)),
+            ", ".join(languages.names),
+        )
+    return languages.frame(tgt_lang, tag_ids(tokens(), languages), src_lang)
 
 
 def chunk_size(batch_size: int, max_tokens: int | None) -> int:

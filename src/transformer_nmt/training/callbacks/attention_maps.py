@@ -8,6 +8,7 @@ import lightning as L
 import torch
 from lightning.pytorch.loggers import WandbLogger
 
+from transformer_nmt.data.framing import first_token
 from transformer_nmt.explorer import explore_sentence, run_validations, write_page
 from transformer_nmt.explorer.plots import draw_sentence_attention
 from transformer_nmt.runtime.atomic import write_atomically
@@ -20,8 +21,9 @@ class AttentionMaps(L.Callback):
     """Draws every attention of the model on fixed validation sentences after each validation.
 
     The decoder reads the model's own greedy translation, so the pictures show what the model
-    attends to while it translates. For each sentence, kind (encoder self, decoder self,
-    encoder-decoder) and layer a grid of heads is written to
+    attends to while it translates; a multilingual model's decoder starts with the sentence's
+    target language tag in place of BOS, as in training. For each sentence, kind (encoder
+    self, decoder self, encoder-decoder) and layer a grid of heads is written to
     `<dirpath>/step<step>/sentence<i>_<kind>_layer<l>.png` and, with a W&B logger, logged as the
     image `attention/<kind>/layer<l>` (one picture per sentence). Nothing is drawn during
     Lightning's sanity check, and only on rank zero.
@@ -83,6 +85,7 @@ class AttentionMaps(L.Callback):
                 step=step,
                 layers=self.layers,
                 prefix=f"sentence{i}_",
+                bos_id=first_token(example),
             )
             for name, path in paths.items():
                 images.setdefault(name, []).append(path)
@@ -114,6 +117,7 @@ class AttentionMaps(L.Callback):
                 example["tgt"],
                 max_len_b=pl_module.hparams.max_len_b,
                 layers=self.layers,
+                bos_id=first_token(example),
             )
             for example in examples
         ]

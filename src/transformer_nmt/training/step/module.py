@@ -19,6 +19,7 @@ from transformer_nmt.training.run.stop import StopVotes
 from transformer_nmt.training.step.hot_path import all_reduce_, is_logging_step
 from transformer_nmt.training.step.loss import label_smoothed_nll, perplexity
 from transformer_nmt.training.step.lr_schedule import LearningRate, cooldown_problem
+from transformer_nmt.training.step.off_target import direction_off_target
 from transformer_nmt.training.step.rdrop import doubled, symmetric_kl
 from transformer_nmt.training.step.val_metrics import (
     SCORES,
@@ -88,7 +89,9 @@ class TranslationModule(L.LightningModule):
             device's default (`device_defaults`), decided when the trainer knows the device.
         languages: a multilingual model's languages and directions (the data module's); its
             validation scores each of `val_metrics` per direction (`val/bleu/de-fr`), `val/bleu`
-            their mean, and its checkpoints record them. None: one direction.
+            their mean, and the off-target rate (`val/off_target/de-fr`: the share of outputs
+            identified as another language than the target); its checkpoints record them.
+            None: one direction.
         val_metrics: the scores validation computes as sacreBLEU does (`bleu`, `chrf`, `chrf++`,
             `ter`: `training/step/val_metrics.py`), each logged as `val/<name>`; `val/loss` and
             `val/ppl` always.
@@ -147,6 +150,7 @@ class TranslationModule(L.LightningModule):
                     for kind in scores
                 }
             )
+            self.val_direction_off_target = direction_off_target(languages)
         # Global target tokens of the update being accumulated (None before its first batch),
         # and the factor that renormalizes its gradients once this micro-batch's backward is done.
         self._update_tokens: Tensor | None = None
@@ -259,6 +263,8 @@ class TranslationModule(L.LightningModule):
             name = self.languages.names[direction]
             for metrics in self.val_direction_scores.values():
                 metrics[name].update(found, wanted)
+            if self.val_direction_off_target is not None:
+                self.val_direction_off_target[name].update(found)
 
     def on_validation_epoch_end(self) -> None:
         num_tokens = self.val_tokens.compute()
@@ -276,8 +282,11 @@ class TranslationModule(L.LightningModule):
     def _log_direction_scores(self) -> None:
         """`val/bleu/<src>-<tgt>`, `val/chrf/...` (each score) per direction; `val/bleu`,
         `val/chrf` their means, so that checkpoints and sweeps monitor the same name as for one
-        direction (or monitor one direction by its name)."""
-        for kind, metrics in self.val_direction_scores.items():
+        direction (or monitor one direction by its name); `val/off_target/...` likewise."""
+        kinds = list(self.val_direction_scores.items())
+        if self.val_direction_off_target is not None:
+            kinds.append(("off_target", self.val_direction_off_target))
+        for kind, metrics in kinds:
             scores = []
             for name, metric in metrics.items():
                 scores.append(metric.compute())
