@@ -53,7 +53,7 @@ def train_multilingual(
         src, tgt_in, tgt_out = [], [], []
         for i, line in enumerate(number_lines(48, step + 1)):
             a, b = languages.directions[i % len(languages.directions)]
-            frame = languages.frame(b, tags)
+            frame = languages.frame(b, tags, a)
             (s, t) = tokenizer.encode_batch([words(line, a), words(line, b)])
             src.append(source_ids(s, prefix=frame.source_prefix))
             tgt_in.append(decoder_input(t, frame.bos_id))

@@ -133,13 +133,13 @@ def trained(tmp_path_factory) -> dict[str, Path]:
 def test_a_translation_scores_as_its_search_scored_it(trained, tag_side):
     translator = Translator.from_checkpoint(trained[tag_side], "cpu")
     sources = ["one two three", "four five", "zwei drei"]
-    # alpha 0: a hypothesis's search score is its log-probability, EOS included.
+    # A hypothesis's score is its log-probability, EOS included, whatever the length penalty.
     found = translator.translate(sources, beam_size=3, n_best=3, alpha=0, tgt_lang="fr")
     pairs = [(s, t, score) for s, hyps in zip(sources, found, strict=True) for t, score in hyps]
     scored = translator.score([s for s, _, _ in pairs], [t for _, t, _ in pairs], tgt_lang="fr")
-    assert [s.log_prob for s in scored] == pytest.approx([score for *_, score in pairs], abs=1e-5)
+    assert [s.score for s in scored] == pytest.approx([score for *_, score in pairs], abs=1e-5)
     other = translator.score([s for s, _, _ in pairs], [t for _, t, _ in pairs], tgt_lang="de")
-    assert [s.log_prob for s in other] != pytest.approx([s.log_prob for s in scored], abs=1e-3)
+    assert [s.score for s in other] != pytest.approx([s.score for s in scored], abs=1e-3)
 
 
 def test_nmt_score_of_nmt_translate_n_best_is_its_search_score(trained, tmp_path, capsys):
