@@ -3,7 +3,7 @@
 import pytest
 from sacrebleu.metrics import BLEU
 
-from transformer_nmt.cli.evaluate import paper_tokenize, score
+from transformer_nmt.evaluation.corpus_scores import paper_tokenize, score
 
 
 def test_tokenized_bleu_equals_hand_counted_ngrams():

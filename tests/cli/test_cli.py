@@ -16,9 +16,9 @@ import transformer_nmt
 from helpers.hydra_compose import compose_train
 from transformer_nmt.checkpoint import load_checkpoint
 from transformer_nmt.cli.evaluate import main as evaluate_main
-from transformer_nmt.cli.evaluate import score
 from transformer_nmt.cli.score import main as score_main
 from transformer_nmt.cli.translate import main as translate_main
+from transformer_nmt.evaluation.corpus_scores import score
 from transformer_nmt.evaluation.significance import as_records, paired_test
 from transformer_nmt.inference.alignment import Alignment
 from transformer_nmt.inference.translator import Translator

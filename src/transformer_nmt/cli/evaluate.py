@@ -17,17 +17,14 @@ name each; the report adds each direction's off-target rate, and the means:
 
 import argparse
 import json
-import re
 import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from sacrebleu.metrics import BLEU, CHRF, TER
-from sacremoses import MosesTokenizer
-
 from transformer_nmt.checkpoint import CheckpointError, resolve_checkpoints
 from transformer_nmt.cli import ensemble_args
+from transformer_nmt.cli.evaluate_files import ensemble_report, path_text, read_pair_files
 from transformer_nmt.cli.grid import settings, table
 from transformer_nmt.cli.search_args import (
     add_search_arguments,
@@ -40,6 +37,7 @@ from transformer_nmt.cli.shard_args import logged_progress
 from transformer_nmt.data.bitext import read_lines
 from transformer_nmt.data.corpus import DataError
 from transformer_nmt.evaluation import significance
+from transformer_nmt.evaluation.corpus_scores import score
 from transformer_nmt.evaluation.sentence_scores import write_sentence_scores
 from transformer_nmt.export import ExportError
 from transformer_nmt.inference.translator import Translator
@@ -51,57 +49,6 @@ from transformer_nmt.runtime.wandb_run import (
     run_dir_of,
     saved_run,
 )
-
-# A hyphen between two non-spaces: the compound splitting of get_ende_bleu.sh.
-COMPOUND = re.compile(r"(\S)-(\S)")
-
-
-def score(hypotheses: list[str], references: list[str], lang: str = "en") -> dict[str, Any]:
-    """Corpus BLEU, chrF, chrF++ and TER with sacreBLEU's defaults, each with its signature.
-
-    Also BLEU-lc, sacreBLEU's `-lc` on the same output: comparable with the lowercased BLEU
-    that many papers report. And BLEU-tok, the tokenized BLEU behind the paper's 27.3 (the
-    tensor2tensor/fairseq `get_ende_bleu.sh` recipe): both sides Moses-tokenized (sacremoses
-    `MosesTokenizer(lang)`, `escape=False`), then every "-" between two non-spaces replaced by
-    " ##AT##-##AT## " (compound splitting), then BLEU on those tokens (`tokenize="none"`). It is
-    for comparing with the paper, not a replacement for sacreBLEU: its value depends on the
-    tokenization, so it is comparable only with numbers computed the same way.
-
-    Args:
-        hypotheses: one detokenized output a sentence.
-        references: one detokenized reference a sentence, aligned with `hypotheses`.
-        lang: the target language, for the Moses tokenizer's rules (e.g. "de").
-    """
-    tokenized = paper_tokenize(hypotheses, lang), paper_tokenize(references, lang)
-    runs = {
-        "BLEU": (BLEU(), hypotheses, references),
-        "BLEU-lc": (BLEU(lowercase=True), hypotheses, references),
-        # Tokenized on purpose: force, or sacreBLEU warns that it looks undetokenized.
-        "BLEU-tok": (BLEU(tokenize="none", force=True), *tokenized),
-        "chrF2": (CHRF(), hypotheses, references),
-        "chrF2++": (CHRF(word_order=2), hypotheses, references),
-        "TER": (TER(), hypotheses, references),
-    }
-    report = {}
-    for name, (metric, hyps, refs) in runs.items():
-        result = metric.corpus_score(hyps, [refs])
-        signature = str(metric.get_signature())
-        if name == "BLEU-tok":
-            signature += f"|pretok:moses-{lang}+compound-split"
-        report[name] = {"score": result.score, "result": str(result), "signature": signature}
-    return report
-
-
-def paper_tokenize(lines: list[str], lang: str) -> list[str]:
-    """Moses tokenization and compound splitting, as `get_ende_bleu.sh` does before BLEU."""
-    tokenizer = MosesTokenizer(lang=lang)
-    out = []
-    for line in lines:
-        text = tokenizer.tokenize(line, escape=False, return_str=True)
-        # One pass, as the script's `perl -ple 's{(\S)-(\S)}{$1 ##AT##-##AT## $2}g'`: it leaves
-        # "2-3" of "1-2-3" whole, and a second pass would split the "#-#" inside its own markers.
-        out.append(COMPOUND.sub(r"\1 ##AT##-##AT## \2", text))
-    return out
 
 
 def split_overrides(words: list[str]) -> tuple[list[str], list[str]]:
@@ -124,27 +71,6 @@ def read_test_set(
         return [s for s, _ in pairs], [t for _, t in pairs], where
     sources, references = read_pair_files(args.src[0], args.ref[0])
     return sources, references, {"src": str(args.src[0]), "ref": str(args.ref[0])}
-
-
-def read_pair_files(src: Path, ref: Path) -> tuple[list[str], list[str]]:
-    """Sources and references of two line-aligned files."""
-    # Invalid UTF-8 is an error here, not replaced: it would change the score silently.
-    sources = [line.strip() for line in read_lines(src)]
-    references = [line.strip() for line in read_lines(ref)]
-    if len(sources) != len(references):
-        raise DataError(f"{src} has {len(sources)} lines but {ref} has {len(references)}")
-    return sources, references
-
-
-def _ensemble(args: argparse.Namespace) -> dict[str, Any]:
-    """The report's further ensemble members and weights, when there are any."""
-    if not args.ensemble:
-        return {}
-    return {"ensemble": [str(p) for p in args.ensemble], "weights": args.weights}
-
-
-def _text(path: Path | None) -> str | None:
-    return None if path is None else str(path)
 
 
 def parse_arguments(argv: list[str] | None) -> tuple[argparse.Namespace, list[str], list[str]]:
@@ -419,7 +345,7 @@ def main(argv: list[str] | None = None) -> None:
     engine = {key: value for key, value in options.items() if key != "autocast"} | {
         "dtype": args.dtype,
         "device": args.device,
-        "vmap_from": _text(args.vmap_from),
+        "vmap_from": path_text(args.vmap_from),
     }
 
     search = search_options(args) | {"beam_size": grid[0].beam_size, "alpha": grid[0].alpha}
@@ -438,7 +364,7 @@ def main(argv: list[str] | None = None) -> None:
             hypotheses, scores = evaluate(translator, sources, references, search, tok_lang, desc)
             report = {
                 "checkpoints": [str(p) for p in paths[setting.average_last]],
-                **_ensemble(args),
+                **ensemble_report(args),
                 **test_set,
                 "sentences": len(sources),
                 "search": search,

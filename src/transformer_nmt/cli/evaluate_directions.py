@@ -14,13 +14,14 @@ from typing import Any
 
 from transformer_nmt.checkpoint import CheckpointError, resolve_checkpoints
 from transformer_nmt.cli import ensemble_args
-from transformer_nmt.cli.evaluate import _ensemble, _text, read_pair_files, score
+from transformer_nmt.cli.evaluate_files import ensemble_report, path_text, read_pair_files
 from transformer_nmt.cli.grid import settings
 from transformer_nmt.cli.search_args import engine_options, search_options
 from transformer_nmt.cli.shard_args import logged_progress
 from transformer_nmt.data.corpus import DataError
 from transformer_nmt.data.languages import Direction, Languages, direction_name
 from transformer_nmt.evaluation import directions as per_direction
+from transformer_nmt.evaluation.corpus_scores import score
 from transformer_nmt.evaluation.direction_grid import draw_direction_grid
 from transformer_nmt.evaluation.directions import OFF_TARGET
 from transformer_nmt.export import ExportError
@@ -135,13 +136,13 @@ def main(
         mean = per_direction.means(reports)
         report = {
             "checkpoints": [str(p) for p in paths],
-            **_ensemble(args),
+            **ensemble_report(args),
             "languages": languages.to_dict(),
             "search": search,
             **{k: v for k, v in engine_options(args).items() if k != "autocast"},
             "dtype": args.dtype,
             "device": args.device,
-            "vmap_from": _text(args.vmap_from),
+            "vmap_from": path_text(args.vmap_from),
             "test_sets": {direction_name(d): where for d, (*_, where) in test_sets.items()},
             "directions": reports,
             "mean": mean,

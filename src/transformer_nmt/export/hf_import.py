@@ -24,6 +24,7 @@ from transformer_nmt.data.m2m100_tokenizer import M2M100Tokenizer
 from transformer_nmt.data.sentencepiece_tokenizer import SentencePieceTokenizer
 from transformer_nmt.data.tokenizer import PAD_ID, SubwordTokenizer
 from transformer_nmt.export import m2m100
+from transformer_nmt.export.bart_family import ACTIVATIONS, stack_settings
 from transformer_nmt.export.hf import feature_order
 from transformer_nmt.model import Transformer
 
@@ -32,7 +33,6 @@ TOKENIZER_FILES = ("source.spm", "target.spm", "vocab.json")
 # The model types read, and what each is.
 MODEL_TYPES = {"marian": "MarianMT", m2m100.MODEL_TYPE: "M2M-100"}
 # Marian's activation names -> ours ("swish" is transformers' name of SiLU).
-ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "swish", "silu": "swish"}
 # Keys of Marian (and BART) configs for layers the Transformer here lacks: on means refused.
 ABSENT_LAYERS = {
     "normalize_before": "pre-norm layers; ours, as MarianMT's, are post-norm",
@@ -129,20 +129,8 @@ def read_weights(folder: Path) -> dict[str, Tensor]:
 
 def our_settings(config: MarianConfig, output_bias: bool) -> dict[str, Any]:
     """The TransformerConfig settings of the folder's network."""
-    return dict(
-        N=config.encoder_layers,
-        N_dec=config.decoder_layers,
-        d_model=config.d_model,
-        d_ff=config.encoder_ffn_dim,
-        d_ff_dec=config.decoder_ffn_dim,
-        h=config.encoder_attention_heads,
-        dropout=config.dropout,
-        attention_dropout=config.attention_dropout,
-        activation_dropout=config.activation_dropout,
-        max_positions=config.max_position_embeddings,
-        tie_embeddings=tie_embeddings(config),
-        activation=ACTIVATIONS[config.activation_function],
-        output_bias=output_bias,
+    return stack_settings(config) | dict(
+        tie_embeddings=tie_embeddings(config), output_bias=output_bias
     )
 
 

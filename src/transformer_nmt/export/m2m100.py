@@ -31,13 +31,13 @@ from transformers.models.m2m_100.tokenization_m2m_100 import FAIRSEQ_LANGUAGE_CO
 from transformer_nmt.data.m2m100_tokenizer import M2M100Tokenizer, language_token
 from transformer_nmt.data.tokenizer import PAD_ID
 from transformer_nmt.export import ExportError
+from transformer_nmt.export.bart_family import ACTIVATIONS, stack_settings
 from transformer_nmt.export.formats import check_exportable
 from transformer_nmt.model import Transformer, TransformerConfig
 from transformer_nmt.runtime.atomic import write_atomically
 
 MODEL_TYPE = "m2m_100"
 TOKENIZER_FILES = ("sentencepiece.bpe.model", "vocab.json")
-ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "swish", "silu": "swish"}
 # fairseq's dictionary puts <pad> at 1, and its positions count from padding_idx + 1.
 FAIRSEQ_PAD = 1
 
@@ -125,22 +125,8 @@ def read_tokenizer(folder: Path, config: M2M100Config) -> M2M100Tokenizer:
 
 def our_settings(config: M2M100Config, decoder_start: int) -> dict[str, Any]:
     """The TransformerConfig settings of the folder's network."""
-    return dict(
-        N=config.encoder_layers,
-        N_dec=config.decoder_layers,
-        d_model=config.d_model,
-        d_ff=config.encoder_ffn_dim,
-        d_ff_dec=config.decoder_ffn_dim,
-        h=config.encoder_attention_heads,
-        dropout=config.dropout,
-        attention_dropout=config.attention_dropout,
-        activation_dropout=config.activation_dropout,
-        norm_first=True,
-        positions="fairseq",
-        max_positions=config.max_position_embeddings,
-        tie_embeddings="all",
-        activation=ACTIVATIONS[config.activation_function],
-        decoder_start=decoder_start,
+    return stack_settings(config) | dict(
+        norm_first=True, positions="fairseq", tie_embeddings="all", decoder_start=decoder_start
     )
 
 
