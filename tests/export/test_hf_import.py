@@ -106,11 +106,13 @@ def test_export_then_import_changes_nothing(imported, tmp_path):
     native = Translator.from_folder(tmp_path / "native", device="cpu")
     ct2 = Translator.from_checkpoint(imported, device="cpu", engine="ct2")
     # One sentence a batch: CTranslate2's length limit is its batch's, and random weights may
-    # never end a sentence before it.
+    # never end a sentence before it. CTranslate2 greedily: ours counts PAD and BOS in the
+    # softmax that scores a beam (one score everywhere), which random weights give real mass,
+    # so beams may rank apart where greedy choices cannot.
     for text in TEXTS:
-        expected = original.translate([text], beam_size=2, max_len_b=MAX_LEN_B)
-        for other in (native, ct2):
-            assert other.translate([text], beam_size=2, max_len_b=MAX_LEN_B) == expected
+        for other, beam in ((native, 2), (ct2, 1)):
+            expected = original.translate([text], beam_size=beam, max_len_b=MAX_LEN_B)
+            assert other.translate([text], beam_size=beam, max_len_b=MAX_LEN_B) == expected
 
 
 REFUSED = {
