@@ -138,8 +138,10 @@ def test_the_ct2_engine_translates_as_ours(tokenizer):
     texts = [*TEXTS, ""]
     ours = Translator(model, tokenizer, device="cpu").translate(texts, **options)
     fast = Translator(model, tokenizer, device="cpu", engine="ct2").translate(texts, **options)
+    # CTranslate2's log-probability leaves PAD and BOS out of its softmax, ours counts them:
+    # never lower than ours, as far above as the mass random weights give them.
     for [(ours_text, ours_score)], [(text, score)] in zip(ours, fast, strict=True):
-        assert text == ours_text and score == pytest.approx(ours_score, abs=1e-4)
+        assert text == ours_text and score >= ours_score - 1e-4
 
 
 @pytest.mark.parametrize(
@@ -165,7 +167,8 @@ def test_the_ct2_engine_beam_search_equals_ours_on_a_trained_model(toy, penalty,
     ours = Translator(model, tokenizer, device="cpu").translate(sources, **options)
     fast = Translator(model, tokenizer, device="cpu", engine="ct2").translate(sources, **options)
     assert [n[0][0] for n in fast] == [n[0][0] for n in ours]
-    assert [n[0][1] for n in fast] == pytest.approx([n[0][1] for n in ours], abs=1e-4)
+    # Within the mass a trained model leaves on PAD and BOS, which CTranslate2's softmax leaves out.
+    assert [n[0][1] for n in fast] == pytest.approx([n[0][1] for n in ours], abs=3e-3)
     # The runners-up may differ: CTranslate2 keeps other finished hypotheses than our fairseq-style
     # bookkeeping (1 sentence in 40 here, with either form). They come ranked all the same, by
     # their normalized scores.
