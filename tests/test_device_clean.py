@@ -31,6 +31,15 @@ HOST_SIDE = {
     "training/step/bleu.py:SacreCHRF.__init__": (
         "metric state defaults: torchmetrics moves them with the module"
     ),
+    "training/step/bleu.py:SacreTER.__init__": (
+        "metric state defaults: torchmetrics moves them with the module"
+    ),
+    "training/step/off_target.py:OffTargetRate.__init__": (
+        "metric state defaults: torchmetrics moves them with the module"
+    ),
+    "model/transformer/positions.py:FairseqSinusoidalPositions.__init__": (
+        "M2M-100's position table, built once and registered as a buffer: it moves with the model"
+    ),
     "data/batching.py:collate": (
         "a batch's direction ids, built on the CPU beside its padded tokens; Lightning moves them"
     ),

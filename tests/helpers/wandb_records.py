@@ -97,14 +97,22 @@ def config(path: Path) -> dict:
 
 def loss_curve(run_dir: Path) -> tuple[set[str], list[int]]:
     """The ids of the offline W&B runs of a run folder, and the steps their `train/loss` curve
-    holds, start after start (`wandb sync` uploads the files of one run in that order)."""
-    ids, starts = losses_by_start(run_dir)
-    return ids, [step for losses in starts for step in losses]
+    holds, row by row, start after start (`wandb sync` uploads the files of one run in that
+    order)."""
+    ids, starts = loss_rows(run_dir)
+    return ids, [step for rows in starts for step, _ in rows]
 
 
 def losses_by_start(run_dir: Path) -> tuple[set[str], list[dict[int, float]]]:
     """The ids of the offline W&B runs of a run folder, and each start's `train/loss` by step,
-    the starts in order.
+    the starts in order."""
+    ids, starts = loss_rows(run_dir)
+    return ids, [dict(rows) for rows in starts]
+
+
+def loss_rows(run_dir: Path) -> tuple[set[str], list[list[tuple[int, float]]]]:
+    """The ids of the offline W&B runs of a run folder, and each start's `train/loss` rows as
+    (step, loss), the starts in order.
 
     An earlier start's file is read as it is: that start has ended, and its file lacks the exit
     record where a scheduler's SIGTERM ended W&B's service first.
@@ -115,7 +123,7 @@ def losses_by_start(run_dir: Path) -> tuple[set[str], list[dict[int, float]]]:
         ids |= {r.run.run_id for r in records if r.HasField("run")}
         rows = [_items(r.history.item) for r in records if r.HasField("history")]
         starts.append(
-            {row["trainer/global_step"]: row["train/loss"] for row in rows if "train/loss" in row}
+            [(row["trainer/global_step"], row["train/loss"]) for row in rows if "train/loss" in row]
         )
     return ids, starts
 

@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 from torch import Tensor
 
 from transformer_nmt.data.framing import TARGET_FRAME, cut_at_eos, decoder_input
-from transformer_nmt.data.tokenizer import BOS_ID, SPECIAL_TOKENS, BPETokenizer
+from transformer_nmt.data.tokenizer import SPECIAL_TOKENS, BPETokenizer
 from transformer_nmt.decoding import greedy_search
 from transformer_nmt.model import EncoderDecoder
 from transformer_nmt.model.masks import padding_mask
@@ -192,7 +192,7 @@ def draw_sentence_attention(
     step: int | None = None,
     layers: list[int] | None = None,
     prefix: str = "",
-    bos_id: int = BOS_ID,
+    bos_id: int = TARGET_FRAME["bos_id"],
 ) -> dict[str, Path]:
     """Draw every attention of the model on one sentence; returns {"<kind>/layer<l>": path}.
 

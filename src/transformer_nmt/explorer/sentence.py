@@ -14,7 +14,7 @@ from transformer_nmt.data.framing import (
     decoder_input,
     decoder_target,
 )
-from transformer_nmt.data.tokenizer import BOS_ID, BPETokenizer
+from transformer_nmt.data.tokenizer import BPETokenizer
 from transformer_nmt.decoding import beam_search
 from transformer_nmt.decoding.beam_trace import BeamTrace
 from transformer_nmt.explorer.plots import attention_weights, fit_target, token_labels
@@ -75,7 +75,7 @@ def explore_sentence(
     penalty: str = "gnmt",
     max_len_b: int = 50,
     layers: list[int] | None = None,
-    bos_id: int = BOS_ID,
+    bos_id: int = TARGET_FRAME["bos_id"],
 ) -> dict[str, Any]:
     """Beam-search one sentence with a trace, and read every attention weight of its translation.
 
