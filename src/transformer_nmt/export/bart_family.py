@@ -22,3 +22,19 @@ def stack_settings(config: Any) -> dict[str, Any]:
         max_positions=config.max_position_embeddings,
         activation=ACTIVATIONS[config.activation_function],
     )
+
+
+def head_problems(config: Any) -> list[str]:
+    """What a BART-family config's heads ask that the Transformer here cannot hold."""
+    problems = []
+    if config.decoder_attention_heads != config.encoder_attention_heads:
+        problems.append(
+            f"decoder_attention_heads={config.decoder_attention_heads} differs from "
+            f"encoder_attention_heads={config.encoder_attention_heads}: the stacks here share h"
+        )
+    if config.d_model % config.encoder_attention_heads:
+        problems.append(
+            f"encoder_attention_heads={config.encoder_attention_heads} does not divide "
+            f"d_model={config.d_model}: heads here are d_model / h wide"
+        )
+    return problems

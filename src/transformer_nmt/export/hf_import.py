@@ -24,7 +24,7 @@ from transformer_nmt.data.m2m100_tokenizer import M2M100Tokenizer
 from transformer_nmt.data.sentencepiece_tokenizer import SentencePieceTokenizer
 from transformer_nmt.data.tokenizer import PAD_ID, SubwordTokenizer
 from transformer_nmt.export import m2m100
-from transformer_nmt.export.bart_family import ACTIVATIONS, stack_settings
+from transformer_nmt.export.bart_family import ACTIVATIONS, head_problems, stack_settings
 from transformer_nmt.export.hf import feature_order
 from transformer_nmt.model import Transformer
 
@@ -60,16 +60,7 @@ def architecture_problems(config: MarianConfig, tokenizer_config: dict[str, Any]
             f"activation_function={config.activation_function!r}: ours are "
             f"{', '.join(sorted(ACTIVATIONS))}"
         )
-    if config.decoder_attention_heads != config.encoder_attention_heads:
-        problems.append(
-            f"decoder_attention_heads={config.decoder_attention_heads} differs from "
-            f"encoder_attention_heads={config.encoder_attention_heads}: the stacks here share h"
-        )
-    if config.d_model % config.encoder_attention_heads:
-        problems.append(
-            f"encoder_attention_heads={config.encoder_attention_heads} does not divide "
-            f"d_model={config.d_model}: heads here are d_model / h wide"
-        )
+    problems += head_problems(config)
     if config.decoder_vocab_size not in (None, config.vocab_size):
         problems.append(
             f"decoder_vocab_size={config.decoder_vocab_size} differs from vocab_size="

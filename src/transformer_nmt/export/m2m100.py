@@ -31,7 +31,7 @@ from transformers.models.m2m_100.tokenization_m2m_100 import FAIRSEQ_LANGUAGE_CO
 from transformer_nmt.data.m2m100_tokenizer import M2M100Tokenizer, language_token
 from transformer_nmt.data.tokenizer import PAD_ID
 from transformer_nmt.export import ExportError
-from transformer_nmt.export.bart_family import ACTIVATIONS, stack_settings
+from transformer_nmt.export.bart_family import ACTIVATIONS, head_problems, stack_settings
 from transformer_nmt.export.formats import check_exportable
 from transformer_nmt.model import Transformer, TransformerConfig
 from transformer_nmt.runtime.atomic import write_atomically
@@ -57,16 +57,7 @@ def architecture_problems(config: M2M100Config) -> list[str]:
             "tie_word_embeddings=false: M2M-100's embeddings are one matrix for source and "
             "target; ours ties the output projection to them too, or ties none"
         )
-    if config.decoder_attention_heads != config.encoder_attention_heads:
-        problems.append(
-            f"decoder_attention_heads={config.decoder_attention_heads} differs from "
-            f"encoder_attention_heads={config.encoder_attention_heads}: the stacks here share h"
-        )
-    if config.d_model % config.encoder_attention_heads:
-        problems.append(
-            f"encoder_attention_heads={config.encoder_attention_heads} does not divide "
-            f"d_model={config.d_model}: heads here are d_model / h wide"
-        )
+    problems += head_problems(config)
     if config.d_model < 4 or config.d_model % 2:
         problems.append(
             f"d_model={config.d_model}: fairseq's sinusoids here need an even d_model >= 4"
