@@ -391,21 +391,31 @@ def test_evaluate_compares_files_and_checkpoints_as_sacrebleus_command_line(
         "-i",
         *map(str, outputs),
     ]
-    command += ["-m", "bleu", "chrf", f"--paired-{test}", f"--paired-{test}-n", "100"]
-    command += ["--no-color", "-f", "text"]
-    cli = subprocess.run(command, capture_output=True, text=True, check=True, timeout=120)
-    assert table_cells((out_dir / "significance.txt").read_text()) == table_cells(cli.stdout)
+    command += [f"--paired-{test}", f"--paired-{test}-n", "100", "--no-color", "-f", "text"]
+    # The command line computes chrF or chrF++ in one call: BLEU, chrF2 and TER, then chrF2++.
+    cli = [
+        table_cells(
+            subprocess.run(
+                command + metrics, capture_output=True, text=True, check=True, timeout=120
+            ).stdout
+        )
+        for metrics in (["-m", "bleu", "chrf", "ter"], ["-m", "chrf", "--chrf-word-order", "2"])
+    ]
+    *rows, signatures = table_cells((out_dir / "significance.txt").read_text())
+    assert rows == [a[:2] + b + a[2:] for a, b in zip(cli[0][:-1], cli[1][:-1], strict=True)]
+    assert sorted(signatures) == sorted(cli[0][-1] + cli[1][-1])
     assert report["systems"][0]["BLEU"]["p_value"] is None
-    assert all(
-        r[m]["p_value"] is not None for r in report["systems"][1:] for m in ("BLEU", "chrF2")
-    )
+    metrics = ("BLEU", "chrF2", "chrF2++", "TER")
+    assert all(r[m]["p_value"] is not None for r in report["systems"][1:] for m in metrics)
     assert all((r["BLEU"]["ci"] is not None) == (test == "bs") for r in report["systems"])
 
 
 def table_cells(text: str) -> list[list[str]]:
     """sacreBLEU's text table and signatures without the system names: each row's metric cells."""
     rows = [line.split("│")[2:-1] for line in text.splitlines() if "│" in line]
-    signatures = [line for line in text.splitlines() if line.startswith((" - BLEU", " - chrF2"))]
+    signatures = [
+        line for line in text.splitlines() if line.startswith((" - BLEU", " - chrF2", " - TER"))
+    ]
     return [[cell.strip() for cell in row] for row in rows] + [signatures]
 
 

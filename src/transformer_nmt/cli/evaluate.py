@@ -157,7 +157,8 @@ def parse_arguments(argv: list[str] | None) -> tuple[argparse.Namespace, list[st
         "--paired",
         choices=sorted(significance.TESTS),
         help="sacreBLEU's paired significance test of every system (the --systems, then each "
-        "decoded setting) against the first: bs, bootstrap resampling (means, 95%% "
+        "decoded setting) against the first, in BLEU, chrF, chrF++ and TER: bs, bootstrap "
+        "resampling (means, 95%% "
         "intervals, p-values); ar, approximate randomization (p-values); its numbers are "
         "sacreBLEU's command line's, written to significance.json (default: no test)",
     )

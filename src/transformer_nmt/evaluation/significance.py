@@ -1,9 +1,10 @@
 """Paired significance tests between systems: sacreBLEU's own, its numbers unchanged.
 
-What `sacrebleu REF -i BASELINE SYS... -m bleu chrf --paired-bs` (or `--paired-ar`) computes and
-prints, from Python: the same metrics, `PairedTest`, seed (`SACREBLEU_SEED`, 12345 unless set)
-and table. Bootstrap resampling gives each system's mean and 95% confidence interval and a
-p-value against the baseline (the first system); approximate randomization gives p-values.
+What `sacrebleu REF -i BASELINE SYS... -m bleu chrf ter --paired-bs` (or `--paired-ar`) computes
+and prints, from Python, with chrF++ (the command line's `-m chrf --chrf-word-order 2`) beside:
+the same metrics, `PairedTest`, seed (`SACREBLEU_SEED`, 12345 unless set) and table. Bootstrap
+resampling gives each system's mean and 95% confidence interval and a p-value against the
+baseline (the first system); approximate randomization gives p-values.
 """
 
 import io
@@ -11,7 +12,7 @@ from argparse import Namespace
 from contextlib import redirect_stdout
 from typing import Any
 
-from sacrebleu.metrics import BLEU, CHRF
+from sacrebleu.metrics import BLEU, CHRF, TER
 from sacrebleu.significance import PairedTest
 from sacrebleu.utils import Color, print_results_table
 
@@ -21,7 +22,8 @@ TESTS = {"bs": "paired bootstrap resampling", "ar": "approximate randomization"}
 def paired_test(
     systems: list[tuple[str, list[str]]], references: list[str], test: str, n: int = 0
 ) -> tuple[dict[str, str], dict[str, list]]:
-    """sacreBLEU's signatures and results table of BLEU and chrF, the first system the baseline.
+    """sacreBLEU's signatures and results of BLEU, chrF, chrF++ and TER; the first system is the
+    baseline.
 
     Args:
         systems: (name, one hypothesis a reference) each; at least two.
@@ -37,7 +39,12 @@ def paired_test(
             raise ValueError(f"{name}: {len(hypotheses)} lines for {len(references)} references")
     # As sacreBLEU's command line: the baseline so named, references cached in the metrics.
     named = [(f"Baseline: {systems[0][0]}", systems[0][1]), *systems[1:]]
-    metrics = {"BLEU": BLEU(references=[references]), "CHRF": CHRF(references=[references])}
+    metrics = {
+        "BLEU": BLEU(references=[references]),
+        "CHRF": CHRF(references=[references]),
+        "CHRF++": CHRF(word_order=2, references=[references]),
+        "TER": TER(references=[references]),
+    }
     signatures, results = PairedTest(named, metrics, None, test_type=test, n_samples=n)()
     return {name: sig.format() for name, sig in signatures.items()}, results
 
