@@ -52,8 +52,14 @@ def test_the_plan_is_plain_loads_back_weights_only_and_says_itself_in_one_line(t
     )
     assert plan.describe() == (
         "Run plan: start from scratch; 32-true; 1 process(es) x 1 batch(es) of 1024 tokens a "
-        "side per update (1024 at most); ends after 300 updates, whichever comes first; "
+        "side per update (1024 at most); ends after 300 updates; "
         "cool-down: none; periodic checkpoints kept: 5"
+    )
+    timed = plan_run(
+        compose_train(tmp_path, [*TOY, "trainer.max_steps=300", "trainer.max_time=00:00:10:00"])
+    )
+    assert "ends after 300 updates or 00:00:10:00 of wall time, whichever comes first;" in (
+        timed.describe()
     )
 
 

@@ -117,7 +117,8 @@ class RunPlan:
         start = f"resume from {self.resume_from}" if self.resume_from else "start from scratch"
         batch = "auto (measured as fit sets up)" if self.max_tokens is None else self.max_tokens
         ends = [f"{self.max_steps} updates" if self.max_steps >= 0 else None]
-        ends.append(f"{self.max_time} of wall time" if self.max_time else None)
+        ends = [e for e in [*ends, self.max_time and f"{self.max_time} of wall time"] if e]
+        end = " or ".join(ends) + (", whichever comes first" if len(ends) > 1 else "")
         windows = [
             self.cooldown_steps and f"the last {self.cooldown_steps} updates",
             self.cooldown_minutes and f"the last {self.cooldown_minutes:g} min",
@@ -127,7 +128,7 @@ class RunPlan:
             f"Run plan: {start}; {self.precision}; {self.world_size} process(es) x "
             f"{self.accumulate_grad_batches} batch(es) of {batch} tokens a side per update "
             f"({self.tokens_per_update or '?'} at most); ends after "
-            f"{' or '.join(e for e in ends if e) or 'the epochs'}, whichever comes first; "
+            f"{end or 'the epochs'}; "
             f"cool-down: {cooldown or 'none'}; periodic checkpoints kept: "
             f"{'all' if self.keep_last is None else self.keep_last}"
             f"{_describe_parent(self.parent) if self.parent else ''}"
