@@ -118,7 +118,7 @@ def main() -> None:
     times = interleaved({name: _kept(found, name, run) for name, run in runs.items()}, args.repeats)
     found["score references"] = references  # the tokens it read
     tokens = {
-        name: sum(map(len, one.tokenizer.encode_batch([t for x in out for t in _texts(x)])))
+        name: sum(map(len, one.tokenizer.encode_batch([t for x in out for t in sample_texts(x)])))
         for name, out in found.items()
     }
     rows = {
@@ -147,7 +147,7 @@ def _kept(found: dict[str, list], name: str, run: Callable[[], list]) -> Callabl
     return timed
 
 
-def _texts(item: str | list) -> list[str]:
+def sample_texts(item: str | list) -> list[str]:
     """A translation, or the texts of one sentence's (text, score) samples."""
     return [item] if isinstance(item, str) else [text for text, _ in item]
 
