@@ -16,8 +16,11 @@ from transformer_nmt.training.run.run_lock import LOCK_NAME
 PROMPT = 150
 
 
-def refused_everywhere(tmp_path, job: str, cause: str, *overrides: str) -> None:
-    """Both ranks exit non-zero within PROMPT seconds, each one's output naming `cause`."""
+def refused_everywhere(
+    tmp_path, job: str, cause: str, *overrides: str, told: str = "", failing: int | None = None
+) -> None:
+    """Both ranks exit non-zero within PROMPT seconds, each one's output naming `cause`, and each
+    but the `failing` one's also `told` (who failed)."""
     ranks = run_srun_ranks(
         [*quick_toy_run(2), "logger=none", *run_folder_overrides(tmp_path), *overrides],
         job,
@@ -27,6 +30,8 @@ def refused_everywhere(tmp_path, job: str, cause: str, *overrides: str) -> None:
         assert done.returncode is not None, f"rank {rank} still waiting:\n{done.stdout[-3000:]}"
         assert done.returncode != 0, done.stdout[-3000:]
         assert cause in done.stdout, f"rank {rank}:\n{done.stdout[-3000:]}"
+        if rank != failing:
+            assert told in done.stdout, f"rank {rank}:\n{done.stdout[-3000:]}"
 
 
 @pytest.mark.slow
@@ -65,12 +70,18 @@ def test_a_budget_probe_failing_on_rank_1_ends_both_ranks_naming_it(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_logger_failing_on_rank_0_after_the_plan_ends_both_ranks_naming_it(tmp_path):
-    """Rank 0 has handed its plan over: rank 1 goes on to fit, where it would wait for rank 0."""
+@pytest.mark.parametrize("failing", [0, 1])
+def test_a_logger_failing_on_one_rank_after_the_plan_ends_both_ranks_naming_it(tmp_path, failing):
+    """Rank 0 has handed its plan over and both go on to build: a rank that fails there leaves
+    the other bound for fit, where it would wait for the failed one in the process group's start;
+    the other names the failed rank."""
     refused_everywhere(
         tmp_path,
-        "14",
+        f"1{4 + failing}",
         LOGGER_FAULT,
-        "+logger.failing._target_=helpers.failing_logger.fails_on_rank_0",
+        "+logger.failing._target_=helpers.failing_logger.fails_on_rank",
+        f"+logger.failing.rank={failing}",
         f"+logger.failing.save_dir={tmp_path}/csv",
+        told=f"global rank {failing} failed before training started",
+        failing=failing,
     )
