@@ -110,7 +110,8 @@ def train(cfg: DictConfig) -> dict[str, float]:
                 datamodule, module = build_data_and_module(cfg, plan, resume, parent)
                 loggers = build_loggers(cfg, plan)
         except BaseException:
-            finish_wandb_runs(loggers, None, exit_code=1)  # a W&B run begun here ends failed
+            # A W&B run begun here ends, failed, before this process trains again (a sweep).
+            finish_wandb_runs(loggers, None, exit_code=1)
             raise
         return fit_and_report(cfg, datamodule, module, loggers, plan, resume, parent)
 

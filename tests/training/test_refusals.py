@@ -3,13 +3,18 @@ end promptly and each names the cause, whichever rank met it."""
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from helpers.failing_logger import LOGGER_FAULT
 from helpers.failing_probe import PROBE_FAULT
+from helpers.hydra_compose import compose_train
 from helpers.quick_toy_run import quick_toy_run
-from helpers.srun_ranks import run_folder_overrides, run_srun_ranks
+from helpers.srun_ranks import run_folder_overrides, run_srun_ranks, srun_env
+from helpers.wandb_records import read_records
+from transformer_nmt.training.plan.plan_sharing import roll_call
+from transformer_nmt.training.plan.refusals import RankRefused
 from transformer_nmt.training.run.run_lock import LOCK_NAME
 
 # Well below ddp_timeout_minutes, the wait of a rank left behind; above a loaded start of both.
@@ -85,3 +90,27 @@ def test_a_logger_failing_on_one_rank_after_the_plan_ends_both_ranks_naming_it(t
         told=f"global rank {failing} failed before training started",
         failing=failing,
     )
+
+
+@pytest.mark.slow
+def test_rank_0s_w_and_b_run_ends_failed_when_another_rank_fails_to_get_ready(
+    tmp_path, monkeypatch
+):
+    """Rank 0 has begun its W&B run when it hears of rank 1's failure: the run ends there, not
+    left open for the next `train` of this process (a sweep's next trial)."""
+    import wandb
+
+    from transformer_nmt.train import train
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    for name, value in srun_env(0, "16", 0).items():
+        if name.startswith("SLURM_"):
+            monkeypatch.setenv(name, value)
+    cfg = compose_train(tmp_path, [*quick_toy_run(2), "logger=wandb"])
+    roll_call(cfg.paths.output_dir, 60).report("1", "OSError: rank 1's disk (injected)")
+    with pytest.raises(RankRefused, match=r"global rank 1 failed .*OSError: rank 1's disk"):
+        train(cfg)
+    assert wandb.run is None
+    (run_file,) = Path(cfg.paths.output_dir).glob("wandb/offline-run-*/run-*.wandb")
+    assert [r.exit.exit_code for r in read_records(run_file) if r.HasField("exit")] == [1]
