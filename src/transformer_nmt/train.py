@@ -26,6 +26,7 @@ from transformer_nmt.training.fine_tuning.init_from import (
     Parent,
     load_parent,
     parent_from_plan,
+    resumed_parent,
 )
 from transformer_nmt.training.plan.config_checks import check_resume
 from transformer_nmt.training.plan.plan_sharing import (
@@ -35,7 +36,7 @@ from transformer_nmt.training.plan.plan_sharing import (
 )
 from transformer_nmt.training.plan.resume import ResumePoint
 from transformer_nmt.training.plan.run_config import write_run_config
-from transformer_nmt.training.plan.run_plan import RunPlan, plan_run
+from transformer_nmt.training.plan.run_plan import RunPlan, plan_run, resume_point
 from transformer_nmt.training.run.ddp import ddp_strategy
 from transformer_nmt.training.run.loggers import (
     finish_wandb_runs,
@@ -79,28 +80,39 @@ def train(cfg: DictConfig) -> dict[str, float]:
 
         def decide() -> RunPlan:
             nonlocal parent
-            # Fine-tuning's parent, read and checked once, refused before the run folder exists.
-            parent = load_parent(cfg)
+            resumed = resume_point(cfg)
+            # A resumed fine-tuning run takes its parent's record from its checkpoint's plan.
+            record = resumed_parent(cfg, resumed[0])
+            if record is None:
+                # Fine-tuning's parent, read and checked once, refused before the run folder exists.
+                parent = load_parent(cfg)
+                record = parent.record if parent else None
             # Two runs writing one folder would overwrite each other's checkpoints: the second is
             # refused, as the plan is decided, so that every rank hears of it.
             held.enter_context(RunLock(cfg.paths.output_dir, enabled=rank_zero))
-            return plan_run(cfg, parent.record if parent else None)
+            return plan_run(cfg, record, resumed)
 
         # Decided once, on global rank 0, before anything is written; the other ranks take it.
         held.callback(withdraw_plan)
         plan = agreed_plan(decide, cfg.paths.output_dir, timeout)
-        if plan.parent and parent is None:  # a rank that took rank 0's plan
-            parent = parent_from_plan(cfg, plan.parent)
         resume = ResumePoint(plan.resume_from)
+        if plan.parent and parent is None:  # a resumed run, or a rank that took rank 0's plan
+            parent = parent_from_plan(cfg, plan.parent, resume)
         log_slurm_job()
         warn_if_torchrun_cuts_the_stop()
         L.seed_everything(cfg.seed, workers=True)
-        # What stops rank 0 here reaches the others, which would wait for it in fit.
-        with start_handed_over(cfg.paths.output_dir, timeout):
-            if rank_zero:
-                write_run_config(cfg)
-            datamodule, module = build_data_and_module(cfg, plan, resume, parent)
-            loggers = build_loggers(cfg, plan)
+        # What stops any rank here reaches the others, which would wait for it in fit.
+        loggers: list[Logger] = []
+        try:
+            with start_handed_over(cfg.paths.output_dir, timeout):
+                if rank_zero:
+                    write_run_config(cfg)
+                datamodule, module = build_data_and_module(cfg, plan, resume, parent)
+                loggers = build_loggers(cfg, plan)
+        except BaseException:
+            # A W&B run begun here ends, failed, before this process trains again (a sweep).
+            finish_wandb_runs(loggers, None, exit_code=1)
+            raise
         return fit_and_report(cfg, datamodule, module, loggers, plan, resume, parent)
 
 
@@ -143,6 +155,7 @@ def build_data_and_module(
     datamodule = instantiate(
         cfg.data,
         max_tokens=plan.max_tokens or "auto",
+        tokens_per_update=plan.tokens_per_update,
         tokenizer=parent.tokenizer if parent else None,
     )
     tokenizer = datamodule.load_tokenizer()

@@ -12,7 +12,7 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
-from helpers.checkpoint_files import SENTENCES, write_checkpoint
+from helpers.checkpoint_files import SENTENCES, assert_bit_identical, write_checkpoint
 from helpers.hydra_compose import ROOT, compose_train
 from helpers.multilingual_files import write_parallel
 from helpers.quick_toy_run import quick_toy_run
@@ -441,6 +441,36 @@ def test_init_keep_data_goes_on_with_the_parents_epoch_where_it_stopped(tmp_path
                 tmp_path / "other", [*other, "data.max_tokens=256", "trainer.max_epochs=0"]
             )
         )
+
+
+@pytest.mark.slow
+def test_a_resumed_fine_tuning_run_reads_no_parent_and_goes_on_bit_exact(tmp_path):
+    """Its checkpoint holds the weights and vocabulary, and its plan what is frozen: with the
+    parent gone after the first part, it goes on as if never stopped, its encoder still frozen;
+    an init setting other than the one it started with is refused by name."""
+    from transformer_nmt.train import train
+
+    tokenizer = BPETokenizer.train(SENTENCES, vocab_size=280, min_frequency=1)
+    parent = write_checkpoint(tmp_path / "parent.ckpt", tokenizer, step=5)
+    start = model_weights(read_checkpoint(parent))
+
+    def run(name: str, steps: int, *overrides: str) -> dict:
+        child = [f"init.from={parent}", "init.freeze=[encoder]", *overrides]
+        cfg = compose_train(tmp_path / name, [*quick_toy_run(max_steps=steps), *child])
+        train(cfg)
+        return read_checkpoint(f"{cfg.paths.output_dir}/checkpoints/last.ckpt")
+
+    straight = run("straight", 4)
+    run("stopped", 2)
+    parent.unlink()
+    with pytest.raises(
+        ConfigError, match=r"init.freeze=\[decoder\] \(it started with \[encoder\]\)"
+    ):
+        run("stopped", 4, "init.freeze=[decoder]")
+    resumed = run("stopped", 4)
+    assert_bit_identical(straight, resumed)
+    encoder = [name for name in start if name.startswith("encoder.")]
+    assert encoder and all(torch.equal(model_weights(resumed)[n], start[n]) for n in encoder)
 
 
 @pytest.mark.slow

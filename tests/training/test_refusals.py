@@ -3,21 +3,29 @@ end promptly and each names the cause, whichever rank met it."""
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from helpers.failing_logger import LOGGER_FAULT
 from helpers.failing_probe import PROBE_FAULT
+from helpers.hydra_compose import compose_train
 from helpers.quick_toy_run import quick_toy_run
-from helpers.srun_ranks import run_folder_overrides, run_srun_ranks
+from helpers.srun_ranks import run_folder_overrides, run_srun_ranks, srun_env
+from helpers.wandb_records import read_records
+from transformer_nmt.training.plan.plan_sharing import roll_call
+from transformer_nmt.training.plan.refusals import RankRefused
 from transformer_nmt.training.run.run_lock import LOCK_NAME
 
 # Well below ddp_timeout_minutes, the wait of a rank left behind; above a loaded start of both.
 PROMPT = 150
 
 
-def refused_everywhere(tmp_path, job: str, cause: str, *overrides: str) -> None:
-    """Both ranks exit non-zero within PROMPT seconds, each one's output naming `cause`."""
+def refused_everywhere(
+    tmp_path, job: str, cause: str, *overrides: str, told: str = "", failing: int | None = None
+) -> None:
+    """Both ranks exit non-zero within PROMPT seconds, each one's output naming `cause`, and each
+    but the `failing` one's also `told` (who failed)."""
     ranks = run_srun_ranks(
         [*quick_toy_run(2), "logger=none", *run_folder_overrides(tmp_path), *overrides],
         job,
@@ -27,6 +35,8 @@ def refused_everywhere(tmp_path, job: str, cause: str, *overrides: str) -> None:
         assert done.returncode is not None, f"rank {rank} still waiting:\n{done.stdout[-3000:]}"
         assert done.returncode != 0, done.stdout[-3000:]
         assert cause in done.stdout, f"rank {rank}:\n{done.stdout[-3000:]}"
+        if rank != failing:
+            assert told in done.stdout, f"rank {rank}:\n{done.stdout[-3000:]}"
 
 
 @pytest.mark.slow
@@ -65,12 +75,42 @@ def test_a_budget_probe_failing_on_rank_1_ends_both_ranks_naming_it(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_logger_failing_on_rank_0_after_the_plan_ends_both_ranks_naming_it(tmp_path):
-    """Rank 0 has handed its plan over: rank 1 goes on to fit, where it would wait for rank 0."""
+@pytest.mark.parametrize("failing", [0, 1])
+def test_a_logger_failing_on_one_rank_after_the_plan_ends_both_ranks_naming_it(tmp_path, failing):
+    """Rank 0 has handed its plan over and both go on to build: a rank that fails there leaves
+    the other bound for fit, where it would wait for the failed one in the process group's start;
+    the other names the failed rank."""
     refused_everywhere(
         tmp_path,
-        "14",
+        f"1{4 + failing}",
         LOGGER_FAULT,
-        "+logger.failing._target_=helpers.failing_logger.fails_on_rank_0",
+        "+logger.failing._target_=helpers.failing_logger.fails_on_rank",
+        f"+logger.failing.rank={failing}",
         f"+logger.failing.save_dir={tmp_path}/csv",
+        told=f"global rank {failing} failed before training started",
+        failing=failing,
     )
+
+
+@pytest.mark.slow
+def test_rank_0s_w_and_b_run_ends_failed_when_another_rank_fails_to_get_ready(
+    tmp_path, monkeypatch
+):
+    """Rank 0 has begun its W&B run when it hears of rank 1's failure: the run ends there, not
+    left open for the next `train` of this process (a sweep's next trial)."""
+    import wandb
+
+    from transformer_nmt.train import train
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    for name, value in srun_env(0, "16", 0).items():
+        if name.startswith("SLURM_"):
+            monkeypatch.setenv(name, value)
+    cfg = compose_train(tmp_path, [*quick_toy_run(2), "logger=wandb"])
+    roll_call(cfg.paths.output_dir, 60).report("1", "OSError: rank 1's disk (injected)")
+    with pytest.raises(RankRefused, match=r"global rank 1 failed .*OSError: rank 1's disk"):
+        train(cfg)
+    assert wandb.run is None
+    (run_file,) = Path(cfg.paths.output_dir).glob("wandb/offline-run-*/run-*.wandb")
+    assert [r.exit.exit_code for r in read_records(run_file) if r.HasField("exit")] == [1]

@@ -18,7 +18,13 @@ from helpers.quick_toy_run import quick_toy_run
 from helpers.start_per_rank import start_per_rank
 from transformer_nmt.train import train
 from transformer_nmt.training.plan.config_checks import ConfigError
-from transformer_nmt.training.plan.plan_sharing import PLAN_ENV, agreed_plan, launch_key, plan_file
+from transformer_nmt.training.plan.plan_sharing import (
+    PLAN_ENV,
+    agreed_plan,
+    launch_key,
+    plan_file,
+    start_handed_over,
+)
 from transformer_nmt.training.plan.refusals import RankRefused
 from transformer_nmt.training.plan.run_plan import RunPlan, plan_run
 
@@ -128,6 +134,55 @@ def test_rank_0s_refusal_is_every_ranks_and_a_missing_plan_names_the_run_folder(
         agreed_plan(refuse, tmp_path, 0, requeued)
 
 
+def getting_ready(environ: dict[str, str], fails: bool, timeout: float = 60) -> str:
+    """What stopped this rank as it got ready to train ("" if it and every other rank did)."""
+    try:
+        with start_handed_over(".", timeout, environ):
+            if fails:
+                raise OSError(f"rank {environ.get('RANK', environ.get('SLURM_PROCID'))} fault")
+    except (OSError, RankRefused, TimeoutError) as error:
+        return f"{type(error).__name__}: {error}"
+    return ""
+
+
+def both_getting_ready(ranks: list[dict[str, str]], failing: int | None) -> list[str]:
+    """Each of the 2 ranks' `getting_ready`, side by side; rank `failing`'s block raising."""
+    told = {}
+    other = threading.Thread(target=lambda: told.update(one=getting_ready(ranks[1], failing == 1)))
+    other.start()
+    zero = getting_ready(ranks[0], failing == 0)
+    other.join(timeout=60)
+    return [zero, told["one"]]
+
+
+@pytest.mark.parametrize("launcher", ["srun", "torchrun"])
+def test_a_rank_failing_to_get_ready_stops_every_rank_naming_it_whichever_it_is(
+    tmp_path, monkeypatch, launcher
+):
+    """srun: files in the run folder; torchrun: its agent's store. Each start of the job (a
+    requeue, a torchrun restart) has its own roll call."""
+    monkeypatch.chdir(tmp_path)  # the run folder
+    if launcher == "srun":
+        ranks, restart = [{**SRUN, "SLURM_PROCID": str(r)} for r in (0, 1)], "SLURM_RESTART_COUNT"
+    else:
+        agent = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+        ranks = [{**torchrun(agent.port), "RANK": str(r), "LOCAL_RANK": str(r)} for r in (0, 1)]
+        restart = "TORCHELASTIC_RESTART_COUNT"
+    for start, failing in enumerate((1, 0)):
+        told = both_getting_ready([{**r, restart: str(start)} for r in ranks], failing)
+        assert told[failing] == f"OSError: rank {failing} fault"
+        assert told[1 - failing] == (
+            f"RankRefused: global rank {failing} failed before training started, so every rank "
+            f"stops: OSError: rank {failing} fault"
+        )
+    assert both_getting_ready([{**r, restart: "2"} for r in ranks], None) == ["", ""]
+    missing = "global rank(s) 1" if launcher == "srun" else "1 of 2 ranks"
+    assert getting_ready({**ranks[0], restart: "3"}, False, timeout=1) == (
+        f"TimeoutError: {missing} reported neither ready to train nor failed within 1 s: see "
+        "that rank's log for why it stopped"
+    )
+
+
 def test_a_rank_lightning_starts_takes_its_parents_plan_and_no_other(tmp_path, monkeypatch):
     monkeypatch.setenv(PLAN_ENV, "")
     plan = plan_run(compose_train(tmp_path, TOY))
@@ -201,6 +256,7 @@ def test_the_trainer_module_data_and_callbacks_take_the_plan_not_the_config(tmp_
         precision="bf16-mixed",
         accumulate_grad_batches=3,
         max_tokens=500,
+        tokens_per_update=1500,
     )
     poison = {
         "trainer.max_steps": 11,
@@ -211,6 +267,7 @@ def test_the_trainer_module_data_and_callbacks_take_the_plan_not_the_config(tmp_
         "callbacks.checkpoints.keep_last": 1,
         "callbacks.timed_cooldown.minutes": 1,
         "data.max_tokens": 400,
+        "data.tokens_per_update": 4000,
     }
     for key, value in poison.items():
         OmegaConf.update(cfg, key, value)
@@ -226,4 +283,5 @@ def test_the_trainer_module_data_and_callbacks_take_the_plan_not_the_config(tmp_
     )
     assert budget.time_remaining() == 3600  # the plan's budget, ended by the agreed votes
     assert (module.hparams.cooldown_steps, datamodule.max_tokens) == (30, 500)
+    assert datamodule.hparams.tokens_per_update == 1500  # as checkpoints record the data
     assert (policy.keep_last, timed.minutes) == (9, 5)

@@ -62,8 +62,9 @@ class TranslationDataModule(L.LightningDataModule):
                 `pad_to_multiple_of`'s rounding not, so batches hold the same pairs in any
                 precision. "auto": the largest that fits the device's memory, found when
                 training starts (`callbacks.auto_max_tokens.AutoMaxTokens`).
-            tokens_per_update: tokens per side of an optimizer step; training derives
-                `trainer.accumulate_grad_batches` from it (None: one batch per device a step).
+            tokens_per_update: tokens per side of an optimizer step, recorded with the data
+                settings and not read here: training passes its run plan's, which derives the
+                accumulation (`training/plan/batch_size.py`); None where not planned.
             max_len: pairs with more BPE tokens on either side are dropped (specials not counted).
             bpe_dropout: probability of skipping each BPE merge when the training pairs are
                 segmented anew for an epoch (`BPEDropout`; training then reloads its loader

@@ -42,6 +42,8 @@ from transformer_nmt.training.fine_tuning.parent_vocab import (
 from transformer_nmt.training.fine_tuning.renamed_keys import renamed_problem
 from transformer_nmt.training.lightning_internals import set_global_step
 from transformer_nmt.training.plan.config_checks import ConfigError
+from transformer_nmt.training.plan.resume import ResumePoint
+from transformer_nmt.training.plan.run_plan import saved_plan
 
 # What only a run with `init.from` reads.
 PARENT_SETTINGS = ("average_last", "keep", "freeze", "extend_vocab")
@@ -164,9 +166,57 @@ def load_parent(cfg: DictConfig) -> Parent | None:
     return as_configured(cfg, model, tokenizer, kept, record)
 
 
-def parent_from_plan(cfg: DictConfig, record: dict[str, Any]) -> Parent:
+def resumed_parent(cfg: DictConfig, resume: ResumePoint) -> dict[str, Any] | None:
+    """The parent record of the plan saved in the checkpoint a fine-tuning run resumes from,
+    checked against `cfg.init`; None where there is none to take (not resuming, no `init.from`,
+    or a checkpoint older than the record, or one unreadable, which the plan then refuses), and
+    the parent is then read as at a start.
+
+    A resumed run never reads the parent: its checkpoint holds the weights and vocabulary, and
+    the record what was frozen and kept (`parent_from_plan`).
+
+    Raises:
+        ConfigError: an `init` setting other than the one the run started with, each named.
+    """
+    init = cfg.get("init") or {}
+    if init.get("from") is None or not resume.resuming or resume.path_problem():
+        return None
+    try:
+        saved = getattr(saved_plan(resume), "parent", None)
+    except CheckpointError:
+        return None
+    if saved is None:
+        return None
+    mine = {
+        "from": (str(init["from"]), saved["path"]),
+        "keep": (list(init.get("keep") or []), saved["kept"]),
+        "freeze": (list(init.get("freeze") or []), saved["frozen"]),
+        "extend_vocab": (bool(init.get("extend_vocab")), saved["extend_vocab"]),
+    }
+    differ = [
+        f"init.{name}={override(ours)} (it started with {override(theirs)})"
+        for name, (ours, theirs) in mine.items()
+        if ours != theirs
+    ]
+    if differ:
+        raise ConfigError(
+            f"{resume.path} goes on fine-tuning with other init settings than it started with: "
+            f"{'; '.join(differ)}; resume with those it started with, or give the new run "
+            "another run folder (hydra.run.dir)"
+        )
+    return saved
+
+
+def parent_from_plan(
+    cfg: DictConfig, record: dict[str, Any], resume: ResumePoint | None = None
+) -> Parent:
     """The parent global rank 0 decided, from the files its plan names, unchecked but for its
-    weights: a file that changed since rank 0 read it is refused."""
+    weights: a file that changed since rank 0 read it is refused. A resumed run's, from the
+    checkpoint it resumes (its vocabulary already extended), the parent's files left unread."""
+    if resume is not None and resume.resuming:
+        model, tokenizer = translator_from(resume.checkpoint, where=str(resume.path))
+        freeze(model, record["frozen"])
+        return Parent(model.train(), tokenizer, {}, record)  # the resumed state is kept instead
     files = [Path(f) for f in record["files"]]
     model, tokenizer, checkpoint = read_parent(files)
     if weights_digest(model) != record["weights_sha256"]:

@@ -97,6 +97,8 @@ def _resumed_model_problems(cfg: DictConfig, resume: ResumePoint) -> list[str]:
             f"{family.config.family} model (model._target_={cfg.model._target_}): resume with "
             "the run's own model settings (e.g. the same experiment=... and model=...)"
         ]
+    if (cfg.get("init") or {}).get("from") is not None:
+        return []  # a fine-tuning run's model is its parent's, whatever cfg.model sizes
     vocabulary = {key: saved[key] for key in ("vocab_size", "pad_id")}
     ours = family.config(**vocabulary, **settings).to_dict()
     # As the checkpoint loads: a setting it predates takes its default, a derived one (a

@@ -20,9 +20,10 @@ the others take its plan, by the one channel each launcher leaves before the Tra
 A rank that takes a plan resuming from a checkpoint waits until its own host sees that file.
 Ranks started some other way, without a launch to name, decide alone and say so.
 
-What stops rank 0 after its plan, as it builds the data, the model and the loggers, goes the same
-way (`start_handed_over`): the other ranks would otherwise wait for it in the process group's
-start until `ddp_timeout_minutes`.
+What stops any rank after the plan, as it builds the data, the model and the loggers, goes the same
+way (`start_handed_over`): every rank reports its outcome there and starts only once every rank
+has reported, since the others would otherwise wait for a failed one in the process group's start
+until `ddp_timeout_minutes`.
 """
 
 import json
@@ -38,6 +39,7 @@ from typing import Protocol
 from torch.distributed import DistStoreError, TCPStore
 
 from transformer_nmt.runtime.atomic import write_atomically
+from transformer_nmt.runtime.run_names import launcher_rank
 from transformer_nmt.training.plan.refusals import RankRefused, cause
 from transformer_nmt.training.plan.run_plan import RunPlan
 from transformer_nmt.training.run.run_lock import is_global_rank_zero
@@ -113,32 +115,31 @@ def withdraw_plan() -> None:
 def start_handed_over(
     run_dir: str | os.PathLike, timeout: float, environ: Mapping[str, str] = os.environ
 ) -> Iterator[None]:
-    """Rank 0's outcome of the block (building what training needs) on every rank of a torchrun
-    or srun launch: the others, their own block done, wait for rank 0's and raise `RankRefused`
-    naming its error if it failed.
+    """Every rank's outcome of the block (building what training needs) on every rank of a
+    torchrun or srun launch: a rank whose block raised reports it and raises its own error; the
+    others, their own block done, wait until every rank has reported ready or one has failed,
+    and then raise `RankRefused` naming that rank and its error.
 
     Args:
-        run_dir, timeout, environ: as `agreed_plan` takes them.
+        run_dir, timeout, environ: as `agreed_plan` takes them; `timeout` also bounds the wait
+            for a rank that reports nothing (one killed outright).
     """
-    channel = launch_channel(run_dir, timeout, environ, stage="started")
-    if channel is None or _inherited(environ):  # Lightning's launcher starts the others in fit
+    roll = roll_call(run_dir, timeout, environ)
+    if roll is None or _inherited(environ):  # Lightning's launcher starts the others in fit
         yield
         return
-    if not is_global_rank_zero(environ):
-        yield
-        handed = channel.take()
-        if "refused" in handed:
-            raise RankRefused(
-                f"global rank 0 failed before training started, so every rank stops: "
-                f"{handed['refused']}"
-            )
-        return
+    rank = launcher_rank(environ)
     try:
         yield
-    except BaseException as error:
-        channel.put({"refused": cause(error)})
+    except BaseException as error:  # a datamodule, a model, a logger, Ctrl-C: any
+        roll.report(rank, cause(error))
         raise
-    channel.put({"started": True})
+    roll.report(rank, None)
+    if refused := first_refusal(roll, world_size(environ), timeout):
+        failed, told = refused
+        raise RankRefused(
+            f"global rank {failed} failed before training started, so every rank stops: {told}"
+        )
 
 
 def _received(handed: dict) -> RunPlan:
@@ -196,6 +197,97 @@ class PlanFile:
 
     def take(self) -> dict:
         return json.loads(_wait_for(self.path, self.timeout, _no_plan_hint).read_text())
+
+
+class RollCall(Protocol):
+    """Where each rank of a launch reports whether it got ready to train, and sees the others'."""
+
+    def report(self, rank: str, refused: str | None) -> None:
+        """This rank's outcome: None if it is ready, else why it stops (`refusals.cause`)."""
+
+    def refusal(self) -> tuple[str, str] | None:
+        """A reported refusal (rank, cause), if any yet; never waits."""
+
+    def missing(self, ranks: int) -> str | None:
+        """Which of the `ranks` have not reported yet, in words; None once all have."""
+
+
+def first_refusal(roll: RollCall, ranks: int, timeout: float) -> tuple[str, str] | None:
+    """A rank's refusal as soon as one is reported, else None once all `ranks` reported ready;
+    TimeoutError naming those that did not report within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while (missing := roll.missing(ranks)) is not None:
+        if refused := roll.refusal():
+            return refused
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"{missing} reported neither ready to train nor failed within {timeout:.0f} s: "
+                "see that rank's log for why it stopped"
+            )
+        time.sleep(POLL_SECONDS)
+    return roll.refusal()  # one reported between the last look and the last report
+
+
+class StoreRollCall:
+    """torchrun's agent store: a count of the ranks that reported, and the refusal if any."""
+
+    def __init__(self, store: AgentStore) -> None:
+        self.store = store.store
+        self.count, self.refused = f"{store.key}/reported", f"{store.key}/refused"
+
+    def report(self, rank: str, refused: str | None) -> None:
+        if refused is not None:  # before the count, so that a full count shows it
+            self.store.set(self.refused, json.dumps([rank, refused]))
+        self.store.add(self.count, 1)
+
+    def refusal(self) -> tuple[str, str] | None:
+        if not self.store.check([self.refused]):
+            return None
+        rank, told = json.loads(self.store.get(self.refused))
+        return rank, told
+
+    def missing(self, ranks: int) -> str | None:
+        reported = self.store.add(self.count, 0)
+        return None if reported >= ranks else f"{ranks - reported} of {ranks} ranks"
+
+
+class FileRollCall:
+    """Files in the run folder named for this start of the job: one a rank, and the refusal."""
+
+    def __init__(self, stem: Path) -> None:
+        self.stem = stem
+
+    def _path(self, name: str) -> Path:
+        return self.stem.with_name(f"{self.stem.name}.{name}.json")
+
+    def report(self, rank: str, refused: str | None) -> None:
+        if refused is not None:  # before this rank's own file, so that a full roll shows it
+            write_atomically(self._path("refused"), json.dumps([rank, refused]))
+        write_atomically(self._path(f"rank{rank}"), json.dumps({"refused": refused}))
+
+    def refusal(self) -> tuple[str, str] | None:
+        path = self._path("refused")
+        if not path.is_file():
+            return None
+        rank, told = json.loads(path.read_text())
+        return rank, told
+
+    def missing(self, ranks: int) -> str | None:
+        absent = [str(r) for r in range(ranks) if not self._path(f"rank{r}").is_file()]
+        return f"global rank(s) {', '.join(absent)}" if absent else None
+
+
+def roll_call(
+    run_dir: str | os.PathLike, timeout: float, environ: Mapping[str, str] = os.environ
+) -> RollCall | None:
+    """Where the ranks of this launch report getting ready to train: as `launch_channel` hands
+    over the plan, under the stage `started`."""
+    channel = launch_channel(run_dir, timeout, environ, stage="started")
+    if isinstance(channel, AgentStore):
+        return StoreRollCall(channel)
+    if isinstance(channel, PlanFile):
+        return FileRollCall(channel.path.with_suffix(""))
+    return None
 
 
 def launch_channel(

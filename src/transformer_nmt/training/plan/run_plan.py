@@ -171,13 +171,18 @@ def check_config(cfg: DictConfig, resume: ResumePoint | None = None) -> None:
         raise ConfigError("inconsistent settings:\n  " + "\n  ".join(problems))
 
 
-def plan_run(cfg: DictConfig, parent: dict[str, Any] | None = None) -> RunPlan:
+def plan_run(
+    cfg: DictConfig,
+    parent: dict[str, Any] | None = None,
+    resumed: tuple[ResumePoint, bool] | None = None,
+) -> RunPlan:
     """Check the config against the checkpoint it resumes from, then derive the run's plan;
-    `parent` is fine-tuning's record of the parent it starts from (`init.from.load_parent`).
+    `parent` is fine-tuning's record of the parent it starts from (`init.from.load_parent`),
+    `resumed` the `resume_point` if already found.
 
     Raises `ConfigError` naming every inconsistent setting, before anything is written.
     """
-    resume, found = resume_point(cfg)
+    resume, found = resumed or resume_point(cfg)
     try:
         check_config(cfg, resume)
         world_size = device_count(cfg.trainer) * cfg.trainer.get("num_nodes", 1)
