@@ -1,9 +1,12 @@
 import csv
+import logging
+import re
 
 import pytest
 
 from helpers.hydra_compose import compose_train
 from transformer_nmt.train import train
+from transformer_nmt.training.callbacks import progress_log
 from transformer_nmt.training.callbacks.val_curve import ValCurve
 
 # The toy task validating every 2 steps on 8 sentences; the sanity check runs (and writes no row).
@@ -21,8 +24,15 @@ def read(path) -> list[dict[str, str]]:
 
 
 @pytest.mark.slow
-def test_a_row_per_validation_with_the_logged_metrics_and_a_resumed_run_appends(tmp_path):
-    first = train(compose_train(tmp_path, [*TOY, "trainer.max_steps=4"]))
+def test_a_row_per_validation_with_the_logged_metrics_and_a_resumed_run_appends(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger=progress_log.__name__)
+    first = train(
+        compose_train(
+            tmp_path,
+            [*TOY, "trainer.max_steps=4", "trainer.log_every_n_steps=1"]
+            + ["callbacks.progress_log.every_n_steps=3"],
+        )
+    )
     run = tmp_path / "run"
     resumed = train(
         compose_train(
@@ -40,6 +50,21 @@ def test_a_row_per_validation_with_the_logged_metrics_and_a_resumed_run_appends(
     for row, metrics in ((rows[1], first), (rows[2], resumed)):
         assert float(row["val/bleu"]) == pytest.approx(metrics["val/bleu"], abs=1e-4)
         assert float(row["val/loss"]) == pytest.approx(metrics["val/loss"], abs=1e-4)
+    # The log says the same, without a terminal: a line at update 3 of 4 and one a validation.
+    lines = [r.getMessage() for r in caplog.records if r.name == progress_log.__name__]
+    assert re.fullmatch(
+        r"Training: update 3/4 \(75%\), epoch 0, loss \d+\.\d{3}, tokens/s [\d,]+, "
+        r"lr [\d.e+-]+, \d+\.\d min, ~\d+ min left at this pace",
+        lines[1],
+    ), lines
+    shown = [line for line in lines if line.startswith("Validation at update ")]
+    assert [line.split(":")[0] for line in shown] == [
+        f"Validation at update {s}" for s in (2, 4, 6)
+    ]
+    for line, row in zip(shown, rows, strict=True):
+        values = dict(re.findall(r"(val/\w+) ([\d.e+-]+)", line))
+        assert float(values["val/bleu"]) == pytest.approx(float(row["val/bleu"]), abs=1e-2)
+        assert float(values["val/loss"]) == pytest.approx(float(row["val/loss"]), rel=1e-3)
     minutes = [float(r["minutes"]) for r in rows]
     # Monotone, the resumed run counting on (a fast toy validation may round to 0.00 minutes;
     # the next test pins the carried value without a clock).
