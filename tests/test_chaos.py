@@ -42,6 +42,9 @@ KILL_AT, TERM_AT, FILL_AT, USR1_AT = 3, 5, 8, 10
 # 3 times the weights) does not.
 ROOM = 1_500_000
 TMPFS_SIZE = "16m"  # every checkpoint of the run, and the filler beside them
+SLURM_MISSING = missing_binaries()
+# 2 tasks on the test cluster's one node, requeued (by the run itself) rather than ended.
+SBATCH = ["--nodes=1", "--ntasks-per-node=2", "--cpus-per-task=1", "--requeue"]
 
 
 def command(tmp_path: Path, name: str) -> list[str]:
@@ -70,11 +73,8 @@ def run_as_slurm_job(cluster: SlurmCluster, args: list[str], runs: Path) -> dict
     """`args` as the 2 tasks of a SLURM job, sent USR1 (as `--signal=USR1@N` sends it near the
     time limit) once rank 0 holds at USR1_AT; the job's record once its requeue has ended."""
     script = runs / "chaos.sbatch"
-    script.write_text(
-        "#!/bin/bash\n#SBATCH --nodes=1\n#SBATCH --ntasks-per-node=2\n#SBATCH --cpus-per-task=1\n"
-        "#SBATCH --requeue\n"
-        f"srun {shlex.join(args)}\n"
-    )
+    options = "".join(f"#SBATCH {option}\n" for option in SBATCH)
+    script.write_text(f"#!/bin/bash\n{options}srun {shlex.join(args)}\n")
     env = {**ddp_env(), **ENV}
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env["PATH"]])
     output = runs / "slurm.out"
@@ -124,7 +124,6 @@ def starts(small_disk, request) -> dict:
 
 
 FAULTS = {"kill_at": KILL_AT, "term_at": TERM_AT, "fill_at": FILL_AT, "room": ROOM}
-SLURM_MISSING = missing_binaries()
 
 
 @pytest.mark.slow
