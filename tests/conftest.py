@@ -6,6 +6,8 @@ from collections import Counter
 import pytest
 import torch
 
+from helpers.slurm_cluster import slurm_cluster
+
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # One intra-op thread per xdist worker (and the runs it starts): a thread per core, not two.
     os.environ["OMP_NUM_THREADS"] = "1"
@@ -61,3 +63,11 @@ def one_thread():
 def device(request: pytest.FixtureRequest) -> torch.device:
     """Each device the test should hold on: the CPU always, CUDA where available."""
     return torch.device(request.param)
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    """A real single-node SLURM (helpers/slurm_cluster.py), started once for every test that
+    submits jobs; a test file skips where `missing_binaries()` names what the machine lacks."""
+    with slurm_cluster() as running:
+        yield running

@@ -8,7 +8,6 @@ import re
 import shlex
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import optuna
@@ -23,7 +22,7 @@ from helpers.ddp import assert_same_weights, ddp_env, weights_callback
 from helpers.hydra_compose import ROOT
 from helpers.pause_until_signal import pause_until_signal
 from helpers.quick_toy_run import quick_toy_run
-from helpers.slurm_cluster import ENDED, SlurmCluster, missing_binaries, slurm_cluster
+from helpers.slurm_cluster import missing_binaries
 from helpers.sweep_runs import TOY_SPACE, train_command
 
 missing = missing_binaries()
@@ -36,12 +35,6 @@ pytestmark = [
     ),
 ]
 TIMEOUT = 900
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    with slurm_cluster() as running:
-        yield running
 
 
 def test_submitit_slurm_runs_each_trial_as_a_job_of_one_study(tmp_path, cluster):
@@ -115,17 +108,6 @@ def on_a_cpu_box(script: str, tmp_path: Path) -> str:
     return script.replace(srun, srun + " ".join(shlex.quote(o) for o in overrides) + " ")
 
 
-def held_at(cluster: SlurmCluster, job: int, marker: Path, output: Path) -> None:
-    """Until the job writes `marker`; fails at once, showing its output, if the job ends first."""
-    deadline = time.monotonic() + TIMEOUT
-    while not marker.exists():
-        state = cluster.job(job)["JobState"]
-        if state in ENDED or time.monotonic() > deadline:
-            tail = output.read_text()[-3000:] if output.exists() else ""
-            raise AssertionError(f"job {job} {state} before {marker.name}:\n{tail}")
-        time.sleep(0.2)
-
-
 @pytest.fixture(scope="module")
 def recipe_job(cluster, tmp_path_factory) -> dict:
     """The documented job, requeued by `scontrol requeue` at one step and by USR1 at another."""
@@ -137,9 +119,9 @@ def recipe_job(cluster, tmp_path_factory) -> dict:
     output = f"--output={tmp_path}/slurm-%j.out"
     job = cluster.sbatch(script, output, "--open-mode=append", cwd=ROOT, env=env)
     output = tmp_path / f"slurm-{job}.out"
-    held_at(cluster, job, tmp_path / f"paused_at_{REQUEUED_AT}", output)
+    cluster.wait_until_held(job, tmp_path / f"paused_at_{REQUEUED_AT}", output, TIMEOUT)
     cluster.run("scontrol", "requeue", str(job))
-    held_at(cluster, job, tmp_path / f"paused_at_{SIGNALLED_AT}", output)
+    cluster.wait_until_held(job, tmp_path / f"paused_at_{SIGNALLED_AT}", output, TIMEOUT)
     cluster.run("scancel", "--signal=USR1", str(job))  # as --signal=USR1@N does: to the tasks
     record = cluster.wait_until_ended(job, TIMEOUT)
     runs = tmp_path / "outputs" / "train" / "runs"
@@ -211,7 +193,7 @@ def test_a_requeued_job_resumes_in_its_default_run_folder_into_one_w_and_b_run(c
     output = f"--output={tmp_path}/slurm-%j.out"
     job = cluster.sbatch(script, output, "--open-mode=append", cwd=ROOT, env=env)
     output = tmp_path / f"slurm-{job}.out"
-    held_at(cluster, job, tmp_path / f"paused_at_{REQUEUED_AT}", output)
+    cluster.wait_until_held(job, tmp_path / f"paused_at_{REQUEUED_AT}", output, TIMEOUT)
     runs = tmp_path / "outputs" / "toy" / "runs"
     run = runs / f"slurm-{job}"
     # The SIGTERM ends W&B's service too: what it has not written by then is lost.

@@ -44,7 +44,11 @@ from transformer_nmt.training.run.loggers import (
     wandb_group,
 )
 from transformer_nmt.training.run.run_lock import RunLock, is_global_rank_zero
-from transformer_nmt.training.run.slurm_requeue import log_slurm_job
+from transformer_nmt.training.run.slurm_requeue import (
+    REQUEUE_SIGNAL,
+    log_slurm_job,
+    requeue_this_job,
+)
 from transformer_nmt.training.run.stop import (
     SIGNALS,
     AgreedStop,
@@ -145,6 +149,10 @@ def fit_and_report(
     finally:
         checkpoint = trainer.checkpoint_callback if trainer else None
         finish_wandb_runs(loggers, checkpoint, exit_code=exit_code)
+        # Only now: the requeue's SIGTERM ends W&B's service, losing the rows it has not written;
+        # logger.wandb.finish_timeout bounds the wait within the time USR1 leaves (STOP_SECONDS).
+        if exit_code == exit_status(REQUEUE_SIGNAL):
+            requeue_this_job()
 
 
 def build_data_and_module(

@@ -9,6 +9,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -113,6 +114,16 @@ class SlurmCluster:
             return job if job["JobState"] in ENDED else None
 
         return poll(ended, timeout, lambda: f"job {job_id}: {self.job(job_id)['JobState']}", 0.2)
+
+    def wait_until_held(self, job: int, marker: Path, output: Path, timeout: float = 900) -> None:
+        """Until the job writes `marker`; fails at once, showing its output, if it ends first."""
+        deadline = time.monotonic() + timeout
+        while not marker.exists():
+            state = self.job(job)["JobState"]
+            if state in ENDED or time.monotonic() > deadline:
+                tail = output.read_text()[-3000:] if output.exists() else ""
+                raise AssertionError(f"job {job} {state} before {marker.name}:\n{tail}")
+            time.sleep(0.2)
 
     def log_tails(self) -> str:
         """The end of each daemon's log: what a failing test shows."""

@@ -12,7 +12,7 @@ import pytest
 from helpers.ddp import ddp_env
 from helpers.hydra_compose import ROOT, compose_train
 from helpers.quick_toy_run import quick_toy_run
-from helpers.slurm_cluster import missing_binaries, slurm_cluster
+from helpers.slurm_cluster import missing_binaries
 from transformer_nmt.runtime.run_names import rank_log_suffix, slurm_run_folder
 
 LAUNCHER_VARIABLES = (
@@ -71,17 +71,16 @@ def test_the_composed_config_names_the_run_folder_and_the_log_so(tmp_path, monke
 
 @pytest.mark.slow
 @pytest.mark.skipif(bool(missing_binaries()), reason="SLURM is not installed (see test_slurm.py)")
-def test_the_two_tasks_of_a_job_array_train_in_run_folders_of_their_own(tmp_path):
+def test_the_two_tasks_of_a_job_array_train_in_run_folders_of_their_own(tmp_path, cluster):
     overrides = [*quick_toy_run(2), f"paths.log_dir={tmp_path}/outputs"]
     script = tmp_path / "array.sbatch"
     command = shlex.join(["python", "train.py", *overrides, f"paths.cache_dir={tmp_path}/cache"])
     script.write_text(f"#!/bin/bash\n#SBATCH --cpus-per-task=1\n{command}\n")
     env = ddp_env()
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env["PATH"]])
-    with slurm_cluster() as cluster:
-        output = f"--output={tmp_path}/slurm-%a.out"
-        job = cluster.sbatch(script, "--array=0-1", output, cwd=ROOT, env=env)
-        ended = [cluster.wait_until_ended(f"{job}_{task}")["JobState"] for task in (0, 1)]
+    output = f"--output={tmp_path}/slurm-%a.out"
+    job = cluster.sbatch(script, "--array=0-1", output, cwd=ROOT, env=env)
+    ended = [cluster.wait_until_ended(f"{job}_{task}")["JobState"] for task in (0, 1)]
     outputs = "".join(p.read_text()[-2000:] for p in tmp_path.glob("slurm-*.out"))
     assert ended == ["COMPLETED", "COMPLETED"], outputs
 

@@ -10,7 +10,8 @@ the same sums: the first update whose sums hold a signal is the last one on ever
 of `trainer.max_time` rides in the same sums (`time_budget.TimeBudget`). Fit then
 ends normally (`trainer.should_stop`, without the validation Lightning would add), the checkpoint
 callback writes `last.ckpt` in `on_train_end`, and for USR1 in a SLURM job global rank 0
-requeues it in `on_fit_end`, before the loggers finish.
+requeues it once the W&B runs have finished (`train.fit_and_report`): the requeue's SIGTERM
+reaches every process of the job, W&B's service too, which loses the rows it has not written.
 
 Early stopping (`EarlyStop`) needs no vote: it decides from the monitored validation metric, which
 every rank computes from the same statistics summed over the ranks, so every rank decides alike
@@ -41,7 +42,6 @@ from transformer_nmt.training.lightning_internals import (
     skip_next_validation,
     stop_sigterm_broadcast,
 )
-from transformer_nmt.training.run.slurm_requeue import REQUEUE_SIGNAL, requeue_this_job
 from transformer_nmt.training.step.val_metrics import mode as better_mode
 
 log = logging.getLogger(__name__)
@@ -186,7 +186,7 @@ class AgreedStop(L.Callback):
             )
 
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        # After on_train_end, where last.ckpt was written whole; before the loggers finish.
+        # After on_train_end, where last.ckpt was written whole.
         if self.signum is None or not trainer.is_global_zero:
             return
         name = signal.Signals(self.signum).name
@@ -201,8 +201,6 @@ class AgreedStop(L.Callback):
                 policy.last_model_path,
                 policy.last_model_path,
             )
-        if self.signum == REQUEUE_SIGNAL:
-            requeue_this_job()
 
 
 class EarlyStop(L.Callback):
