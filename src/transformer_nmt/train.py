@@ -31,6 +31,7 @@ from transformer_nmt.training.fine_tuning.init_from import (
 from transformer_nmt.training.plan.config_checks import check_resume
 from transformer_nmt.training.plan.plan_sharing import (
     agreed_plan,
+    refusals_handed_over,
     start_handed_over,
     withdraw_plan,
 )
@@ -131,9 +132,16 @@ def fit_and_report(
 ) -> dict[str, float]:
     """Build the trainer and fit; the logger runs end here, with the run's exit status."""
     trainer, exit_code = None, 1
+    timeout = 60 * cfg.ddp_timeout_minutes
+
+    def started() -> bool:
+        return trainer is not None and trainer.global_step > resume.global_step
+
     try:
-        trainer = build_trainer(cfg, loggers, plan, parent)
-        metrics = fit(trainer, module, datamodule, resume)
+        # What stops any rank before its first step reaches the others, left in a collective.
+        with refusals_handed_over(cfg.paths.output_dir, timeout, started):
+            trainer = build_trainer(cfg, loggers, plan, parent)
+            metrics = fit(trainer, module, datamodule, resume)
         exit_code = 0
         return metrics
     except Stopped as stopped:

@@ -9,6 +9,7 @@ import pytest
 
 from helpers.failing_logger import LOGGER_FAULT
 from helpers.failing_probe import PROBE_FAULT
+from helpers.failing_setup import SETUP_FAULT
 from helpers.hydra_compose import compose_train
 from helpers.quick_toy_run import quick_toy_run
 from helpers.srun_ranks import run_folder_overrides, run_srun_ranks, srun_env
@@ -74,19 +75,34 @@ def test_a_budget_probe_failing_on_rank_1_ends_both_ranks_naming_it(tmp_path):
     )
 
 
+def failing_logger(tmp_path, rank: int) -> list[str]:
+    """A logger whose start fails on global rank `rank`, after the plan is handed over."""
+    return [
+        "+logger.failing._target_=helpers.failing_logger.fails_on_rank",
+        f"+logger.failing.rank={rank}",
+        f"+logger.failing.save_dir={tmp_path}/csv",
+    ]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("failing", [0, 1])
-def test_a_logger_failing_on_one_rank_after_the_plan_ends_both_ranks_naming_it(tmp_path, failing):
-    """Rank 0 has handed its plan over and both go on to build: a rank that fails there leaves
-    the other bound for fit, where it would wait for the failed one in the process group's start;
-    the other names the failed rank."""
+@pytest.mark.parametrize(
+    ("job", "failing", "where"), [("14", 0, "logger"), ("15", 1, "logger"), ("17", 1, "setup")]
+)
+def test_a_rank_failing_after_the_plan_ends_both_ranks_naming_it(tmp_path, job, failing, where):
+    """Rank 0 has handed its plan over and both go on to build (the loggers) and into fit (the
+    datamodule's setup): a rank that fails there leaves the other bound for a collective, where it
+    would wait for the failed one (NCCL) or fail naming no one (Gloo); the other names the failed
+    rank."""
+    fault, overrides = (
+        (LOGGER_FAULT, failing_logger(tmp_path, failing))
+        if where == "logger"
+        else (SETUP_FAULT, ["data._target_=helpers.failing_setup.FailsOnRank1"])
+    )
     refused_everywhere(
         tmp_path,
-        f"1{4 + failing}",
-        LOGGER_FAULT,
-        "+logger.failing._target_=helpers.failing_logger.fails_on_rank",
-        f"+logger.failing.rank={failing}",
-        f"+logger.failing.save_dir={tmp_path}/csv",
+        job,
+        fault,
+        *overrides,
         told=f"global rank {failing} failed before training started",
         failing=failing,
     )

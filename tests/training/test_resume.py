@@ -10,7 +10,7 @@ def test_a_fresh_run_answers_every_question_with_nothing(monkeypatch):
     assert not fresh.resuming and fresh.path_problem() is None
     assert fresh.model_config is None and fresh.tokenizer is None
     assert fresh.cpu_precision is None and not fresh.averages_weights
-    assert fresh.best_scores == {}
+    assert fresh.best_scores == {} and fresh.global_step == 0
 
 
 def test_the_checkpoint_is_read_once_and_answers_every_question(tmp_path, monkeypatch):
@@ -18,6 +18,7 @@ def test_the_checkpoint_is_read_once_and_answers_every_question(tmp_path, monkey
     torch.save(
         {
             "state_dict": {"model.w": torch.ones(2)},
+            "global_step": 40,
             "model_config": {"d_model": 64},
             "tokenizer": "{bpe}",
             "precision": {"device": "cpu", "precision": "bf16-mixed"},
@@ -42,7 +43,7 @@ def test_the_checkpoint_is_read_once_and_answers_every_question(tmp_path, monkey
     assert point.resuming and point.path == str(path) and point.path_problem() is None
     assert point.model_config == {"d_model": 64} and point.tokenizer == "{bpe}"
     assert point.cpu_precision == "bf16-mixed" and point.averages_weights
-    assert point.best_scores == {"val/bleu": 31.5}
+    assert point.best_scores == {"val/bleu": 31.5} and point.global_step == 40
     assert len(reads) == 1
 
 

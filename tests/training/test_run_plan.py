@@ -23,6 +23,7 @@ from transformer_nmt.training.plan.plan_sharing import (
     agreed_plan,
     launch_key,
     plan_file,
+    refusals_handed_over,
     start_handed_over,
 )
 from transformer_nmt.training.plan.refusals import RankRefused
@@ -181,6 +182,46 @@ def test_a_rank_failing_to_get_ready_stops_every_rank_naming_it_whichever_it_is(
         f"TimeoutError: {missing} reported neither ready to train nor failed within 1 s: see "
         "that rank's log for why it stopped"
     )
+
+
+def failing_in_fit(environ: dict[str, str], error: BaseException, started: bool = False) -> str:
+    """What this rank raises when `error` stops its fit; with whose error it was raised from."""
+    try:
+        with refusals_handed_over(".", 60, lambda: started, environ):
+            raise error
+    except (OSError, RuntimeError) as raised:
+        return f"{type(raised).__name__}: {raised} <- {raised.__cause__!r}"
+    return ""
+
+
+@pytest.mark.parametrize("launcher", ["srun", "torchrun"])
+def test_the_first_rank_to_fail_before_its_first_step_is_named_by_the_others(
+    tmp_path, monkeypatch, launcher
+):
+    """Rank 1 fails in fit, then rank 0's collective breaks as rank 1 exits: rank 0 names rank 1,
+    from the broken connection; after the first step each rank's error is its own."""
+    monkeypatch.chdir(tmp_path)  # the run folder
+    if launcher == "srun":
+        ranks = [{**SRUN, "SLURM_PROCID": str(r)} for r in (0, 1)]
+    else:
+        agent = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+        ranks = [{**torchrun(agent.port), "RANK": str(r), "LOCAL_RANK": str(r)} for r in (0, 1)]
+    broken = RuntimeError("Connection closed by peer")
+    assert failing_in_fit(ranks[1], OSError("rank 1 fault")) == "OSError: rank 1 fault <- None"
+    assert failing_in_fit(ranks[0], broken) == (
+        "RankRefused: global rank 1 failed before training started, so every rank stops: "
+        "OSError: rank 1 fault <- RuntimeError('Connection closed by peer')"
+    )
+    assert failing_in_fit(ranks[0], OSError("rank 0 fault")) == (
+        "RankRefused: global rank 1 failed before training started, so every rank stops: "
+        "OSError: rank 1 fault <- OSError('rank 0 fault')"
+    )  # the first refusal stands
+    fresh = "SLURM_RESTART_COUNT" if launcher == "srun" else "TORCHELASTIC_RESTART_COUNT"
+    after_a_step = failing_in_fit({**ranks[0], fresh: "1"}, broken, started=True)
+    assert after_a_step == "RuntimeError: Connection closed by peer <- None"
+    assert failing_in_fit({**ranks[0], fresh: "1"}, OSError("rank 0 fault")) == (
+        "OSError: rank 0 fault <- None"
+    )  # nothing reported after the step
 
 
 def test_a_rank_lightning_starts_takes_its_parents_plan_and_no_other(tmp_path, monkeypatch):

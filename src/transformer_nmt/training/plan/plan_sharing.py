@@ -23,7 +23,10 @@ Ranks started some other way, without a launch to name, decide alone and say so.
 What stops any rank after the plan, as it builds the data, the model and the loggers, goes the same
 way (`start_handed_over`): every rank reports its outcome there and starts only once every rank
 has reported, since the others would otherwise wait for a failed one in the process group's start
-until `ddp_timeout_minutes`.
+until `ddp_timeout_minutes`. What stops a rank inside `fit` before the first step (the datamodule's
+`setup`, the checkpoint's restore, the first batch) is told there too (`refusals_handed_over`):
+the others, whose next collective fails as the failed rank exits, name it in place of the broken
+connection.
 """
 
 import json
@@ -136,10 +139,51 @@ def start_handed_over(
         raise
     roll.report(rank, None)
     if refused := first_refusal(roll, world_size(environ), timeout):
-        failed, told = refused
-        raise RankRefused(
-            f"global rank {failed} failed before training started, so every rank stops: {told}"
-        )
+        raise rank_refused(*refused)
+
+
+@contextmanager
+def refusals_handed_over(
+    run_dir: str | os.PathLike,
+    timeout: float,
+    started: Callable[[], bool],
+    environ: Mapping[str, str] = os.environ,
+) -> Iterator[None]:
+    """What stops the block (`fit`) on any rank of a torchrun or srun launch before `started()`
+    (the first step), told on every rank: the first rank to fail raises its own error, the others
+    `RankRefused` naming it and its error, raised from their own (a collective the failed rank
+    left, broken as it exited).
+
+    Under NCCL a rank blocked in a collective is not woken by this (a blocked NCCL collective is
+    only woken from another thread, by aborting its communicator): NCCL's watchdog ends it after
+    `ddp_timeout_minutes`, unless the launcher ends it first as the failed rank exits (torchrun,
+    `srun --kill-on-bad-exit`), naming that rank itself.
+
+    Args:
+        run_dir, timeout, environ: as `start_handed_over` takes them, whose roll call this is.
+        started: whether a step has finished, past which a failure is the rank's own to tell.
+    """
+    try:
+        yield
+    except BaseException as error:
+        # Past the first step a failure is the rank's own to tell; Lightning's launcher starts
+        # the other ranks in fit and watches them itself (LostRank).
+        roll = None if started() or _inherited(environ) else roll_call(run_dir, timeout, environ)
+        if roll is None:
+            raise
+        rank = launcher_rank(environ)
+        # Told before this process exits and breaks the others' collectives, so they find it.
+        failed, told = roll.refuse(rank, cause(error))
+        if failed == rank:
+            raise
+        raise rank_refused(failed, told) from error
+
+
+def rank_refused(rank: str, told: str) -> RankRefused:
+    """The error every other rank raises for global rank `rank`'s failure, `told` (its cause)."""
+    return RankRefused(
+        f"global rank {rank} failed before training started, so every rank stops: {told}"
+    )
 
 
 def _received(handed: dict) -> RunPlan:
@@ -205,6 +249,10 @@ class RollCall(Protocol):
     def report(self, rank: str, refused: str | None) -> None:
         """This rank's outcome: None if it is ready, else why it stops (`refusals.cause`)."""
 
+    def refuse(self, rank: str, refused: str) -> tuple[str, str]:
+        """This rank's refusal, unless one was reported before: the one that stands (rank,
+        cause), the first, whichever rank reported it."""
+
     def refusal(self) -> tuple[str, str] | None:
         """A reported refusal (rank, cause), if any yet; never waits."""
 
@@ -237,8 +285,14 @@ class StoreRollCall:
 
     def report(self, rank: str, refused: str | None) -> None:
         if refused is not None:  # before the count, so that a full count shows it
-            self.store.set(self.refused, json.dumps([rank, refused]))
+            self.refuse(rank, refused)
         self.store.add(self.count, 1)
+
+    def refuse(self, rank: str, refused: str) -> tuple[str, str]:
+        # Set only where no refusal is (expected ""); the value that stands comes back.
+        stands = self.store.compare_set(self.refused, "", json.dumps([rank, refused]))
+        failed, told = json.loads(stands)
+        return failed, told
 
     def refusal(self) -> tuple[str, str] | None:
         if not self.store.check([self.refused]):
@@ -262,8 +316,19 @@ class FileRollCall:
 
     def report(self, rank: str, refused: str | None) -> None:
         if refused is not None:  # before this rank's own file, so that a full roll shows it
-            write_atomically(self._path("refused"), json.dumps([rank, refused]))
+            self.refuse(rank, refused)
         write_atomically(self._path(f"rank{rank}"), json.dumps({"refused": refused}))
+
+    def refuse(self, rank: str, refused: str) -> tuple[str, str]:
+        mine = self._path(f"rank{rank}.refused")
+        write_atomically(mine, json.dumps([rank, refused]))
+        try:  # a hard link fails where the file is, on every host of a shared file system
+            os.link(mine, self._path("refused"))
+        except FileExistsError:
+            pass
+        finally:
+            mine.unlink()
+        return self.refusal() or (rank, refused)
 
     def refusal(self) -> tuple[str, str] | None:
         path = self._path("refused")

@@ -40,6 +40,11 @@ class ResumePoint:
         return {} if self.path is None else read_checkpoint(self.path, mmap=True)
 
     @property
+    def global_step(self) -> int:
+        """The optimizer steps taken before it was saved (0 for a fresh run)."""
+        return self.checkpoint.get("global_step", 0)
+
+    @property
     def model_config(self) -> dict[str, Any] | None:
         """The model settings it was trained with (`TranslationModule` saves them)."""
         return self.checkpoint.get("model_config")
