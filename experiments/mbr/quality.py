@@ -29,7 +29,7 @@ from transformer_nmt.evaluation import significance
 
 SPLITS = {"val": "val", "test": "test_2016_flickr"}
 BASELINE = "beam 4"
-DONE = re.compile(r"translating: done, (\d+) sentences in ([\d:]+)")
+DONE = re.compile(r"translating: done, ([\d,]+) sentences in ([\d:]+)")
 
 
 def settings(ns: list[int], epsilon: float) -> dict[str, list[str]]:
@@ -67,7 +67,7 @@ def translate(out: Path, name: str, command: list[str]) -> tuple[list[str], floa
         raise SystemExit(f"{log}: no 'translating: done' line to time the run by")
     sentences, clock = done[-1]
     seconds = sum(int(p) * 60**i for i, p in enumerate(reversed(clock.split(":"))))
-    return path.read_text(encoding="utf-8").splitlines(), seconds / int(sentences)
+    return path.read_text(encoding="utf-8").splitlines(), seconds / int(sentences.replace(",", ""))
 
 
 def main() -> None:
