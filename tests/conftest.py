@@ -25,7 +25,12 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
 
 # The files that run longest, longest first: a real SLURM cluster, PostgreSQL restarts and
 # multi-process runs stopped and started again, minutes each on a 2-core runner.
-LONGEST = ("training/test_sweep_faults.py", "test_slurm.py", "test_interruption.py")
+LONGEST = (
+    "training/test_sweep_faults.py",
+    "test_slurm.py",
+    "test_chaos.py",
+    "test_interruption.py",
+)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
