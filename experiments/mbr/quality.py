@@ -58,7 +58,7 @@ def translate(out: Path, name: str, command: list[str]) -> tuple[list[str], floa
     path, log = out / name, out / f"{name}.log"
     if not path.exists():
         print("$", " ".join(command), ">", path, file=sys.stderr, flush=True)
-        partial = path.with_suffix(".partial")
+        partial = path.with_name(f"{path.name}.partial")
         with partial.open("w", encoding="utf-8") as stdout, log.open("w") as stderr:
             subprocess.run(command, stdout=stdout, stderr=stderr, check=True)
         partial.rename(path)
