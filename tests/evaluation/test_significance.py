@@ -40,11 +40,20 @@ def test_the_table_is_sacrebleus_command_lines(files, test):
     read = {name: (files / f"{name}.txt").read_text().splitlines() for name in ("ref", *names)}
     systems = [(str(files / f"{name}.txt"), read[name]) for name in names]
     signatures, results = paired_test(systems, read["ref"], test)
+    assert list(results) == ["System", "BLEU", "chrF2", "chrF2++", "TER"]
     command = [sys.executable, "-m", "sacrebleu", str(files / "ref.txt"), "-i"]
-    command += [str(files / f"{name}.txt") for name in names] + ["-m", "bleu", "chrf"]
+    command += [str(files / f"{name}.txt") for name in names]
     command += [f"--paired-{test}", "--no-color", "-f", "text"]
-    cli = subprocess.run(command, capture_output=True, text=True, check=True, timeout=120)
-    assert table(signatures, results, test, 0) == cli.stdout
+    # The command line computes chrF or chrF++ in one call: the table of each call's metrics.
+    for metrics, options in (
+        (["BLEU", "chrF2", "TER"], ["-m", "bleu", "chrf", "ter"]),
+        (["chrF2++"], ["-m", "chrf", "--chrf-word-order", "2"]),
+    ):
+        cli = subprocess.run(
+            command + options, capture_output=True, text=True, check=True, timeout=120
+        )
+        shown = {key: results[key] for key in ["System", *metrics]}
+        assert table({m: signatures[m] for m in metrics}, shown, test, 0) == cli.stdout
     records = as_records(results)
     assert records[0]["system"] == f"Baseline: {files / 'a.txt'}"
     assert records[0]["BLEU"]["p_value"] is None and 0 < records[1]["BLEU"]["p_value"] < 0.05
