@@ -10,8 +10,9 @@ of the same kind (ancestral for the beam's candidates). val first: every setting
 and the best by val chrF named; then test, each setting decoded once, scored in BLEU, chrF,
 chrF++ and TER with sacreBLEU's paired bootstrap against beam 4. Seconds a sentence: the
 translation's own time as nmt-translate logs it (its "done, N sentences in M:SS" line; loading
-not included) over N. Outputs and logs are kept in --out and reused by a rerun; `mbr.json` holds
-the numbers.
+not included) over N; each log's first line is the machine's load as that run began. Outputs and
+logs are kept in --out and reused by a rerun, which scores them again; `mbr.json` holds the
+numbers.
 """
 
 import argparse
@@ -20,15 +21,15 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-
-from sacrebleu.metrics import BLEU, CHRF, TER
+from typing import Any
 
 from experiments.common.machine import cpu_description, load_average
 from transformer_nmt.data.bitext import read_lines
-from transformer_nmt.evaluation import significance
+from transformer_nmt.evaluation import corpus_scores, significance
 
 SPLITS = {"val": "val", "test": "test_2016_flickr"}
 BASELINE = "beam 4"
+METRICS = ("BLEU", "chrF2", "chrF2++", "TER")  # as nmt-evaluate names them
 DONE = re.compile(r"translating: done, ([\d,]+) sentences in ([\d:]+)")
 
 
@@ -36,38 +37,41 @@ def settings(ns: list[int], epsilon: float) -> dict[str, list[str]]:
     """Each setting's name and its nmt-translate options."""
     out = {BASELINE: []}
     for n in ns:
-        out[f"MBR, beam {n}-best"] = ["--mbr", str(n), "--mbr-candidates", "beam"]
-        out[f"MBR, beam {n}-best"] += ["--beam-size", str(n)]
+        beam = ["--mbr-candidates", "beam", "--beam-size", str(n)]
+        out[f"MBR, beam {n}-best"] = ["--mbr", str(n), *beam]
         out[f"MBR, {n} samples"] = ["--mbr", str(n)]
         out[f"MBR, {n} epsilon samples"] = ["--mbr", str(n), "--epsilon", str(epsilon)]
     return out
 
 
 def scores(hypotheses: list[str], references: list[str]) -> dict[str, float]:
-    refs = [references]
-    return {
-        "bleu": round(BLEU().corpus_score(hypotheses, refs).score, 2),
-        "chrf": round(CHRF().corpus_score(hypotheses, refs).score, 2),
-        "chrf++": round(CHRF(word_order=2).corpus_score(hypotheses, refs).score, 2),
-        "ter": round(TER().corpus_score(hypotheses, refs).score, 2),
-    }
+    """The corpus scores `nmt-evaluate` reports, those of the table."""
+    report = corpus_scores.score(hypotheses, references)
+    return {name: round(report[name]["score"], 2) for name in METRICS}
 
 
-def translate(out: Path, name: str, command: list[str]) -> tuple[list[str], float]:
-    """The command's output lines and its seconds a sentence, from its log (run once, then kept)."""
+def translate(out: Path, name: str, command: list[str]) -> tuple[list[str], dict[str, Any]]:
+    """The command's output lines, and its seconds a sentence and the machine's load as it
+    started, from its log (run once, then kept)."""
     path, log = out / name, out / f"{name}.log"
     if not path.exists():
         print("$", " ".join(command), ">", path, file=sys.stderr, flush=True)
         partial = path.with_name(f"{path.name}.partial")
-        with partial.open("w", encoding="utf-8") as stdout, log.open("w") as stderr:
+        log.write_text(load_average() + "\n", encoding="utf-8")
+        with partial.open("w", encoding="utf-8") as stdout, log.open("a") as stderr:
             subprocess.run(command, stdout=stdout, stderr=stderr, check=True)
         partial.rename(path)
-    done = DONE.findall(log.read_text(encoding="utf-8"))
+    text = log.read_text(encoding="utf-8")
+    done = DONE.findall(text)
     if not done:
         raise SystemExit(f"{log}: no 'translating: done' line to time the run by")
     sentences, clock = done[-1]
     seconds = sum(int(p) * 60**i for i, p in enumerate(reversed(clock.split(":"))))
-    return path.read_text(encoding="utf-8").splitlines(), seconds / int(sentences.replace(",", ""))
+    timing = {
+        "s_per_sentence": round(seconds / int(sentences.replace(",", "")), 4),
+        "load": text.splitlines()[0],
+    }
+    return path.read_text(encoding="utf-8").splitlines(), timing
 
 
 def main() -> None:
@@ -81,23 +85,21 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    record = args.out / "mbr.json"
-    results = json.loads(record.read_text()) if record.exists() else {"splits": {}}
-    results |= {"machine": cpu_description(), "threads": args.threads, "seed": args.seed}
+    results: dict[str, Any] = {"machine": cpu_description(), "threads": args.threads}
+    results |= {"seed": args.seed, "splits": {}}
     for split, stem in SPLITS.items():
         source = args.data / f"{stem}.de.gz"
         refs = list(read_lines(args.data / f"{stem}.en.gz"))
-        rows = results["splits"].setdefault(split, {})
+        rows = results["splits"][split] = {}
         outputs = {}
         for name, options in settings(args.n, args.epsilon).items():
             command = ["nmt-translate", args.model, str(source), "--threads", str(args.threads)]
             command += [*options, "--seed", str(args.seed)] if options else []
             file = f"{split}." + name.replace(" ", "_").replace(",", "")
-            outputs[name], seconds = translate(args.out, file, command)
-            rows.setdefault(name, {"load": load_average()})
-            rows[name] |= scores(outputs[name], refs) | {"s_per_sentence": round(seconds, 4)}
+            outputs[name], timing = translate(args.out, file, command)
+            rows[name] = scores(outputs[name], refs) | timing
         if split == "val":
-            best = max((n for n in rows if n != BASELINE), key=lambda n: rows[n]["chrf"])
+            best = max((n for n in rows if n != BASELINE), key=lambda n: rows[n]["chrF2"])
             results["best_on_val"] = best
         else:
             systems = [(name, outputs[name]) for name in outputs]
@@ -105,7 +107,7 @@ def main() -> None:
             table = significance.table(signatures, paired, "bs", 0)
             (args.out / "test.paired_bs.txt").write_text(table, encoding="utf-8")
             results["test_paired_bs"] = significance.as_records(paired)
-        record.write_text(json.dumps(results, indent=2) + "\n")
+        (args.out / "mbr.json").write_text(json.dumps(results, indent=2) + "\n")
     print(json.dumps(results, indent=2))
 
 
