@@ -39,7 +39,19 @@ def interleaved(
     calls: int = 1,
     device: torch.device | str = "cpu",
 ) -> dict[str, float]:
-    """Median seconds per call of each run, the runs alternating within every repeat.
+    """Median seconds per call of each run, the runs alternating within every repeat
+    (`interleaved_seconds`)."""
+    times = interleaved_seconds(runs, repeats, calls, device)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def interleaved_seconds(
+    runs: dict[str, Callable[[], object]],
+    repeats: int,
+    calls: int = 1,
+    device: torch.device | str = "cpu",
+) -> dict[str, list[float]]:
+    """Seconds per call of each run in every repeat, the runs alternating within each.
 
     Alternating, so that load on the machine or a drifting clock speed hits every run alike;
     one untimed call of each first.
@@ -50,7 +62,7 @@ def interleaved(
     for _ in range(repeats):
         for name, run in runs.items():
             times[name].append(seconds(functools.partial(repeat, run, calls), device) / calls)
-    return {name: statistics.median(t) for name, t in times.items()}
+    return times
 
 
 def repeat(run: Callable[[], object], calls: int) -> None:

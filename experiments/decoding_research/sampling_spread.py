@@ -20,13 +20,14 @@ from pathlib import Path
 import torch
 
 from experiments.common.machine import cpu_description, load_average
-from experiments.common.timing import seconds
+from experiments.common.timing import interleaved_seconds
 from experiments.decoding_research.speed import (
     MAX_LEN_B,
     SAMPLES,
     hf_sampler,
+    kept,
     length_sorted_batches,
-    sample_texts,
+    output_tokens,
 )
 from transformer_nmt import Sampling, Translator
 from transformer_nmt.data.bitext import read_lines
@@ -56,19 +57,11 @@ def main() -> None:
             ),
             "generate": hf_sampler(args.checkpoint, batches),
         }
-        for name, run in runs.items():  # untimed: one-off costs, and the outputs to count
-            outputs[name] = run()
-        times: dict[str, list[float]] = {name: [] for name in runs}
-        for _ in range(args.repeats):
-            for name, run in runs.items():
-                times[name].append(seconds(run))
+        times = interleaved_seconds(
+            {name: kept(outputs, name, run) for name, run in runs.items()}, args.repeats
+        )
         ratios = sorted(g / o for g, o in zip(times["generate"], times["ours"], strict=True))
-        tokens = {
-            name: sum(
-                map(len, ours.tokenizer.encode_batch([t for x in out for t in sample_texts(x)]))
-            )
-            for name, out in outputs.items()
-        }
+        tokens = {name: output_tokens(ours.tokenizer, out) for name, out in outputs.items()}
         row = {
             "seconds": times,
             "ratio generate/ours": {

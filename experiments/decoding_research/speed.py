@@ -115,12 +115,9 @@ def main() -> None:
     }
     found: dict[str, list] = {}
     print(f"CPU {cpu_description()}; {args.threads} thread(s); {load_average()}", flush=True)
-    times = interleaved({name: _kept(found, name, run) for name, run in runs.items()}, args.repeats)
+    times = interleaved({name: kept(found, name, run) for name, run in runs.items()}, args.repeats)
     found["score references"] = references  # the tokens it read
-    tokens = {
-        name: sum(map(len, one.tokenizer.encode_batch([t for x in out for t in sample_texts(x)])))
-        for name, out in found.items()
-    }
+    tokens = {name: output_tokens(one.tokenizer, out) for name, out in found.items()}
     rows = {
         "sampling: generate / ours": times["generate sampling"] / times["ours sampling"],
         "ensemble of two / one model, beam 4": times["ensemble beam 4"] / times["beam 4"],
@@ -138,13 +135,20 @@ def main() -> None:
         args.out.write_text(json.dumps(result, indent=2) + "\n")
 
 
-def _kept(found: dict[str, list], name: str, run: Callable[[], list]) -> Callable[[], None]:
+def kept(found: dict[str, list], name: str, run: Callable[[], list]) -> Callable[[], None]:
     """`run`, its outputs kept as found[name], for counting their tokens."""
 
     def timed() -> None:
         found[name] = run()
 
     return timed
+
+
+def output_tokens(tokenizer: SubwordTokenizer, outputs: list) -> int:
+    """The BPE tokens of a run's outputs (translations, or each sentence's samples), re-encoded
+    with the checkpoint's tokenizer: every run counted alike."""
+    texts = [text for item in outputs for text in sample_texts(item)]
+    return sum(map(len, tokenizer.encode_batch(texts)))
 
 
 def sample_texts(item: str | list) -> list[str]:
