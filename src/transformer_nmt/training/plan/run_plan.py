@@ -116,8 +116,11 @@ class RunPlan:
         """The plan as one log line."""
         start = f"resume from {self.resume_from}" if self.resume_from else "start from scratch"
         batch = "auto (measured as fit sets up)" if self.max_tokens is None else self.max_tokens
-        ends = [f"{self.max_steps} updates" if self.max_steps >= 0 else None]
-        ends = [e for e in [*ends, self.max_time and f"{self.max_time} of wall time"] if e]
+        ends = [
+            f"{self.max_steps} updates" if self.max_steps >= 0 else None,
+            f"{self.max_time} of wall time" if self.max_time else None,
+        ]
+        ends = [e for e in ends if e]
         end = " or ".join(ends) + (", whichever comes first" if len(ends) > 1 else "")
         windows = [
             self.cooldown_steps and f"the last {self.cooldown_steps} updates",
