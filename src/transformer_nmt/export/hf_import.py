@@ -32,7 +32,6 @@ WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 TOKENIZER_FILES = ("source.spm", "target.spm", "vocab.json")
 # The model types read, and what each is.
 MODEL_TYPES = {"marian": "MarianMT", m2m100.MODEL_TYPE: "M2M-100"}
-# Marian's activation names -> ours ("swish" is transformers' name of SiLU).
 # Keys of Marian (and BART) configs for layers the Transformer here lacks: on means refused.
 ABSENT_LAYERS = {
     "normalize_before": "pre-norm layers; ours, as MarianMT's, are post-norm",
