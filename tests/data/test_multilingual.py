@@ -202,6 +202,33 @@ def test_a_higher_temperature_is_flatter_and_draws_each_epoch_anew(tmp_path):
     assert np.array_equal(first, epoch_indices(sizes, 5.0, seed=0, epoch=0))
 
 
+def test_a_capped_direction_trains_on_its_first_pairs_and_is_fingerprinted_apart(tmp_path):
+    full = ready(make_multilingual(tmp_path))
+    capped = ready(make_multilingual(tmp_path, max_train_pairs={"en-de": 50, "de-en": 50}))
+    sizes = dict(zip(capped.languages.names, capped.datasets["train"].sizes, strict=True))
+    assert sizes == {"en-de": 50, "en-fr": 60, "de-en": 50, "de-fr": 60, "fr-en": 60, "fr-de": 60}
+    kept, whole = capped.datasets["train"].parts[0], full.datasets["train"].parts[0]
+    first = [capped.tokenizer.decode_batch([kept[i]["tgt"]])[0] for i in range(50)]
+    assert first == [full.tokenizer.decode_batch([whole[i]["tgt"]])[0] for i in range(50)]
+    # The joint BPE reads each language where it is not cut.
+    assert all(d not in {("en", "de"), ("de", "en")} for d, _ in capped._language_sides().values())
+    assert len(capped.datasets["val"]) == len(full.datasets["val"])  # validation is whole
+    assert capped.state_dict()["train_fingerprint"] != full.state_dict()["train_fingerprint"]
+    assert capped.probabilities["en-de"] == pytest.approx(50 / 340)  # T=1: proportional
+
+
+@pytest.mark.parametrize(
+    ("caps", "message"),
+    [
+        ({"de-cs": 10}, r"names \['de-cs'\], which are not trained; the directions are"),
+        ({"de-en": 0}, r"data.max_train_pairs=\{'de-en': 0\}: each must be a positive"),
+    ],
+)
+def test_bad_caps_are_refused_naming_the_option(tmp_path, caps, message):
+    with pytest.raises(ValueError, match=message):
+        make_multilingual(tmp_path, max_train_pairs=caps)
+
+
 @pytest.mark.slow
 def test_a_trainer_that_never_reloads_its_loader_is_refused_at_a_temperature(tmp_path):
     trainer = L.Trainer(max_epochs=1, accelerator="cpu", logger=False, enable_progress_bar=False)

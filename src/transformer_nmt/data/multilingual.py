@@ -12,8 +12,9 @@ small directions and downsampling the large. Each epoch draws its pairs anew fro
 so a resumed run draws the same ones.
 """
 
+import itertools
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 from torch.utils.data import DataLoader, Dataset
@@ -104,9 +105,21 @@ def epoch_indices(sizes: Sequence[int], temperature: float, seed: int, epoch: in
     return np.concatenate(drawn).astype(np.int64)
 
 
-def train_fingerprint(corpus: Corpus, directions: Sequence[Direction]) -> str:
+def direction_fingerprint(
+    corpus: Corpus, split: str, direction: Direction, caps: Mapping[str, int]
+) -> str:
+    """A direction's pairs of `split` as read: the train split's cut to its first N if capped."""
+    fingerprint = corpus.fingerprint(split, *direction)
+    if split == "train" and (cap := caps.get(direction_name(direction))):
+        return f"{fingerprint}, first {cap} pairs"
+    return fingerprint
+
+
+def train_fingerprint(
+    corpus: Corpus, directions: Sequence[Direction], caps: Mapping[str, int] | None = None
+) -> str:
     """The train split of these directions, identified: what a checkpoint records of it."""
-    parts = [corpus.fingerprint("train", *d) for d in directions]
+    parts = [direction_fingerprint(corpus, "train", d, caps or {}) for d in directions]
     return f"Multilingual({'; '.join(parts)})"
 
 
@@ -122,6 +135,8 @@ class MultilingualDataModule(TranslationDataModule):
         tag_side: "target" (the decoder starts with the tag), "source" (the source does) or
             "both" (the source starts with its own language's tag as well, as M2M-100).
         temperature: T of the directions' sampling; 1: every pair once an epoch.
+        max_train_pairs: direction -> N: train on its first N pairs only (a low-resource
+            direction made from a large one, e.g. {cs-en: 3000, en-cs: 3000}).
         src_lang, tgt_lang: one direction's settings: null here, `directions` names them.
         **settings: as `TranslationDataModule` (vocab_size, max_tokens, max_len, seed, ...).
     """
@@ -134,6 +149,7 @@ class MultilingualDataModule(TranslationDataModule):
         exclude: Sequence[str] = (),
         tag_side: str = "target",
         temperature: float = 1.0,
+        max_train_pairs: Mapping[str, int] | None = None,
         src_lang: str | None = None,
         tgt_lang: str | None = None,
         **settings,
@@ -153,6 +169,7 @@ class MultilingualDataModule(TranslationDataModule):
         directions = None if directions is None else [str(d) for d in directions]
         super().__init__(corpus, src_lang, tgt_lang, **settings)
         self.temperature = temperature
+        self.max_train_pairs = self._checked_caps(max_train_pairs or {})
         self.probabilities: dict[str, float] = {}
 
     def load_tokenizer(self) -> SubwordTokenizer:
@@ -170,10 +187,25 @@ class MultilingualDataModule(TranslationDataModule):
             )
         return self.tokenizer
 
+    def _checked_caps(self, caps: Mapping[str, int]) -> dict[str, int]:
+        names = self.languages.names
+        if unknown := [name for name in caps if name not in names]:
+            raise ValueError(
+                f"data.max_train_pairs names {unknown}, which are not trained; the directions "
+                f"are {names}"
+            )
+        if bad := {name: n for name, n in caps.items() if not (isinstance(n, int) and n > 0)}:
+            raise ValueError(f"data.max_train_pairs={bad}: each must be a positive whole number")
+        return {str(name): int(n) for name, n in caps.items()}
+
     def _language_sides(self) -> dict[str, tuple[Direction, int]]:
         """Per language, a direction holding it and its side there: where its text is read."""
         sides = {}
-        for direction in self.languages.directions:
+        # A capped direction holds fewer of a language's lines: read it from an uncapped one.
+        capped = self.max_train_pairs
+        for direction in sorted(
+            self.languages.directions, key=lambda d: direction_name(d) in capped
+        ):
             for side, lang in enumerate(direction):
                 sides.setdefault(lang, (direction, side))
         if unused := [lang for lang in self.languages.languages if lang not in sides]:
@@ -188,8 +220,10 @@ class MultilingualDataModule(TranslationDataModule):
 
     def _pairs(self, split: str, direction: Direction) -> Iterator[tuple[str, str]]:
         """A direction's pairs, refusing text that holds a language tag."""
-        tags = self.languages.tags
-        for number, pair in enumerate(self.corpus.stream(split, *direction), start=1):
+        tags, pairs = self.languages.tags, self.corpus.stream(split, *direction)
+        if split == "train" and (cap := self.max_train_pairs.get(direction_name(direction))):
+            pairs = itertools.islice(pairs, cap)
+        for number, pair in enumerate(pairs, start=1):
             for lang, text in zip(direction, pair, strict=True):
                 if "<2" in text and (found := [tag for tag in tags if tag in text]):
                     raise DataFormatError(
@@ -209,7 +243,7 @@ class MultilingualDataModule(TranslationDataModule):
         parts, frames, self.dropped[split] = [], [], 0
         for direction in self.languages.directions:
             name = direction_name(direction)
-            fingerprint = self.corpus.fingerprint(split, *direction)
+            fingerprint = direction_fingerprint(self.corpus, split, direction, self.max_train_pairs)
             part, dropped = open_or_build(
                 store_path(hp.cache_dir, split, fingerprint, tokenizer, hp.max_len),
                 lambda direction=direction: self._pairs(split, direction),
@@ -254,7 +288,7 @@ class MultilingualDataModule(TranslationDataModule):
         )
 
     def _fingerprint(self, directions: Sequence[Direction]) -> str:
-        return train_fingerprint(self.corpus, directions)
+        return train_fingerprint(self.corpus, directions, self.max_train_pairs)
 
     def state_dict(self) -> dict:
         """The training pairs' fingerprint, the languages and each direction's probability."""

@@ -81,7 +81,7 @@ def run_fingerprint(data: DictConfig) -> str:
         data.get("exclude") or (),
         data.get("tag_side") or "target",
     )
-    return train_fingerprint(corpus, languages.directions)
+    return train_fingerprint(corpus, languages.directions, data.get("max_train_pairs"))
 
 
 def _plain(value: Any) -> Any:
