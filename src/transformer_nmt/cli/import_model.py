@@ -3,6 +3,7 @@ like one trained here.
 
     nmt-import hf opus-mt-de-en/ opus-mt-de-en.ckpt     # a MarianMT folder (OPUS-MT), downloaded
     nmt-import hf m2m100_418M/ m2m100.ckpt              # an M2M-100 folder: --src-lang, --tgt-lang
+    nmt-import hf nllb-200-distilled-600M/ nllb.ckpt    # NLLB's: --src-lang deu_Latn, --tgt-lang
 """
 
 import argparse
@@ -14,7 +15,8 @@ from transformer_nmt.data.languages import LANGUAGES_KEY
 from transformer_nmt.model import config_from_dict
 
 FORMATS = {
-    "hf": "a Hugging Face transformers MarianMT (OPUS-MT) or M2M-100 folder, as the models ship"
+    "hf": "a Hugging Face transformers MarianMT (OPUS-MT), M2M-100 or NLLB folder, as the models "
+    "ship"
 }
 
 

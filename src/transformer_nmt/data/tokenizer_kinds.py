@@ -4,6 +4,7 @@ exported folders keep it; beside the kinds, so that none imports another."""
 import json
 
 from transformer_nmt.data import m2m100_tokenizer as m2m
+from transformer_nmt.data import nllb_tokenizer as nllb
 from transformer_nmt.data import sentencepiece_tokenizer as sp
 from transformer_nmt.data.tokenizer import BPETokenizer, SubwordTokenizer
 
@@ -14,4 +15,6 @@ def tokenizer_from_str(s: str) -> SubwordTokenizer:
         return sp.SentencePieceTokenizer.from_dict(json.loads(s)[sp.KEY])
     if s.startswith(f'{{"{m2m.KEY}":'):
         return m2m.M2M100Tokenizer.from_dict(json.loads(s)[m2m.KEY])
+    if s.startswith(f'{{"{nllb.KEY}":'):
+        return nllb.NllbTokenizer.from_dict(json.loads(s)[nllb.KEY])
     return BPETokenizer.from_str(s)

@@ -37,6 +37,7 @@ from transformers import GenerationConfig, MarianConfig, MarianMTModel, PreTrain
 
 from transformer_nmt.data.framing import TARGET_FRAME, source_ids
 from transformer_nmt.data.m2m100_tokenizer import M2M100Tokenizer
+from transformer_nmt.data.nllb_tokenizer import NllbTokenizer
 from transformer_nmt.data.sentencepiece_tokenizer import SentencePieceTokenizer
 from transformer_nmt.data.tokenizer import PAD_ID, SPECIAL_TOKENS, BPETokenizer, SubwordTokenizer
 from transformer_nmt.export import ExportError
@@ -257,15 +258,15 @@ def export_hf(model: Transformer, tokenizer: SubwordTokenizer, out: str | os.Pat
 
     Raises:
         ExportError: a model MarianMT cannot express (`formats.marian_problems`), named with
-            the setting and the formats that take it; a model with M2M-100's tokenizer is
-            written as an M2M-100 folder (`m2m100.py`), or refused likewise.
+            the setting and the formats that take it; a model with M2M-100's or NLLB's tokenizer
+            is written as an M2M-100 folder (`m2m100.py`, `nllb.py`), or refused likewise.
     """
     out = Path(out)
     fairseq = model.config.positions == "fairseq"
-    if fairseq != isinstance(tokenizer, M2M100Tokenizer):
+    if fairseq != isinstance(tokenizer, (M2M100Tokenizer, NllbTokenizer)):
         raise ExportError(
             "an M2M-100 folder holds a model with fairseq's positions (model.positions=fairseq) "
-            f"and M2M-100's SentencePiece vocabulary; this one has model.positions="
+            f"and M2M-100's or NLLB's vocabulary; this one has model.positions="
             f"{model.config.positions} and a {type(tokenizer).__name__}: export it as safetensors"
         )
     if fairseq:
@@ -285,6 +286,10 @@ def export_hf(model: Transformer, tokenizer: SubwordTokenizer, out: str | os.Pat
 
 def kind_and_usage(tokenizer: SubwordTokenizer) -> tuple[str, str]:
     """What `export_hf` writes for a model of this tokenizer, and its card's usage section."""
+    if isinstance(tokenizer, NllbTokenizer):
+        from transformer_nmt.export.nllb import usage as nllb_usage
+
+        return "a Hugging Face transformers NLLB (M2M-100) model", nllb_usage()
     if isinstance(tokenizer, M2M100Tokenizer):
         from transformer_nmt.export.m2m100 import usage as m2m100_usage
 

@@ -1,5 +1,5 @@
 """A MarianMT folder (OPUS-MT's, or `nmt-export hf`'s of an import) as a checkpoint: hf.py reversed;
-an M2M-100 folder likewise (`m2m100.py`).
+an M2M-100 folder likewise (`m2m100.py`), NLLB's among them (`nllb.py`).
 
 The folder is read from disk only (the user downloads it): `config.json`, the weights
 (`model.safetensors` or `pytorch_model.bin`, read without pickle), and the SentencePiece
@@ -20,7 +20,6 @@ from transformers import MarianConfig
 
 from transformer_nmt.checkpoint import PREFIX, save_atomically
 from transformer_nmt.data.languages import LANGUAGES_KEY, Languages
-from transformer_nmt.data.m2m100_tokenizer import M2M100Tokenizer
 from transformer_nmt.data.sentencepiece_tokenizer import SentencePieceTokenizer
 from transformer_nmt.data.tokenizer import PAD_ID, SubwordTokenizer
 from transformer_nmt.export import m2m100
@@ -192,7 +191,8 @@ def our_state_dict(
 def read_folder(folder: str | os.PathLike) -> tuple[Transformer, SubwordTokenizer]:
     """The folder's network as our Transformer (eval mode) and its tokenizer; writes nothing.
 
-    Reads a MarianMT folder (model_type "marian") or an M2M-100 one ("m2m_100", `m2m100.py`).
+    Reads a MarianMT folder (model_type "marian") or an M2M-100 one ("m2m_100", `m2m100.py`),
+    with M2M-100's tokenizer or NLLB's.
 
     Raises:
         ImportProblem: a missing file, another model type, or settings the Transformer here
@@ -211,16 +211,12 @@ def read_folder(folder: str | os.PathLike) -> tuple[Transformer, SubwordTokenize
             f"{folder}: its config.json has model_type={model_type!r}; nmt-import hf reads "
             f"{', '.join(f'{t!r} ({what})' for t, what in MODEL_TYPES.items())} folders"
         )
-    tokenizer_files = TOKENIZER_FILES if model_type == "marian" else m2m100.TOKENIZER_FILES
-    missing = [name for name in tokenizer_files if not (folder / name).is_file()]
+    if model_type == "marian":
+        missing = [name for name in TOKENIZER_FILES if not (folder / name).is_file()]
+    else:
+        missing = m2m100.missing_files(folder)
     if not any((folder / name).is_file() for name in WEIGHT_FILES):
         missing.append(" or ".join(WEIGHT_FILES))
-    nllb = "vocab.json" in missing and (folder / "tokenizer.json").is_file()
-    if model_type == m2m100.MODEL_TYPE and nllb:  # NllbTokenizer's files: no vocab.json
-        raise ImportProblem(
-            f"{folder}: an NLLB-shaped M2M-100 folder (tokenizer.json, no vocab.json); "
-            "nmt-import hf reads M2M-100's tokenizer only (sentencepiece.bpe.model, vocab.json)"
-        )
     if missing:
         raise ImportProblem(
             f"{folder}: not a {MODEL_TYPES[model_type]} folder as transformers saves them, it "
@@ -267,9 +263,9 @@ def read_marian(folder: Path, raw: dict[str, Any]) -> tuple[Transformer, Sentenc
 
 
 def folder_languages(tokenizer: SubwordTokenizer) -> Languages | None:
-    """An M2M-100 model's languages, every direction between them, each side tagged; None for
-    MarianMT's, whose language codes (`>>fra<<`) are text of the source."""
-    if isinstance(tokenizer, M2M100Tokenizer):
+    """An M2M-100 (or NLLB) model's languages, every direction between them, each side tagged;
+    None for MarianMT's, whose language codes (`>>fra<<`) are text of the source."""
+    if isinstance(tokenizer, m2m100.TOKENIZERS):
         return Languages.from_config(tokenizer.languages, tag_side="both")
     return None
 

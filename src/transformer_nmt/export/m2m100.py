@@ -12,7 +12,8 @@ M2M-100 is fairseq's pre-norm Transformer, which ours holds exactly with these s
   source's own tag before the source, as M2M100Tokenizer frames it (`__en__ tokens </s>`).
 - One embedding matrix for source, target and output (`tie_embeddings="all"`), scaled by
   sqrt(d_model); no output bias.
-- Vocabulary: `data/m2m100_tokenizer.py`, its language tokens our tags (`<2de>`).
+- Vocabulary: `data/m2m100_tokenizer.py`, its language tokens our tags (`<2de>`); an NLLB
+  folder's is `nllb.py`'s (`deu_Latn` is `<2deu_Latn>`), the network the same.
 
 Settings ours lacks are refused by config key before anything is written. LayerDrop
 (encoder_layerdrop, decoder_layerdrop) skips layers in training only: imported, inference is
@@ -29,8 +30,9 @@ from transformers import GenerationConfig, M2M100Config, M2M100ForConditionalGen
 from transformers.models.m2m_100.tokenization_m2m_100 import FAIRSEQ_LANGUAGE_CODES
 
 from transformer_nmt.data.m2m100_tokenizer import M2M100Tokenizer, language_token
+from transformer_nmt.data.nllb_tokenizer import NllbTokenizer
 from transformer_nmt.data.tokenizer import PAD_ID
-from transformer_nmt.export import ExportError
+from transformer_nmt.export import ExportError, nllb
 from transformer_nmt.export.bart_family import ACTIVATIONS, head_problems, stack_settings
 from transformer_nmt.export.formats import check_exportable
 from transformer_nmt.model import Transformer, TransformerConfig
@@ -38,8 +40,17 @@ from transformer_nmt.runtime.atomic import write_atomically
 
 MODEL_TYPE = "m2m_100"
 TOKENIZER_FILES = ("sentencepiece.bpe.model", "vocab.json")
+# The tokenizers of the network here: M2M-100's and NLLB's.
+TOKENIZERS = (M2M100Tokenizer, NllbTokenizer)
 # fairseq's dictionary puts <pad> at 1, and its positions count from padding_idx + 1.
 FAIRSEQ_PAD = 1
+
+
+def missing_files(folder: Path) -> list[str]:
+    """The tokenizer files the folder lacks: NLLB's (`nllb.is_nllb`) or M2M-100's."""
+    if nllb.is_nllb(folder):
+        return nllb.missing_files(folder)
+    return [name for name in TOKENIZER_FILES if not (folder / name).is_file()]
 
 
 def architecture_problems(config: M2M100Config) -> list[str]:
@@ -182,8 +193,9 @@ def our_state_dict(theirs: dict[str, Tensor], n_enc: int, n_dec: int, rows: list
 
 def read_folder(
     folder: Path, raw: dict[str, Any], weights: dict[str, Tensor]
-) -> tuple[Transformer, M2M100Tokenizer]:
-    """The folder's network as our Transformer (eval mode) and its tokenizer; writes nothing.
+) -> tuple[Transformer, M2M100Tokenizer | NllbTokenizer]:
+    """The folder's network as our Transformer (eval mode) and its tokenizer, M2M-100's or
+    NLLB's; writes nothing.
 
     Raises:
         ValueError: settings the Transformer here lacks, or files that do not fit, each named.
@@ -194,7 +206,7 @@ def read_folder(
         raise ValueError(
             f"{folder}: the Transformer here cannot hold this model exactly: {'; '.join(problems)}"
         )
-    tokenizer = read_tokenizer(folder, config)
+    tokenizer = (nllb.read_tokenizer if nllb.is_nllb(folder) else read_tokenizer)(folder, config)
     start = tokenizer.folder_ids()[config.decoder_start_token_id]
     model = Transformer(tokenizer.vocab_size, PAD_ID, **our_settings(config, start))
     try:
@@ -207,7 +219,9 @@ def read_folder(
     return model.eval(), tokenizer
 
 
-def m2m100_config(config: TransformerConfig, tokenizer: M2M100Tokenizer) -> M2M100Config:
+def m2m100_config(
+    config: TransformerConfig, tokenizer: M2M100Tokenizer | NllbTokenizer
+) -> M2M100Config:
     """The M2M100Config of the same network, with the folder's special-token ids."""
     ids = {piece: i for i, piece in enumerate(tokenizer.folder_vocab)}
     start = tokenizer.folder_rows()[config.decoder_start]
@@ -237,8 +251,11 @@ def m2m100_config(config: TransformerConfig, tokenizer: M2M100Tokenizer) -> M2M1
     )
 
 
-def export_m2m100(model: Transformer, tokenizer: M2M100Tokenizer, out: Path) -> Path:
-    """Write `out/` as transformers' M2M100 folder: config, generation config, weights, tokenizer.
+def export_m2m100(
+    model: Transformer, tokenizer: M2M100Tokenizer | NllbTokenizer, out: Path
+) -> Path:
+    """Write `out/` as transformers' M2M100 folder: config, generation config, weights, tokenizer
+    (M2M-100's, or NLLB's for a model imported from NLLB).
 
     Raises:
         ExportError: a Transformer M2M-100 cannot hold (`formats.m2m100_problems`), each
@@ -274,7 +291,10 @@ def export_m2m100(model: Transformer, tokenizer: M2M100Tokenizer, out: Path) -> 
     if missing or unexpected:
         raise ExportError(f"weights left unmapped: missing {missing}, unexpected {unexpected}")
     theirs.eval().save_pretrained(out)
-    write_tokenizer(tokenizer, out)
+    if isinstance(tokenizer, NllbTokenizer):
+        nllb.write_tokenizer(tokenizer, out)
+    else:
+        write_tokenizer(tokenizer, out)
     return out
 
 
