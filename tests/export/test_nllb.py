@@ -186,6 +186,7 @@ def test_an_nllb_folder_without_its_tokenizer_is_refused_naming_both_files(folde
         import_main(["hf", str(variant), str(tmp_path / "out.ckpt")])
     message = str(exit_info.value)
     assert "lacks tokenizer.json or sentencepiece.bpe.model (NLLB's tokenizer)" in message
+    assert "hf download facebook/m2m100_418M" in message  # not an OPUS-MT example
     assert "\n" not in message and not (tmp_path / "out.ckpt").exists()
 
 

@@ -31,6 +31,10 @@ WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 TOKENIZER_FILES = ("source.spm", "target.spm", "vocab.json")
 # The model types read, and what each is.
 MODEL_TYPES = {"marian": "MarianMT", m2m100.MODEL_TYPE: "M2M-100"}
+EXAMPLE_REPOSITORIES = {
+    "marian": "Helsinki-NLP/opus-mt-de-en",
+    m2m100.MODEL_TYPE: "facebook/m2m100_418M",
+}
 # Keys of Marian (and BART) configs for layers the Transformer here lacks: on means refused.
 ABSENT_LAYERS = {
     "normalize_before": "pre-norm layers; ours, as MarianMT's, are post-norm",
@@ -218,10 +222,11 @@ def read_folder(folder: str | os.PathLike) -> tuple[Transformer, SubwordTokenize
     if not any((folder / name).is_file() for name in WEIGHT_FILES):
         missing.append(" or ".join(WEIGHT_FILES))
     if missing:
+        example = EXAMPLE_REPOSITORIES[model_type]
         raise ImportProblem(
             f"{folder}: not a {MODEL_TYPES[model_type]} folder as transformers saves them, it "
             f"lacks {', '.join(missing)}; download the whole model repository (e.g. `hf download "
-            "Helsinki-NLP/opus-mt-de-en --local-dir FOLDER`)"
+            f"{example} --local-dir FOLDER`)"
         )
     if model_type == m2m100.MODEL_TYPE:
         try:
