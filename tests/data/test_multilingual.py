@@ -237,11 +237,14 @@ def test_a_trainer_that_never_reloads_its_loader_is_refused_at_a_temperature(tmp
 
 
 def test_the_multi30k_config_reads_twelve_line_parallel_directions(tmp_path, multi30k_dir):
-    cfg = compose_train(tmp_path, ["data=multi30k_multilingual", "data.exclude=[fr-cs,cs-fr]"])
+    cut = "data.max_train_pairs={cs-en:3000,en-cs:3000}"
+    cfg = compose_train(tmp_path, ["data=multi30k_multilingual", "data.exclude=[fr-cs,cs-fr]", cut])
     with open_dict(cfg):
         cfg.data.corpus.path = str(multi30k_dir)
     dm = instantiate(cfg.data)
     assert len(dm.languages.directions) == 10 and "fr-cs" not in dm.languages.names
+    assert type(dm.hparams.max_train_pairs) is dict  # plain, for weights_only checkpoints
+    assert dm.max_train_pairs == {"cs-en": 3000, "en-cs": 3000}
     counts = {
         name: sum(1 for _ in dm._pairs("val", d))
         for name, d in zip(dm.languages.names, dm.languages.directions, strict=True)

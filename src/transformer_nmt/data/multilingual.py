@@ -167,9 +167,10 @@ class MultilingualDataModule(TranslationDataModule):
         # Plain lists, not Hydra's ListConfig: hyperparameters go into weights_only checkpoints.
         languages, exclude = list(self.languages.languages), [str(d) for d in exclude]
         directions = None if directions is None else [str(d) for d in directions]
+        max_train_pairs = self._checked_caps(max_train_pairs or {})
         super().__init__(corpus, src_lang, tgt_lang, **settings)
         self.temperature = temperature
-        self.max_train_pairs = self._checked_caps(max_train_pairs or {})
+        self.max_train_pairs = max_train_pairs
         self.probabilities: dict[str, float] = {}
 
     def load_tokenizer(self) -> SubwordTokenizer:
