@@ -147,6 +147,20 @@ def test_off_a_terminal_a_line_comes_every_30_seconds_and_none_between(caplog):
     ]
 
 
+def test_a_burst_after_a_long_wait_estimates_no_time_left_from_its_first_item(caplog):
+    clock = FakeClock()
+    with caplog.at_level(logging.INFO):  # a translation's sorted chunk: minutes, then 4,096 at once
+        bar = LoggedProgress(desc="Stage distill", total=29_000, unit=" sentences", clock=clock)
+        clock.now += 1500
+        bar.update(1)
+        clock.now += 100
+        bar.update(4095)
+    assert lines(caplog)[1:] == [
+        "Stage distill: 1/29,000 sentences (0%), 0 sentences/s, 25:00 elapsed",
+        "Stage distill: 4,096/29,000 sentences (14%), 3 sentences/s, 26:40 elapsed, 2:42:08 left",
+    ]
+
+
 def test_a_stream_of_unknown_length_logs_its_count_and_rate(caplog):
     clock = FakeClock()
     with caplog.at_level(logging.INFO):

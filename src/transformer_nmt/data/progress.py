@@ -18,6 +18,7 @@ log = logging.getLogger(__name__)
 # Often enough that a 10-minute preparation on a cluster shows it moves, rarely enough to stay
 # a few lines in the job's log.
 LOG_EVERY = 30.0  # seconds
+ESTIMATE_FROM = 0.01  # the share of the total done before a line estimates the time left
 HEARTBEAT_POLL = 1.0  # seconds between a heartbeat's looks at the clock: a line at most this late
 
 
@@ -141,7 +142,8 @@ class LoggedProgress:
         else:
             count += self.unit
         status = f"{count}{self._rate(elapsed)}, {tqdm.format_interval(elapsed)} elapsed"
-        if self.total and self.n:
+        # Sorted chunks (translation) arrive in bursts: the first item alone is no rate.
+        if self.total and self.n >= self.total * ESTIMATE_FROM:
             left = (self.total - self.n) * elapsed / self.n
             status += f", {tqdm.format_interval(left)} left"
         return status
