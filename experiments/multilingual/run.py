@@ -15,9 +15,9 @@ cost twice, each at a stated number of updates: UPDATES a direction):
   (`data.max_train_pairs`), at T=1 and T=5: 6 x UPDATES each.
 
 `train` runs each row's `train.py` in its own folder (a second call resumes an interrupted one
-and skips a finished one); `val` and `test` run `nmt-evaluate` on each row's best checkpoint by
-validation (its name), every direction the data holds, zero-shot ones included, with the
-off-target rate; each split is evaluated once a model, a second call reuses the report. Pivoting
+and skips a finished one); `val` and `test` run `nmt-evaluate` on each row's model at its budget
+(`last.ckpt`), every direction the data holds, zero-shot ones included, with the off-target
+rate; each split is evaluated once a model, a second call reuses the report. Pivoting
 through English is the zero-shot remedy measured: fr->en then en->cs with the same model (and
 cs->en->fr), scored as a direction. `table` prints the markdown table of test_2016 BLEU (and
 off-target rates), with val beside it.
@@ -92,20 +92,20 @@ def train(row: str, overrides: list[str], data: Path, out: Path) -> None:
     (folder / "done").write_text(f"{cpu_description()}\n", encoding="utf-8")
 
 
-def best(row: str, out: Path) -> Path:
-    """The row's checkpoint of the highest validation BLEU, as its name says."""
-    kept = list((out / row / "checkpoints").glob("step*-bleu*.ckpt"))
-    if not kept:
-        raise SystemExit(f"{out / row}: no best checkpoint yet; run `train` first")
-    return max(kept, key=lambda p: float(p.stem.rsplit("-bleu", 1)[1]))
+def final(row: str, out: Path) -> Path:
+    """The row's model at its budget: the comparison is at a fixed number of updates."""
+    path = out / row / "checkpoints" / "last.ckpt"
+    if not (out / row / "done").exists():
+        raise SystemExit(f"{out / row}: not trained to its budget yet; run `train` first")
+    return path
 
 
 def evaluate(row: str, split: str, data: Path, out: Path) -> None:
-    """nmt-evaluate of the row's best checkpoint on `split`, once, and its pivots."""
+    """nmt-evaluate of the row's model at its budget on `split`, once, and its pivots."""
     where = out / row / "evaluation" / split
     report = where / "report.json"
     if not report.exists():
-        checkpoint = str(best(row, out))
+        checkpoint = str(final(row, out))
         if row.startswith("bilingual"):
             src, tgt = row.removeprefix("bilingual-").split("-")
             files = [f"{data}/multi30k/{SPLITS[split]}.{lang}.gz" for lang in (src, tgt)]
