@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from transformer_nmt.data.languages import language_tag
-from transformer_nmt.data.tokenizer import SPECIAL_TOKENS, UNK_ID
+from transformer_nmt.data.tokenizer import SPECIAL_TOKENS, UNK_ID, Pieces, inverse
 
 KEY = "m2m100"  # the key of `to_str`'s JSON object, which tells the kinds apart
 
@@ -27,7 +27,7 @@ def language_token(lang: str) -> str:
     return f"__{lang}__"
 
 
-class M2M100Tokenizer:
+class M2M100Tokenizer(Pieces):
     """M2M-100's SentencePiece model and vocabulary, with our special-token ids and tags.
 
     Args:
@@ -89,19 +89,7 @@ class M2M100Tokenizer:
 
     def folder_rows(self) -> list[int]:
         """The folder's id of each of our ids in order."""
-        rows = [0] * self.vocab_size
-        for folder_id, ours in enumerate(self.folder_ids()):
-            rows[ours] = folder_id
-        return rows
-
-    def tokens(self) -> list[str]:
-        """The piece of each id; a language token is our tag."""
-        return list(self.pieces)
-
-    def continues_word(self) -> list[bool]:
-        """Whether each id's text goes on the word before it: no ▁ (a word start) before a
-        letter or digit."""
-        return [p[:1].isalnum() for p in self.pieces]
+        return inverse(self.folder_ids())
 
     def encode_batch(self, texts: list[str], side: str = "source") -> list[list[int]]:
         """Token ids of each text, without special tokens; both sides share the one model."""

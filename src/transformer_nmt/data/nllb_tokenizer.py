@@ -18,7 +18,7 @@ from typing import Any
 from tokenizers import Tokenizer
 
 from transformer_nmt.data.languages import language_tag
-from transformer_nmt.data.tokenizer import SPECIAL_TOKENS
+from transformer_nmt.data.tokenizer import SPECIAL_TOKENS, Pieces, inverse
 
 KEY = "nllb"  # the key of `to_str`'s JSON object, which tells the kinds apart
 
@@ -28,7 +28,7 @@ def filler(row: int) -> str:
     return f"<no token {row}>"
 
 
-class NllbTokenizer:
+class NllbTokenizer(Pieces):
     """NLLB's `tokenizers` backend (as transformers builds it), with our special-token ids and tags.
 
     Args:
@@ -79,19 +79,7 @@ class NllbTokenizer:
 
     def folder_rows(self) -> list[int]:
         """The folder's id of each of our ids in order."""
-        rows = [0] * self.vocab_size
-        for folder_id, ours in enumerate(self._ours):
-            rows[ours] = folder_id
-        return rows
-
-    def tokens(self) -> list[str]:
-        """The piece of each id; a language code is our tag."""
-        return list(self.pieces)
-
-    def continues_word(self) -> list[bool]:
-        """Whether each id's text goes on the word before it: no ▁ (a word start) before a
-        letter or digit."""
-        return [p[:1].isalnum() for p in self.pieces]
+        return inverse(self._ours)
 
     def encode_batch(self, texts: list[str], side: str = "source") -> list[list[int]]:
         """Token ids of each text, without special tokens; both sides share the one backend."""

@@ -16,7 +16,7 @@ import base64
 import json
 from typing import Any
 
-from transformer_nmt.data.tokenizer import SPECIAL_TOKENS, UNK_ID
+from transformer_nmt.data.tokenizer import SPECIAL_TOKENS, UNK_ID, Pieces
 
 KEY = "sentencepiece"  # the key of `to_str`'s JSON object, which tells the kinds apart
 SIDES = ("source", "target")
@@ -24,7 +24,7 @@ SIDES = ("source", "target")
 MARIAN_SPECIALS = {"pad": "<pad>", "eos": "</s>", "unk": "<unk>"}
 
 
-class SentencePieceTokenizer:
+class SentencePieceTokenizer(Pieces):
     """Marian's SentencePiece models and vocabulary, with our special-token ids.
 
     Args:
@@ -68,15 +68,6 @@ class SentencePieceTokenizer:
         marian = {piece: i for i, piece in enumerate(self.marian_vocab)}
         marian["<s>"] = marian["<pad>"]
         return [marian[piece] for piece in self.pieces]
-
-    def tokens(self) -> list[str]:
-        """The piece of each id."""
-        return list(self.pieces)
-
-    def continues_word(self) -> list[bool]:
-        """Whether each id's text goes on the word before it: no ▁ (a word start) before a
-        letter or digit."""
-        return [p[:1].isalnum() for p in self.pieces]
 
     def encode_batch(self, texts: list[str], side: str = "source") -> list[list[int]]:
         """Token ids of each text by `side`'s model, without special tokens."""

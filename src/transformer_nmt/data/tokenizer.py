@@ -40,6 +40,30 @@ class SubwordTokenizer(Protocol):
     def to_str(self) -> str: ...
 
 
+class Pieces:
+    """A vocabulary of SentencePiece pieces in id order (`pieces`), where ▁ starts a word: the
+    tokenizers read from Marian, M2M-100 and NLLB folders."""
+
+    pieces: list[str]
+
+    def tokens(self) -> list[str]:
+        """The piece of each id."""
+        return list(self.pieces)
+
+    def continues_word(self) -> list[bool]:
+        """Whether each id's text goes on the word before it: no ▁ (a word start) before a
+        letter or digit."""
+        return [p[:1].isalnum() for p in self.pieces]
+
+
+def inverse(ids: Sequence[int]) -> list[int]:
+    """The map back of a permutation of 0..n-1: out[ids[i]] = i."""
+    out = [0] * len(ids)
+    for i, mapped in enumerate(ids):
+        out[mapped] = i
+    return out
+
+
 class BPETokenizer:
     """Byte-level BPE: every string encodes without <unk> and decodes back to itself exactly."""
 
