@@ -139,7 +139,6 @@ def pivot(row: str, split: str, data: Path, out: Path, report: dict) -> None:
             hypotheses, references, (source, target), translator.languages, score
         )
     path.write_text(json.dumps(scores, indent=2) + "\n", encoding="utf-8")
-    return scores
 
 
 def torch_threads() -> int:

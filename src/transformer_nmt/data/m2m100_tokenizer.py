@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from transformer_nmt.data.languages import language_tag
-from transformer_nmt.data.tokenizer import SPECIAL_TOKENS, UNK_ID, Pieces, inverse
+from transformer_nmt.data.tokenizer import SPECIAL_TOKENS, UNK_ID, Pieces, inverse, tagged_pieces
 
 KEY = "m2m100"  # the key of `to_str`'s JSON object, which tells the kinds apart
 
@@ -48,20 +48,11 @@ class M2M100Tokenizer(Pieces):
         import sentencepiece
 
         folder_vocab = list(folder_vocab)
-        missing = [t for t in SPECIAL_TOKENS if t not in folder_vocab]
-        absent = [lang for lang in languages if language_token(lang) not in folder_vocab]
-        if missing or absent or len(set(folder_vocab)) != len(folder_vocab):
-            raise ValueError(
-                f"an M2M-100 vocabulary holds {', '.join(SPECIAL_TOKENS)} and a token per "
-                f"language once each; this one lacks {missing + absent or 'none'}, repeats "
-                f"pieces: {len(set(folder_vocab)) != len(folder_vocab)}"
-            )
+        tags = {language_token(lang): language_tag(lang) for lang in languages}
+        self.pieces = tagged_pieces(folder_vocab, tags, "M2M-100")
         self.model, self.folder_vocab = model, folder_vocab
         self.languages, self.language_codes = list(languages), language_codes
-        tags = {language_token(lang): language_tag(lang) for lang in self.languages}
         self.tags = set(tags.values())
-        specials = set(SPECIAL_TOKENS)
-        self.pieces = SPECIAL_TOKENS + [tags.get(t, t) for t in folder_vocab if t not in specials]
         ours = {piece: i for i, piece in enumerate(self.pieces)}
         # vocab.json's pieces: what encoding maps SentencePiece's pieces through.
         self._ids = {

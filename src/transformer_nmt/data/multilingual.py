@@ -105,12 +105,18 @@ def epoch_indices(sizes: Sequence[int], temperature: float, seed: int, epoch: in
     return np.concatenate(drawn).astype(np.int64)
 
 
+def pairs_kept(caps: Mapping[str, int], split: str, direction: Direction) -> int | None:
+    """How many of a direction's first pairs `split` reads (`data.max_train_pairs` cuts the train
+    split only); None: all."""
+    return caps.get(direction_name(direction)) if split == "train" else None
+
+
 def direction_fingerprint(
     corpus: Corpus, split: str, direction: Direction, caps: Mapping[str, int]
 ) -> str:
-    """A direction's pairs of `split` as read: the train split's cut to its first N if capped."""
+    """A direction's pairs of `split` as read: cut to its first N where `pairs_kept` says."""
     fingerprint = corpus.fingerprint(split, *direction)
-    if split == "train" and (cap := caps.get(direction_name(direction))):
+    if cap := pairs_kept(caps, split, direction):
         return f"{fingerprint}, first {cap} pairs"
     return fingerprint
 
@@ -222,7 +228,7 @@ class MultilingualDataModule(TranslationDataModule):
     def _pairs(self, split: str, direction: Direction) -> Iterator[tuple[str, str]]:
         """A direction's pairs, refusing text that holds a language tag."""
         tags, pairs = self.languages.tags, self.corpus.stream(split, *direction)
-        if split == "train" and (cap := self.max_train_pairs.get(direction_name(direction))):
+        if cap := pairs_kept(self.max_train_pairs, split, direction):
             pairs = itertools.islice(pairs, cap)
         for number, pair in enumerate(pairs, start=1):
             for lang, text in zip(direction, pair, strict=True):

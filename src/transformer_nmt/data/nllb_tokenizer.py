@@ -18,7 +18,7 @@ from typing import Any
 from tokenizers import Tokenizer
 
 from transformer_nmt.data.languages import language_tag
-from transformer_nmt.data.tokenizer import SPECIAL_TOKENS, Pieces, inverse
+from transformer_nmt.data.tokenizer import SPECIAL_TOKENS, Pieces, inverse, tagged_pieces
 
 KEY = "nllb"  # the key of `to_str`'s JSON object, which tells the kinds apart
 
@@ -47,20 +47,11 @@ class NllbTokenizer(Pieces):
                 f"row for each; this one lacks ids or has {rows} rows"
             )
         folder_vocab += [filler(row) for row in range(size, rows)]
-        missing = [t for t in SPECIAL_TOKENS if t not in folder_vocab]
-        absent = [lang for lang in languages if lang not in folder_vocab]
-        if missing or absent or len(set(folder_vocab)) != len(folder_vocab):
-            raise ValueError(
-                f"an NLLB vocabulary holds {', '.join(SPECIAL_TOKENS)} and a token per language "
-                f"once each; this one lacks {missing + absent or 'none'}, repeats pieces: "
-                f"{len(set(folder_vocab)) != len(folder_vocab)}"
-            )
+        tags = {lang: language_tag(lang) for lang in languages}
+        self.pieces = tagged_pieces(folder_vocab, tags, "NLLB")
         self.tokenizer_json, self.folder_vocab = tokenizer_json, folder_vocab
         self.languages = list(languages)
         self._backend = backend
-        tags = {lang: language_tag(lang) for lang in self.languages}
-        specials = set(SPECIAL_TOKENS)
-        self.pieces = SPECIAL_TOKENS + [tags.get(t, t) for t in folder_vocab if t not in specials]
         ours = {piece: i for i, piece in enumerate(self.pieces)}
         self._ours = [ours[tags.get(piece, piece)] for piece in folder_vocab]
         self._folder = self.folder_rows()

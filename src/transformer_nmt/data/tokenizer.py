@@ -56,6 +56,24 @@ class Pieces:
         return [p[:1].isalnum() for p in self.pieces]
 
 
+def tagged_pieces(folder_vocab: list[str], tags: dict[str, str], kind: str) -> list[str]:
+    """Our pieces of a multilingual folder's vocabulary: the special tokens first, then its other
+    tokens in order, each language token (a key of `tags`) renamed to our tag.
+
+    Raises:
+        ValueError: the vocabulary lacks a special or language token, or repeats a piece.
+    """
+    missing = [t for t in [*SPECIAL_TOKENS, *tags] if t not in folder_vocab]
+    repeats = len(set(folder_vocab)) != len(folder_vocab)
+    if missing or repeats:
+        raise ValueError(
+            f"an {kind} vocabulary holds {', '.join(SPECIAL_TOKENS)} and a token per language "
+            f"once each; this one lacks {missing or 'none'}, repeats pieces: {repeats}"
+        )
+    specials = set(SPECIAL_TOKENS)
+    return SPECIAL_TOKENS + [tags.get(t, t) for t in folder_vocab if t not in specials]
+
+
 def inverse(ids: Sequence[int]) -> list[int]:
     """The map back of a permutation of 0..n-1: out[ids[i]] = i."""
     out = [0] * len(ids)

@@ -8,6 +8,9 @@ from transformer_nmt.data import nllb_tokenizer as nllb
 from transformer_nmt.data import sentencepiece_tokenizer as sp
 from transformer_nmt.data.tokenizer import BPETokenizer, SubwordTokenizer
 
+# The kinds an M2M-100 network carries: M2M-100's own tokenizer and NLLB's.
+M2M100_KINDS = (m2m.M2M100Tokenizer, nllb.NllbTokenizer)
+
 
 def tokenizer_from_str(s: str) -> SubwordTokenizer:
     """Rebuild any kind from its `to_str` string (a checkpoint's "tokenizer")."""

@@ -40,6 +40,7 @@ from transformer_nmt.data.m2m100_tokenizer import M2M100Tokenizer
 from transformer_nmt.data.nllb_tokenizer import NllbTokenizer
 from transformer_nmt.data.sentencepiece_tokenizer import SentencePieceTokenizer
 from transformer_nmt.data.tokenizer import PAD_ID, SPECIAL_TOKENS, BPETokenizer, SubwordTokenizer
+from transformer_nmt.data.tokenizer_kinds import M2M100_KINDS
 from transformer_nmt.export import ExportError
 from transformer_nmt.export.formats import check_exportable
 from transformer_nmt.model import Transformer, TransformerConfig
@@ -263,7 +264,7 @@ def export_hf(model: Transformer, tokenizer: SubwordTokenizer, out: str | os.Pat
     """
     out = Path(out)
     fairseq = model.config.positions == "fairseq"
-    if fairseq != isinstance(tokenizer, (M2M100Tokenizer, NllbTokenizer)):
+    if fairseq != isinstance(tokenizer, M2M100_KINDS):
         raise ExportError(
             "an M2M-100 folder holds a model with fairseq's positions (model.positions=fairseq) "
             f"and M2M-100's or NLLB's vocabulary; this one has model.positions="

@@ -22,6 +22,7 @@ from transformer_nmt.checkpoint import PREFIX, save_atomically
 from transformer_nmt.data.languages import LANGUAGES_KEY, Languages
 from transformer_nmt.data.sentencepiece_tokenizer import SentencePieceTokenizer
 from transformer_nmt.data.tokenizer import PAD_ID, SubwordTokenizer
+from transformer_nmt.data.tokenizer_kinds import M2M100_KINDS
 from transformer_nmt.export import m2m100
 from transformer_nmt.export.bart_family import ACTIVATIONS, head_problems, stack_settings
 from transformer_nmt.export.hf import feature_order
@@ -270,7 +271,7 @@ def read_marian(folder: Path, raw: dict[str, Any]) -> tuple[Transformer, Sentenc
 def folder_languages(tokenizer: SubwordTokenizer) -> Languages | None:
     """An M2M-100 (or NLLB) model's languages, every direction between them, each side tagged;
     None for MarianMT's, whose language codes (`>>fra<<`) are text of the source."""
-    if isinstance(tokenizer, m2m100.TOKENIZERS):
+    if isinstance(tokenizer, M2M100_KINDS):
         return Languages.from_config(tokenizer.languages, tag_side="both")
     return None
 

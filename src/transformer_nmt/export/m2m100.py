@@ -40,8 +40,6 @@ from transformer_nmt.runtime.atomic import write_atomically
 
 MODEL_TYPE = "m2m_100"
 TOKENIZER_FILES = ("sentencepiece.bpe.model", "vocab.json")
-# The tokenizers of the network here: M2M-100's and NLLB's.
-TOKENIZERS = (M2M100Tokenizer, NllbTokenizer)
 # fairseq's dictionary puts <pad> at 1, and its positions count from padding_idx + 1.
 FAIRSEQ_PAD = 1
 
