@@ -144,6 +144,10 @@ def test_stream_reads_one_chunk_before_its_first_output(folder, monkeypatch):
     outputs = translator.stream(lines(), beam_size=1, max_len_b=3, batch_size=3)
     next(outputs)
     assert len(read) == 2 * 3  # SORT_CHUNK batches of 3, not the whole input
+    read.clear()
+    mbr = MBR(Sampling(n=3, seed=1))  # three samples a sentence: a third of the sentences
+    next(translator.stream(lines(), beam_size=1, max_len_b=3, batch_size=3, mbr=mbr))
+    assert len(read) == 2
     rest = translator.stream(iter(SENTENCES[:3]), beam_size=1, max_len_b=3, batch_size=1)
     next(rest)  # batch_size 1 reads line by line, for interactive input
     assert len(list(rest)) == 2

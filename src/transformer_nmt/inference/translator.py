@@ -421,6 +421,8 @@ class Translator:
         options |= {"frame": frame} if frame != PLAIN else {}  # an engine may know no more
         options |= dict(n_best=n_best if sampling is None else sampling.n, sampling=sampling)
         size = chunk_size(batch_size, max_tokens)
+        if mbr is not None:  # N samples a sentence: a chunk of like cost, so progress shows
+            size = max(1, size // mbr.sampling.n)
         sentences = iter(sentences)
         aligned = {"prefixes": prefixes, "constraint lists": constraints}
         aligned = {what: iter(items) for what, items in aligned.items() if items is not None}
