@@ -47,7 +47,7 @@ def translate_sharded(
         first_index: the index of sentences[0] in a larger input, whose samples and line
             numbers are then those of that input.
     """
-    size = chunk_size(options.get("batch_size", 64), options.get("max_tokens"))
+    size = chunk_size(options.get("batch_size", 64), options.get("max_tokens"), options.get("mbr"))
     starts = list(range(0, len(sentences), size))
     per_sentence = per_sentence or {}
     work: list[list[tuple]] = [[] for _ in devices]

@@ -420,9 +420,7 @@ class Translator:
         options = dict(beam_size=beam_size, alpha=alpha, penalty=penalty, max_len_b=max_len_b)
         options |= {"frame": frame} if frame != PLAIN else {}  # an engine may know no more
         options |= dict(n_best=n_best if sampling is None else sampling.n, sampling=sampling)
-        size = chunk_size(batch_size, max_tokens)
-        if mbr is not None:  # N samples a sentence: a chunk of like cost, so progress shows
-            size = max(1, size // mbr.sampling.n)
+        size = chunk_size(batch_size, max_tokens, mbr)
         sentences = iter(sentences)
         aligned = {"prefixes": prefixes, "constraint lists": constraints}
         aligned = {what: iter(items) for what, items in aligned.items() if items is not None}
@@ -760,11 +758,14 @@ def language_frame(
     return languages.frame(tgt_lang, tag_ids(tokens(), languages), src_lang)
 
 
-def chunk_size(batch_size: int, max_tokens: int | None) -> int:
+def chunk_size(batch_size: int, max_tokens: int | None, mbr: MBR | None = None) -> int:
     """Sentences `stream` reads, sorts and decodes together."""
-    if max_tokens is not None:  # a sentence has at least one token
-        return max_tokens
-    return batch_size * SORT_CHUNK if batch_size > 1 else 1
+    size = max_tokens if max_tokens is not None else batch_size * SORT_CHUNK  # >= 1 token each
+    if batch_size == 1 and max_tokens is None:
+        return 1
+    if mbr is not None:  # N samples a sentence: a chunk of a beam's cost, so progress shows
+        return max(1, size // mbr.sampling.n)
+    return size
 
 
 def _aligned(items: Iterator, n: int, first_line: int, what: str) -> list:
