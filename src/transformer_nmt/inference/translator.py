@@ -391,8 +391,8 @@ class Translator:
         """`translate` lazily, in input order: yields each sentence's n-best (or samples).
 
         Reads SORT_CHUNK batches of sentences at a time (with max_tokens, max_tokens sentences:
-        at least one full batch) and decodes them in batches of similar token length, so a
-        batch pads little; batch_size 1 reads one line at a time, for interactive input. An
+        at least one full batch; with MBR's N samples a sentence, N times fewer) and decodes
+        them in batches of similar token length, so a batch pads little; batch_size 1 reads one line at a time, for interactive input. An
         empty (or blank) sentence translates to an empty one without running the model. A
         sentence longer than the model's position table is cut to fit, with a warning naming
         its line. Arguments as for `translate`; with sampling, n_best is ignored. start: the
