@@ -20,7 +20,7 @@ and skips a finished one); `val` and `test` run `nmt-evaluate` on each row's mod
 rate; each split is evaluated once a model, a second call reuses the report. Pivoting
 through English is the zero-shot remedy measured: fr->en then en->cs with the same model (and
 cs->en->fr), scored as a direction. `table` prints the markdown table of test_2016 BLEU (and
-off-target rates), with val beside it.
+off-target rates), with val beside it: a direction a line, a model a column.
 """
 
 import argparse
@@ -146,18 +146,30 @@ def torch_threads() -> int:
 
 
 def table(out: Path) -> str:
-    """Test BLEU (val) a direction and row, and the off-target rate; pivots as rows of their own."""
-    lines = [
-        "| row | direction | test BLEU | val BLEU | test off-target |",
-        "|---|---|---|---|---|",
-    ]
-    for row in ROWS:
-        test, val = scored(row, "test", out), scored(row, "val", out)
-        for name in test or val:  # val alone until test is scored
-            bleu = [split[name]["BLEU"]["score"] if name in split else NAN for split in (test, val)]
-            off_target = test.get(name, {}).get("off_target", NAN)
-            lines.append(f"| {row} | {name} | {bleu[0]:.2f} | {bleu[1]:.2f} | {off_target:.3f} |")
+    """Markdown: a direction a line, a column a model (the bilingual rows share one), each cell
+    test BLEU (val BLEU), and the off-target share of test outputs where it was measured."""
+    columns = {"bilingual": [row for row in ROWS if row.startswith("bilingual")]}
+    columns |= {row: [row] for row in ROWS if not row.startswith("bilingual")}
+    found = {
+        name: [(scored(row, "test", out), scored(row, "val", out)) for row in rows]
+        for name, rows in columns.items()
+    }
+    directions = dict.fromkeys(d for splits in found.values() for t, v in splits for d in t | v)
+    lines = [f"| direction | {' | '.join(columns)} |", "|---" * (len(columns) + 1) + "|"]
+    for direction in directions:
+        cells = [cell(direction, splits) for splits in found.values()]
+        lines.append(f"| {direction} | {' | '.join(cells)} |")
     return "\n".join(lines) + "\n"
+
+
+def cell(direction: str, splits: list[tuple[dict, dict]]) -> str:
+    for test, val in splits:
+        if direction in test or direction in val:
+            bleu = [s[direction]["BLEU"]["score"] if direction in s else NAN for s in (test, val)]
+            text = f"{bleu[0]:.2f} ({bleu[1]:.2f})"
+            off_target = test.get(direction, {}).get("off_target")  # none for a bilingual model
+            return text + (f", {100 * off_target:.1f} % off" if off_target is not None else "")
+    return ""
 
 
 def scored(row: str, split: str, out: Path) -> dict[str, dict]:
