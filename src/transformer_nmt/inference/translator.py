@@ -392,12 +392,13 @@ class Translator:
 
         Reads SORT_CHUNK batches of sentences at a time (with max_tokens, max_tokens sentences:
         at least one full batch; with MBR's N samples a sentence, N times fewer) and decodes
-        them in batches of similar token length, so a batch pads little; batch_size 1 reads one line at a time, for interactive input. An
-        empty (or blank) sentence translates to an empty one without running the model. A
-        sentence longer than the model's position table is cut to fit, with a warning naming
-        its line. Arguments as for `translate`; with sampling, n_best is ignored. start: the
-        index of the first sentence in a larger input that `sentences` is a part of (a shard):
-        its samples and the line numbers of its warnings are those of that input.
+        them in batches of similar token length, so a batch pads little; batch_size 1 reads
+        one line at a time, for interactive input. An empty (or blank) sentence translates to
+        an empty one without running the model. A sentence longer than the model's position
+        table is cut to fit, with a warning naming its line. Arguments as for `translate`;
+        with sampling, n_best is ignored. start: the index of the first sentence in a larger
+        input that `sentences` is a part of (a shard): its samples and the line numbers of its
+        warnings are those of that input.
         """
         # islice would take nothing: every sentence lost without a word
         for name, value in (("batch_size", batch_size), ("max_tokens", max_tokens)):
