@@ -20,7 +20,9 @@ and skips a finished one); `val` and `test` run `nmt-evaluate` on each row's mod
 rate; each split is evaluated once a model, a second call reuses the report. Pivoting
 through English is the zero-shot remedy measured: fr->en then en->cs with the same model (and
 cs->en->fr), scored as a direction. `table` prints the markdown table of test_2016 BLEU (and
-off-target rates), with val beside it: a direction a line, a model a column.
+off-target rates), with val beside it: a direction a line, a model a column. `source-use` prints
+each row's mean log-probability of val de->en references given their sources and given shuffled
+ones: how much the model reads its source.
 """
 
 import argparse
@@ -141,6 +143,23 @@ def pivot(row: str, split: str, data: Path, out: Path, report: dict) -> None:
     path.write_text(json.dumps(scores, indent=2) + "\n", encoding="utf-8")
 
 
+def source_use(row: str, data: Path, out: Path, pairs: int = 200) -> str:
+    """The model's mean log-probability of val de->en references given their sources, and
+    given another sentence's source (each shifted by one): a model that reads its source
+    loses much when the sources are shuffled, one that ignores them loses little."""
+    torch.set_num_threads(torch_threads())
+    translator = Translator.from_checkpoint(str(final(row, out)))
+    sources = read_lines(data / "multi30k" / "val.de.gz")[:pairs]
+    references = read_lines(data / "multi30k" / "val.en.gz")[:pairs]
+    shifted = sources[1:] + sources[:1]
+    languages = {"src_lang": "de", "tgt_lang": "en"} if translator.languages else {}
+    nats = [
+        sum(s.score for s in translator.score(given, references, **languages)) / pairs
+        for given in (sources, shifted)
+    ]
+    return f"{row}: {nats[0]:.1f} nats a sentence, {nats[1]:.1f} with shuffled sources"
+
+
 def torch_threads() -> int:
     return int(os.environ.get("OMP_NUM_THREADS", "1"))
 
@@ -189,7 +208,7 @@ def scored(row: str, split: str, out: Path) -> dict[str, dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("stage", choices=["train", "val", "test", "table"])
+    parser.add_argument("stage", choices=["train", "val", "test", "table", "source-use"])
     parser.add_argument("--data", type=Path, help="the folder holding multi30k/")
     parser.add_argument("--out", type=Path, default=Path("outputs/multilingual"))
     parser.add_argument("--rows", nargs="+", choices=ROWS, default=ROWS)
@@ -205,6 +224,8 @@ def main() -> None:
         if args.stage == "train":
             overrides = [*rows(args.updates)[row], *args.overrides]
             train(row, overrides, args.data.resolve(), args.out.resolve())
+        elif args.stage == "source-use":
+            print(source_use(row, args.data.resolve(), args.out.resolve()), flush=True)
         else:
             evaluate(row, args.stage, args.data.resolve(), args.out.resolve())
 
