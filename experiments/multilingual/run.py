@@ -11,6 +11,8 @@ cost twice, each at a stated number of updates: UPDATES a direction):
 - the ten directions of de, en, fr and cs but fr-cs and cs-fr, the tag on the target side (the
   default) and on the source side: 10 x UPDATES, so a direction gets as many as a bilingual
   model at T=1 (the four languages' files are line-parallel: every direction has 29,000 pairs);
+- de-en and en-de alone, the tag on either side (the same joint vocabulary's size): 2 x UPDATES,
+  whether a side's result holds with two directions;
 - de-en, en-de, fr-en, en-fr, cs-en, en-cs with cs<->en cut to their first 3,000 pairs
   (`data.max_train_pairs`), at T=1 and T=5: 6 x UPDATES each.
 
@@ -63,6 +65,7 @@ def rows(updates: int) -> dict[str, list[str]]:
 
     ten = f"data.exclude=[{','.join(ZERO_SHOT)}]"
     mix = [f"data.directions=[{','.join(MIX)}]", f"data.max_train_pairs={CUT}"]
+    two = ["data.languages=[de,en]", "data.directions=[de-en,en-de]"]
     return {
         "bilingual-de-en": bilingual("de", "en"),
         "bilingual-en-de": bilingual("en", "de"),
@@ -70,6 +73,8 @@ def rows(updates: int) -> dict[str, list[str]]:
         "bilingual-cs-en": bilingual("cs", "en"),
         "ten-target-tag": multilingual(10, ten),
         "ten-source-tag": multilingual(10, ten, "data.tag_side=source"),
+        "two-target-tag": multilingual(2, *two),
+        "two-source-tag": multilingual(2, *two, "data.tag_side=source"),
         "cut-T1": multilingual(6, *mix),
         "cut-T5": multilingual(6, *mix, "data.temperature=5"),
     }
