@@ -59,7 +59,8 @@ def rows(updates: int) -> dict[str, list[str]]:
         return [f"data.src_lang={src}", f"data.tgt_lang={tgt}", f"trainer.max_steps={updates}"]
 
     def multilingual(directions: int, *options: str) -> list[str]:
-        # The joint BPE of four languages: twice the one-pair recipe's 8,000.
+        # The joint BPE of four languages: twice the one-pair recipe's 8,000 (the two-direction
+        # rows keep it, so that only the number of directions differs from the ten).
         steps = f"trainer.max_steps={directions * updates}"
         return [*MULTILINGUAL, "data.vocab_size=16000", steps, *options]
 

@@ -761,9 +761,10 @@ def language_frame(
 
 def chunk_size(batch_size: int, max_tokens: int | None, mbr: MBR | None = None) -> int:
     """Sentences `stream` reads, sorts and decodes together."""
-    size = max_tokens if max_tokens is not None else batch_size * SORT_CHUNK  # >= 1 token each
-    if batch_size == 1 and max_tokens is None:
+    if max_tokens is None and batch_size == 1:
         return 1
+    # max_tokens sentences hold at least one full batch: a sentence has at least one token
+    size = max_tokens if max_tokens is not None else batch_size * SORT_CHUNK
     if mbr is not None:  # N samples a sentence: a chunk of a beam's cost, so progress shows
         return max(1, size // mbr.sampling.n)
     return size
