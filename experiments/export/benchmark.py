@@ -32,6 +32,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from experiments.common.machine import cpu_name, load_average
+from transformer_nmt.checkpoint import load_checkpoint
+from transformer_nmt.export import ExportError
+from transformer_nmt.export.formats import check_exportable
+from transformer_nmt.model import ModelConfig
 from transformer_nmt.training.plan.precision import cpu_has_native_bf16
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,7 +47,6 @@ def translate_hf(checkpoint: str, args: argparse.Namespace) -> Callable[[list[st
     import torch
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-    from transformer_nmt.checkpoint import load_checkpoint
     from transformer_nmt.export.hf import export_hf
 
     folder = tempfile.mkdtemp()
@@ -106,7 +109,6 @@ def run_one(args: argparse.Namespace) -> None:
     import torch
     from sacrebleu.metrics import BLEU
 
-    from transformer_nmt.checkpoint import load_checkpoint
     from transformer_nmt.data.bitext import read_lines
 
     torch.set_num_threads(args.threads)
@@ -166,6 +168,7 @@ def main() -> None:
         run_one(args)
         return
     native_bf16 = cpu_has_native_bf16()
+    config = load_checkpoint(args.checkpoint)[0].config
     print(
         f"CPU {cpu_name()}, native bf16 (avx512_bf16 or amx_bf16): "
         f"{'yes' if native_bf16 else 'no'}; {args.threads} thread(s); {load_average()}"
@@ -174,7 +177,7 @@ def main() -> None:
     env = os.environ | {"OMP_NUM_THREADS": str(args.threads)}
     results, skipped = [], {}
     for engine in args.engines:
-        if reason := skip_reason(engine, native_bf16, args.vmap_from):
+        if reason := skip_reason(engine, config, native_bf16, args.vmap_from):
             skipped[engine] = reason
             print(f"{engine}: skipped, {reason}", flush=True)
             continue
@@ -187,8 +190,15 @@ def main() -> None:
         args.out.write_text(json.dumps(results, indent=2) + "\n")
 
 
-def skip_reason(engine: str, native_bf16: bool, vmap_from: Path | None) -> str | None:
-    """Why this machine or command does not run `engine`, or None."""
+def skip_reason(
+    engine: str, config: ModelConfig, native_bf16: bool, vmap_from: Path | None
+) -> str | None:
+    """Why this machine, command or model does not run `engine`, or None."""
+    if engine == "hf":
+        try:
+            check_exportable(config, "hf")
+        except ExportError as error:
+            return str(error)
     if engine == "ours-bf16" and not native_bf16:
         return "this CPU has no native bf16: emulated bf16 is far slower than float32"
     if engine == "ct2-int8-vmap" and vmap_from is None:
