@@ -3,7 +3,7 @@ import itertools
 import pytest
 import torch
 
-from transformer_nmt.decoding import beam_search, greedy_search, length_penalty
+from transformer_nmt.decoding import beam_search, greedy_search, length_penalty, search
 from transformer_nmt.model import Transformer
 
 BOS, EOS = 1, 2  # as in conftest's tiny models
@@ -109,3 +109,27 @@ def test_early_stopping_leaves_no_beam_unfinished(make_model, make_tokens, devic
 def test_n_best_cannot_exceed_the_beam(make_model, make_tokens):
     with pytest.raises(ValueError, match="n_best"):
         beam_search(make_model(), make_tokens([3]), BOS, EOS, beam_size=2, n_best=3)
+
+
+@pytest.mark.parametrize(("V", "k"), [(8000, 2), (8000, 8), (4097, 8), (3000, 12), (600, 8)])
+def test_blocked_top_k_finds_topks_values_at_their_ids(V, k):
+    x = torch.randn(37, V, generator=torch.Generator().manual_seed(V + k))
+    x[:, 5] = float("-inf")  # a struck-out id, as search strikes PAD and BOS
+    values, ids = search._row_topk(x, k)
+    assert torch.equal(values, x.topk(k, dim=-1).values)
+    assert torch.equal(x.gather(1, ids), values)
+
+
+def test_a_wide_vocabularys_beams_equal_plain_topks(make_model, make_tokens, monkeypatch):
+    """A vocabulary wide enough for the blocked search of each beam's best ids (V >> 2K)."""
+    model, src = make_model(vocab_size=3000), make_tokens([7, 3, 5, 6])
+    eos_id = greedy_search(model, src, BOS, NEVER, max_len_b=4)[1, 2].item()
+    kwargs = dict(beam_size=3, n_best=3, max_len_b=4, alpha=1.0, penalty="fairseq")
+    blocked = beam_search(model, src, BOS, eos_id, **kwargs)
+    monkeypatch.setattr(search, "_row_topk", lambda x, k: x.topk(k, dim=-1))
+    plain = beam_search(model, src, BOS, eos_id, **kwargs)
+    reference = beam_search(model, src, BOS, eos_id, use_cache=False, **kwargs)
+    runs = [list(itertools.chain.from_iterable(r)) for r in (blocked, plain, reference)]
+    for ours, *theirs in zip(*runs, strict=True):
+        assert all(ours.tokens == other.tokens for other in theirs)
+        assert all(ours.score == pytest.approx(other.score, rel=1e-6) for other in theirs)

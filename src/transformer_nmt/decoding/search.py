@@ -5,6 +5,7 @@ goes on, their log-probabilities counted in its score (fairseq's --prefix-size, 
 -tgt_prefix).
 """
 
+import functools
 from typing import NamedTuple
 
 import torch
@@ -68,16 +69,70 @@ def _next_log_probs(
     With a cache only the last id goes through the decoder; without one the whole prefix is
     recomputed (the reference the cache must equal, and the benchmark's baseline).
     """
-    if cache is None:
-        logits = model.decode(prefix, memory, src_mask)[:, -1]
-    else:
-        logits = model.decode(prefix[:, -1:], memory, src_mask, cache)[:, -1]
     # Padding and BOS are never targets in training, so a prediction of either is noise; a PAD
     # inside a prefix would also be masked by uncached decoding but not by the cache. They are
     # struck out after the softmax, as fairseq does: their mass stays in its total, so an id's
     # log-probability is the model's, as training's loss and forced decoding (nmt-score) read it.
-    log_probs = logits.float().log_softmax(dim=-1)
+    log_probs = _next_logits(model, prefix, memory, src_mask, cache).log_softmax(dim=-1)
     return log_probs.index_fill_(-1, never, float("-inf"))
+
+
+def _next_logits(
+    model: EncoderDecoder, prefix: Tensor, memory: Tensor, src_mask: Tensor, cache: Cache | None
+) -> Tensor:
+    """(R, T) prefixes -> (R, V) float32 logits of the next id."""
+    if cache is None:
+        logits = model.decode(prefix, memory, src_mask)[:, -1]
+    else:
+        logits = model.decode(prefix[:, -1:], memory, src_mask, cache)[:, -1]
+    return logits.float()
+
+
+@functools.cache
+def _block_size(V: int) -> int | None:
+    """The width nearest 64, from 32 to 128, of equal blocks that tile a row of V, or None."""
+    widths = [b for b in range(32, 129) if V % b == 0]
+    return min(widths, key=lambda b: abs(b - 64), default=None)
+
+
+def _row_topk(x: Tensor, k: int) -> tuple[Tensor, Tensor]:
+    """x.topk(k, dim=-1) of (R, V) rows, faster on CPUs where V >> k.
+
+    Torch's CPU topk sorts a copy of each row's (value, index) pairs; a max over each block of
+    ~64 values is one vectorised pass. The k best values lie in the k blocks of best maxima, so
+    only those k blocks are searched. Values equal topk's; among equal values the ids may differ.
+    """
+    R, V = x.shape
+    block = _block_size(V)
+    if not x.is_cpu or block is None or V < 4 * k * block:  # CUDA's topk is no bottleneck
+        return x.topk(k, dim=-1)
+    blocks = x.view(R, V // block, block)
+    chosen = blocks.amax(dim=-1).topk(k, dim=-1).indices  # (R, k)
+    inside = blocks.gather(1, chosen[:, :, None].expand(R, k, block)).view(R, k * block)
+    values, where = inside.topk(k, dim=-1)
+    return values, chosen.gather(1, where // block) * block + where % block
+
+
+def _best_candidates(
+    logits: Tensor, scores: Tensor, never: Tensor, count: int
+) -> tuple[Tensor, Tensor]:
+    """The `count` best next steps of each sentence's beams, as `candidates.topk(count)` would
+    find them over the (n, K * V) sums of beam scores and log-probabilities, without writing
+    those sums: each beam's best ids by logit (the softmax keeps a row's order), then the best of
+    the n * K * count. Log-probabilities are logit - logsumexp, with `never` ids struck out after
+    the softmax as in `_next_log_probs`.
+
+    Returns:
+        (n, count) candidate scores, best first, and their ids in the (K * V) flat index.
+    """
+    n, K = scores.shape
+    V = logits.size(-1)
+    normalizer = logits.logsumexp(dim=-1, keepdim=True)  # (R, 1)
+    top, ids = _row_topk(logits.index_fill_(-1, never, float("-inf")), min(count, V))
+    sums = (scores.view(-1, 1) + (top - normalizer)).view(n, -1)  # (n, K * c)
+    best, picked = sums.topk(min(count, sums.size(1)), dim=1)  # (n, count)
+    beams = picked // top.size(1)
+    return best, beams * V + ids.view(n, -1).gather(1, picked)
 
 
 def forced_ids(target_prefixes: list[list[int]] | None, device: torch.device) -> Tensor | None:
@@ -217,12 +272,17 @@ def beam_search(
     paths: list[list[int]] = [[] for _ in range(B * K)]  # host copy of prefixes[:, 1:]
     for t in range(int(max_lens.max())):
         n = len(sentences)
-        log_probs = _next_log_probs(model, prefixes, memory, src_mask, cache, never)
-        log_probs = force(log_probs, forced, t)
-        V = log_probs.size(-1)
-        candidates = (scores[:, :, None] + log_probs.view(n, K, V)).view(n, K * V)
         # 2K candidates hold at least K that do not end in EOS: each beam has one EOS candidate.
-        cand_scores, cand_ids = candidates.topk(min(2 * K, K * V), dim=1)  # (n, C)
+        if forced is None or t >= forced.size(1):
+            logits = _next_logits(model, prefixes, memory, src_mask, cache)
+            V = logits.size(-1)
+            cand_scores, cand_ids = _best_candidates(logits, scores, never, 2 * K)  # (n, C)
+        else:  # a prefix forces ids: every candidate's sum, as `force` leaves them
+            log_probs = _next_log_probs(model, prefixes, memory, src_mask, cache, never)
+            log_probs = force(log_probs, forced, t)
+            V = log_probs.size(-1)
+            candidates = (scores[:, :, None] + log_probs.view(n, K, V)).view(n, K * V)
+            cand_scores, cand_ids = candidates.topk(min(2 * K, K * V), dim=1)
         cand_beams, cand_tokens = cand_ids // V, cand_ids % V
         at_max = t + 1 >= max_lens  # (n,)
         ends = (cand_tokens == eos_id) | at_max[:, None]  # (n, C)
