@@ -20,9 +20,10 @@ def quantize_int8(model: nn.Module) -> nn.Module:
     """
     # torch.ao.quantization is deprecated in favour of torchao, yet works as ever and runs on
     # fbgemm's int8 kernels; torchao's int8 configs (weight-only, dynamic activation) leave their
-    # CPU matmuls for torch.compile to fuse and run slower than float32 without it, so they are
-    # not used here. The deprecation warnings would greet every user of `--quantization int8`
-    # and say nothing they can act on, so they are silenced here, and only here, by their text.
+    # CPU matmuls for torch.compile to fuse and run slower than float32 without it
+    # (experiments/frontier/README.md), so they are not used here. The deprecation warnings would
+    # greet every user of `--quantization int8` and say nothing they can act on, so they are
+    # silenced here, and only here, by their text.
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="torch.ao.quantization is deprecated")
         warnings.filterwarnings("ignore", message="torch.quantize_per_tensor, torch.quantize_per")
