@@ -1,4 +1,5 @@
-"""experiments/export/benchmark.py: the bf16 row only where bf16 is native; a child's record."""
+"""experiments/export/benchmark.py: rows skipped with a reason (bf16 where emulated, generate where
+the export refuses the model); a child's record."""
 
 import argparse
 import json
@@ -8,19 +9,31 @@ import pytest
 
 from experiments.export import benchmark as bench
 from helpers.checkpoint_files import SENTENCES, write_checkpoint
+from helpers.tiny_models import TINY
 from transformer_nmt.data.tokenizer import BPETokenizer
+from transformer_nmt.model import TransformerConfig
+
+POST_NORM = TransformerConfig(**TINY)
 
 
 def test_bf16_is_skipped_with_a_reason_where_it_is_emulated():
-    assert "no native bf16" in bench.skip_reason("ours-bf16", False, Path("train.en"))
-    assert bench.skip_reason("ours-bf16", True, Path("train.en")) is None
+    assert "no native bf16" in bench.skip_reason("ours-bf16", POST_NORM, False, Path("train.en"))
+    assert bench.skip_reason("ours-bf16", POST_NORM, True, Path("train.en")) is None
     others = [engine for engine in bench.ENGINES if engine != "ours-bf16"]
-    assert all(bench.skip_reason(engine, False, Path("train.en")) is None for engine in others)
+    assert all(
+        bench.skip_reason(engine, POST_NORM, False, Path("train.en")) is None for engine in others
+    )
 
 
 def test_the_vmap_row_is_skipped_with_a_reason_without_its_text():
-    assert "needs --vmap-from" in bench.skip_reason("ct2-int8-vmap", True, None)
-    assert bench.skip_reason("ct2-int8", True, None) is None
+    assert "needs --vmap-from" in bench.skip_reason("ct2-int8-vmap", POST_NORM, True, None)
+    assert bench.skip_reason("ct2-int8", POST_NORM, True, None) is None
+
+
+def test_generate_is_skipped_where_the_hf_export_refuses_the_model():
+    pre_norm = TransformerConfig(**{**TINY, "norm_first": True})
+    assert "MarianMT is post-norm only" in bench.skip_reason("hf", pre_norm, True, None)
+    assert bench.skip_reason("ct2-float32", pre_norm, True, None) is None
 
 
 def test_a_child_reports_speed_in_sentences_and_output_tokens(tmp_path, capsys):
