@@ -127,8 +127,14 @@ def _best_candidates(
     """
     n, K = scores.shape
     V = logits.size(-1)
-    normalizer = logits.logsumexp(dim=-1, keepdim=True)  # (R, 1)
+    struck = logits[:, never]  # (R, 2), their mass counted in the softmax's total below
     top, ids = _row_topk(logits.index_fill_(-1, never, float("-inf")), min(count, V))
+    # logsumexp over the row, in place: the logits are not read again
+    peak = torch.maximum(top[:, :1], struck.amax(dim=-1, keepdim=True))  # (R, 1)
+    total = logits.sub_(peak).exp_().sum(dim=-1, keepdim=True) + (struck - peak).exp().sum(
+        dim=-1, keepdim=True
+    )
+    normalizer = peak + total.log()
     sums = (scores.view(-1, 1) + (top - normalizer)).view(n, -1)  # (n, K * c)
     best, picked = sums.topk(min(count, sums.size(1)), dim=1)  # (n, count)
     beams = picked // top.size(1)
