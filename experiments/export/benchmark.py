@@ -6,7 +6,9 @@ fresh process.
 Engines: ours (`Translator`, what nmt-translate runs); ours with int8 linear layers
 (`--quantization int8`) and in bf16 (`--dtype bfloat16`, only on CPUs with native bf16: elsewhere
 it is emulated, far slower than float32, and skipped with a message); the `nmt-export hf` folder
-through transformers' `generate`; CTranslate2 in float32 and int8 (`Translator(engine="ct2")`,
+through transformers' `generate`; ours with torchao's int8 configs, weight-only and dynamic
+(without torch.compile; skipped with a message where torchao is not installed: it is not in
+requirements.txt); CTranslate2 in float32 and int8 (`Translator(engine="ct2")`,
 what `nmt-translate --engine ct2` runs), and in int8 scoring only the tokens of `--vmap-from FILE`
 (the target side of the training data: `nmt-translate --engine ct2 --vmap-from`). All decode
 with beam 4, batches of 64 sentences in input order, and one length penalty: log P / |Y|^alpha,
@@ -21,6 +23,7 @@ that every engine is counted alike.
 
 import argparse
 import functools
+import importlib.util
 import json
 import os
 import statistics
@@ -39,7 +42,9 @@ from transformer_nmt.model import ModelConfig
 from transformer_nmt.training.plan.precision import cpu_has_native_bf16
 
 ROOT = Path(__file__).resolve().parents[2]
-ENGINES = ("ours", "ours-int8", "ours-bf16", "hf", "ct2-float32", "ct2-int8", "ct2-int8-vmap")
+TORCHAO = ("torchao-int8-weight-only", "torchao-int8-dynamic")
+ENGINES = ("ours", "ours-int8", "ours-bf16", "hf", *TORCHAO, "ct2-float32", "ct2-int8")
+ENGINES += ("ct2-int8-vmap",)
 
 
 def translate_hf(checkpoint: str, args: argparse.Namespace) -> Callable[[list[str]], list[str]]:
@@ -85,15 +90,19 @@ def translate_ours(
 
     from transformer_nmt import Translator
 
-    options = {
-        "ours": {},
-        "ours-int8": {"quantization": "int8"},
-        "ours-bf16": {"dtype": torch.bfloat16},
-        "ct2-float32": {"engine": "ct2", "quantization": "float32"},
-        "ct2-int8": {"engine": "ct2", "quantization": "int8"},
-        "ct2-int8-vmap": {"engine": "ct2", "quantization": "int8", "vmap_from": args.vmap_from},
-    }[engine]
-    translator = Translator.from_checkpoint(checkpoint, device="cpu", **options)
+    if engine in TORCHAO:
+        model, tokenizer = load_checkpoint(checkpoint)[:2]
+        translator = Translator(torchao_int8(model.eval(), engine), tokenizer, device="cpu")
+    else:
+        options = {
+            "ours": {},
+            "ours-int8": {"quantization": "int8"},
+            "ours-bf16": {"dtype": torch.bfloat16},
+            "ct2-float32": {"engine": "ct2", "quantization": "float32"},
+            "ct2-int8": {"engine": "ct2", "quantization": "int8"},
+            "ct2-int8-vmap": {"engine": "ct2", "quantization": "int8", "vmap_from": args.vmap_from},
+        }[engine]
+        translator = Translator.from_checkpoint(checkpoint, device="cpu", **options)
     return functools.partial(
         translator.translate,
         beam_size=args.beam_size,
@@ -102,6 +111,22 @@ def translate_ours(
         max_len_b=args.max_len_b,
         batch_size=args.batch_size,
     )
+
+
+def torchao_int8(model, engine: str):
+    """`model` with its linear layers in torchao's int8 config named by `engine`, in place."""
+    from torchao.quantization import (
+        Int8DynamicActivationInt8WeightConfig,
+        Int8WeightOnlyConfig,
+        quantize_,
+    )
+
+    config = {
+        "torchao-int8-weight-only": Int8WeightOnlyConfig(),
+        "torchao-int8-dynamic": Int8DynamicActivationInt8WeightConfig(),
+    }[engine]
+    quantize_(model, config)
+    return model
 
 
 def run_one(args: argparse.Namespace) -> None:
@@ -201,6 +226,8 @@ def skip_reason(
             return str(error)
     if engine == "ours-bf16" and not native_bf16:
         return "this CPU has no native bf16: emulated bf16 is far slower than float32"
+    if engine in TORCHAO and importlib.util.find_spec("torchao") is None:
+        return "torchao is not installed (pip install torchao; it is not in requirements.txt)"
     if engine == "ct2-int8-vmap" and vmap_from is None:
         return "its vocabulary map needs --vmap-from, the target side of the training data"
     return None

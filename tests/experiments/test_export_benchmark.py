@@ -19,10 +19,16 @@ POST_NORM = TransformerConfig(**TINY)
 def test_bf16_is_skipped_with_a_reason_where_it_is_emulated():
     assert "no native bf16" in bench.skip_reason("ours-bf16", POST_NORM, False, Path("train.en"))
     assert bench.skip_reason("ours-bf16", POST_NORM, True, Path("train.en")) is None
-    others = [engine for engine in bench.ENGINES if engine != "ours-bf16"]
+    others = [engine for engine in bench.ENGINES if engine not in ("ours-bf16", *bench.TORCHAO)]
     assert all(
         bench.skip_reason(engine, POST_NORM, False, Path("train.en")) is None for engine in others
     )
+
+
+def test_torchao_is_skipped_with_a_reason_where_it_is_not_installed(monkeypatch):
+    monkeypatch.setattr(bench.importlib.util, "find_spec", lambda name: None)
+    for engine in bench.TORCHAO:
+        assert "pip install torchao" in bench.skip_reason(engine, POST_NORM, True, None)
 
 
 def test_the_vmap_row_is_skipped_with_a_reason_without_its_text():
