@@ -45,6 +45,23 @@ def test_cached_equals_uncached(make_model, make_tokens, device):
         assert ours.normalized == pytest.approx(theirs.normalized, abs=1e-5)
 
 
+def test_greedy_copies_the_cache_only_when_a_sentence_leaves(make_model, make_tokens):
+    model, src = make_model(), make_tokens([7, 3, 5, 5])
+    reorder, rows_kept = model.reorder_cache, []
+
+    def counted(cache, order, same_source=False):
+        rows_kept.append(len(order))
+        return reorder(cache, order, same_source)
+
+    model.reorder_cache = counted
+    # No EOS: rows leave at their source length + 2; the 3's, then both 5's, then the 7's.
+    beam_search(model, src, BOS, NEVER, beam_size=1, max_len_b=2)
+    assert rows_kept == [3, 1]
+    rows_kept.clear()
+    beam_search(model, src, BOS, NEVER, beam_size=2, max_len_b=2)  # beams move every step
+    assert len(rows_kept) == 7 + 2 - 1
+
+
 def test_batched_equals_one_sentence_at_a_time_in_input_order(make_model, make_tokens, device):
     model, src = make_model().to(device), make_tokens([3, 7, 5], device=device)
     batched = beam_search(model, src, BOS, EOS, n_best=2, max_len_b=3)

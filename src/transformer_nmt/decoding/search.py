@@ -333,15 +333,19 @@ def beam_search(
         # The host knows how many sentences go on, so selecting them needs no sync.
         live_index = torch.nonzero_static(~done, size=len(live))[:, 0]  # (m,) as `live`
         order = (live_index[:, None] * K + next_beams[live_index]).view(-1)  # (m * K,) their beams
-        prefixes = torch.cat([prefixes[order], next_tokens[live_index].view(-1, 1)], dim=1)
-        scores = next_scores[live_index]  # (m, K)
         # Until a sentence leaves, `order` moves rows only among a sentence's beams, whose rows
-        # of everything computed from the source are equal: those need no copy.
+        # of everything computed from the source are equal: those need no copy. With one beam a
+        # sentence (greedy) it then moves nothing, and the cache is not copied either.
         same_source = len(live) == n
+        moves = K > 1 or not same_source
+        prefixes = torch.cat(
+            [prefixes[order] if moves else prefixes, next_tokens[live_index].view(-1, 1)], dim=1
+        )
+        scores = next_scores[live_index]  # (m, K)
         if not same_source:
             memory, src_mask = memory[order], src_mask[order]
             forced = None if forced is None else forced[order]
-        if cache is not None:
+        if cache is not None and moves:
             cache = model.reorder_cache(cache, order, same_source)
         max_lens, num_finished = max_lens[live_index], num_finished[live_index]
         sentences = [sentences[i] for i in live]
