@@ -43,7 +43,10 @@ from transformer_nmt.training.plan.precision import cpu_has_native_bf16
 
 ROOT = Path(__file__).resolve().parents[2]
 TORCHAO = ("torchao-int8-weight-only", "torchao-int8-dynamic")
-ENGINES = ("ours", "ours-int8", "ours-bf16", "hf", *TORCHAO, "ct2-float32", "ct2-int8")
+# "-workers": a worker per thread, each decoding whole batches on one core, as CTranslate2's
+# engines always run; the others run one batch at a time on all threads.
+WORKERS = ("ours-workers", "ours-int8-workers")
+ENGINES = ("ours", "ours-int8", *WORKERS, "ours-bf16", "hf", *TORCHAO, "ct2-float32", "ct2-int8")
 ENGINES += ("ct2-int8-vmap",)
 
 
@@ -97,6 +100,8 @@ def translate_ours(
         options = {
             "ours": {},
             "ours-int8": {"quantization": "int8"},
+            "ours-workers": {"workers": args.threads},
+            "ours-int8-workers": {"quantization": "int8", "workers": args.threads},
             "ours-bf16": {"dtype": torch.bfloat16},
             "ct2-float32": {"engine": "ct2", "quantization": "float32"},
             "ct2-int8": {"engine": "ct2", "quantization": "int8"},
@@ -202,7 +207,7 @@ def main() -> None:
     env = os.environ | {"OMP_NUM_THREADS": str(args.threads)}
     results, skipped = [], {}
     for engine in args.engines:
-        if reason := skip_reason(engine, config, native_bf16, args.vmap_from):
+        if reason := skip_reason(engine, config, native_bf16, args.vmap_from, args.threads):
             skipped[engine] = reason
             print(f"{engine}: skipped, {reason}", flush=True)
             continue
@@ -216,9 +221,11 @@ def main() -> None:
 
 
 def skip_reason(
-    engine: str, config: ModelConfig, native_bf16: bool, vmap_from: Path | None
+    engine: str, config: ModelConfig, native_bf16: bool, vmap_from: Path | None, threads: int
 ) -> str | None:
     """Why this machine, command or model does not run `engine`, or None."""
+    if engine in WORKERS and threads == 1:
+        return "one thread: one worker, the row without -workers"
     if engine == "hf":
         try:
             check_exportable(config, "hf")

@@ -44,7 +44,16 @@ def test_int8_quantization_reaches_the_torch_engine():
         "dtype": None,
         "autocast": None,
         "vmap_from": None,
+        "workers": 1,
     }
+
+
+def test_workers_reach_the_torch_engine_on_a_cpu_and_are_refused_elsewhere(capsys):
+    assert engine_options(parse("--workers", "2", "--device", "cpu"))["workers"] == 2
+    for argv in (["--engine", "ct2"], ["--device", "meta"], ["--workers", "0"]):
+        with pytest.raises(SystemExit):
+            parse("--workers", "2", *argv)
+        assert "--workers" in capsys.readouterr().err
 
 
 def test_a_vmap_reaches_the_ct2_engine():

@@ -17,29 +17,36 @@ POST_NORM = TransformerConfig(**TINY)
 
 
 def test_bf16_is_skipped_with_a_reason_where_it_is_emulated():
-    assert "no native bf16" in bench.skip_reason("ours-bf16", POST_NORM, False, Path("train.en"))
-    assert bench.skip_reason("ours-bf16", POST_NORM, True, Path("train.en")) is None
+    assert "no native bf16" in bench.skip_reason("ours-bf16", POST_NORM, False, Path("train.en"), 2)
+    assert bench.skip_reason("ours-bf16", POST_NORM, True, Path("train.en"), 2) is None
     others = [engine for engine in bench.ENGINES if engine not in ("ours-bf16", *bench.TORCHAO)]
     assert all(
-        bench.skip_reason(engine, POST_NORM, False, Path("train.en")) is None for engine in others
+        bench.skip_reason(engine, POST_NORM, False, Path("train.en"), 2) is None
+        for engine in others
     )
 
 
 def test_torchao_is_skipped_with_a_reason_where_it_is_not_installed(monkeypatch):
     monkeypatch.setattr(bench.importlib.util, "find_spec", lambda name: None)
     for engine in bench.TORCHAO:
-        assert "pip install torchao" in bench.skip_reason(engine, POST_NORM, True, None)
+        assert "pip install torchao" in bench.skip_reason(engine, POST_NORM, True, None, 2)
+
+
+def test_the_workers_rows_are_skipped_at_one_thread():
+    for engine in bench.WORKERS:
+        assert "one worker" in bench.skip_reason(engine, POST_NORM, True, None, 1)
+        assert bench.skip_reason(engine, POST_NORM, True, None, 2) is None
 
 
 def test_the_vmap_row_is_skipped_with_a_reason_without_its_text():
-    assert "needs --vmap-from" in bench.skip_reason("ct2-int8-vmap", POST_NORM, True, None)
-    assert bench.skip_reason("ct2-int8", POST_NORM, True, None) is None
+    assert "needs --vmap-from" in bench.skip_reason("ct2-int8-vmap", POST_NORM, True, None, 2)
+    assert bench.skip_reason("ct2-int8", POST_NORM, True, None, 2) is None
 
 
 def test_generate_is_skipped_where_the_hf_export_refuses_the_model():
     pre_norm = TransformerConfig(**{**TINY, "norm_first": True})
-    assert "MarianMT is post-norm only" in bench.skip_reason("hf", pre_norm, True, None)
-    assert bench.skip_reason("ct2-float32", pre_norm, True, None) is None
+    assert "MarianMT is post-norm only" in bench.skip_reason("hf", pre_norm, True, None, 2)
+    assert bench.skip_reason("ct2-float32", pre_norm, True, None, 2) is None
 
 
 def test_a_child_reports_speed_in_sentences_and_output_tokens(tmp_path, capsys):
@@ -55,7 +62,7 @@ def test_a_child_reports_speed_in_sentences_and_output_tokens(tmp_path, capsys):
         vmap_from=None,
         **options,
     )
-    for engine in ("ours", "ours-int8"):
+    for engine in ("ours", "ours-int8", "ours-workers"):
         bench.run_one(argparse.Namespace(**vars(args), engine=engine))
         result = json.loads(capsys.readouterr().out)
         assert result["engine"] == engine

@@ -1,6 +1,7 @@
 """The Python API: `Translator` gives what the model and search give, in input order."""
 
 import re
+import threading
 from pathlib import Path
 
 import pytest
@@ -399,3 +400,43 @@ def test_mbr_decodes_with_an_ensemble_and_refuses_what_it_cannot_do(folder):
         ensemble.translate(INPUTS, n_best=4, mbr=mbr)
     with pytest.raises(ValueError, match="MBR samples as its `mbr.sampling` says"):
         ensemble.translate(INPUTS, sampling=Sampling(n=2), mbr=mbr)
+
+
+def test_workers_decode_batches_side_by_side_on_one_thread_each_as_one_thread_would(
+    folder, monkeypatch
+):
+    single = Translator.from_checkpoint(folder / "step1.ckpt", device="cpu")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        beam = single.translate(MIXED, batch_size=2, n_best=2, max_len_b=5)
+        sampled = single.translate(MIXED, batch_size=2, max_len_b=5, sampling=Sampling(n=2))
+    finally:
+        torch.set_num_threads(threads)
+    workers = Translator.from_checkpoint(folder / "step1.ckpt", device="cpu", workers=2)
+    seen, meet = [], threading.Barrier(2, timeout=30)  # one batch alone in a worker would wait
+    decode = translator_module.beam_search
+
+    def side_by_side(*args, **kwargs):
+        meet.wait()
+        seen.append((threading.current_thread().name, torch.get_num_threads()))
+        return decode(*args, **kwargs)
+
+    monkeypatch.setattr(translator_module, "beam_search", side_by_side)
+    assert workers.translate(MIXED[:4], batch_size=2, n_best=2, max_len_b=5) == beam[:4]
+    assert sorted(n for _, n in seen) == [1, 1] and all("nmt-search" in t for t, _ in seen)
+    assert torch.get_num_threads() == threads  # given back
+    monkeypatch.setattr(translator_module, "beam_search", decode)
+    assert workers.translate(MIXED, batch_size=2, n_best=2, max_len_b=5) == beam
+    got = workers.translate(MIXED, batch_size=2, max_len_b=5, sampling=Sampling(n=2))
+    assert got == sampled
+
+
+def test_workers_are_refused_where_they_cannot_run(folder):
+    path = folder / "step1.ckpt"
+    with pytest.raises(ValueError, match="workers must be >= 1"):
+        Translator.from_checkpoint(path, device="cpu", workers=0)
+    with pytest.raises(ValueError, match="one per thread already"):
+        Translator.from_checkpoint(path, device="cpu", engine="ct2", workers=2)
+    with pytest.raises(ValueError, match="a GPU one batch at a time"):
+        Translator.from_checkpoint(path, device="cuda", workers=2)

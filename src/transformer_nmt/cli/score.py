@@ -105,7 +105,7 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
         parser.error("give --src with --tgt or --n-best, or --tsv alone")
     alignment_args.check_alignment_args(parser, args)
     # Scoring runs our model itself: the engine options translation has are fixed here.
-    args.engine, args.quantization, args.vmap_from = "torch", None, None
+    args.engine, args.quantization, args.vmap_from, args.workers = "torch", None, None, 1
     check_device(parser, args.device)
     ensemble_args.check_ensemble_args(parser, args)
     args.devices = shard_args.shard_devices(parser, args)

@@ -164,6 +164,16 @@ def add_search_arguments(parser: argparse.ArgumentParser, grid: bool = False) ->
         help="torch CPU threads, an integer >= 1 (default: torch's, one per core)",
     )
     parser.add_argument(
+        "--workers",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="with --engine torch on a CPU: decode N batches side by side, each on one core "
+        "(one torch thread), as --engine ct2 always does with one per --threads; faster than "
+        "one batch split over the cores for models this size; output as with --threads 1 "
+        "(N >= 1; default: 1, one batch at a time on --threads)",
+    )
+    parser.add_argument(
         "--engine",
         choices=["torch", "ct2"],
         default="torch",
@@ -202,6 +212,11 @@ def parse_search_args(
     if args.dtype is not None and args.quantization is not None:
         parser.error("--quantization int8 computes in float32: leave out --dtype")
     check_device(parser, args.device)
+    if args.workers > 1 and (args.engine != "torch" or torch.device(args.device).type != "cpu"):
+        parser.error(
+            "--workers is --engine torch's on a CPU: --engine ct2 runs one per --threads, and a "
+            "GPU decodes one batch at a time"
+        )
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     logging.basicConfig(format="%(levelname)s: %(message)s", level=logging.WARNING)
@@ -222,4 +237,5 @@ def engine_options(args: argparse.Namespace) -> dict[str, Any]:
         "dtype": torch_dtype(args),
         "autocast": AUTOCAST.get(args.dtype),
         "vmap_from": args.vmap_from,
+        "workers": args.workers,
     }

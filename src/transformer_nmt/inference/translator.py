@@ -13,6 +13,7 @@ import logging
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from itertools import accumulate, islice
 from pathlib import Path
@@ -77,18 +78,27 @@ class Search(Protocol):
 
 
 class TorchSearch:
-    """Our beam search on the model itself, one batch after another: the reference engine.
+    """Our beam search on the model itself: the reference engine.
 
     autocast: run the model's matmuls in this dtype (e.g. torch.bfloat16) under
     `torch.autocast`, its weights and the search's scores staying float32, as training's
     `bf16-mixed` validates; None runs in the weights' dtype.
+    workers: on a CPU, decode up to this many batches side by side, each on one core (one torch
+    thread), as CTranslate2's inter_threads do: small models' steps are too short to split over
+    cores well (experiments/frontier/README.md). While they run, torch's thread count is 1 for
+    the whole process. 1: one batch after another on all of torch's threads.
     """
 
     def __init__(
-        self, model: EncoderDecoder, device: torch.device, autocast: torch.dtype | None = None
+        self,
+        model: EncoderDecoder,
+        device: torch.device,
+        autocast: torch.dtype | None = None,
+        workers: int = 1,
     ):
         self.model, self.device, self.autocast = model, device, autocast
         self.max_positions = model.config.max_positions
+        self.workers = workers
 
     def __call__(
         self,
@@ -113,28 +123,44 @@ class TorchSearch:
         (each sentence's 0-based line) seed the samples and name lines in warnings;
         `target_prefixes` per batch, per sentence; `frame`: a multilingual model's tag."""
         target_frame = TARGET_FRAME | {"bos_id": frame.bos_id}
-        for b, tokens in enumerate(batches):
-            src = source_batch(tokens, self.max_positions, frame.source_prefix).to(self.device)
+
+        def decode(b: int) -> list[list[Hypothesis]]:
+            src = source_batch(batches[b], self.max_positions, frame.source_prefix).to(self.device)
             common = dict(max_len_b=max_len_b, alpha=alpha, penalty=penalty)
             common["target_prefixes"] = None if target_prefixes is None else target_prefixes[b]
+            options = dict(beam_size=beam_size, n_best=n_best)
+            # Here, not around a yield: the caller's code would run under autocast.
             with torch.autocast(
                 self.device.type, dtype=self.autocast, enabled=self.autocast is not None
-            ):  # not around the yield: the caller's code would run under it
-                options = dict(beam_size=beam_size, n_best=n_best)
+            ):
                 if constraints is not None:
                     del common["target_prefixes"]
-                    phrases = constraints[b]
                     found, missed = constrained_beam_search(
-                        self.model, src, **target_frame, constraints=phrases,
+                        self.model, src, **target_frame, constraints=constraints[b],
                         continuing=continuing, first_words=first_words[b], **common, **options,
                     )  # fmt: skip
                     _report_missed(missed, indices[b])
-                elif sampling is None:
-                    found = beam_search(self.model, src, **target_frame, **common, **options)
-                else:
-                    where = dict(sampling=sampling, indices=indices[b])
-                    found = sample(self.model, src, **target_frame, **common, **where)
-            yield found
+                    return found
+                if sampling is None:
+                    return beam_search(self.model, src, **target_frame, **common, **options)
+                where = dict(sampling=sampling, indices=indices[b])
+                return sample(self.model, src, **target_frame, **common, **where)
+
+        workers = min(self.workers, len(batches)) if self.device.type == "cpu" else 1
+        if workers <= 1:  # also no batch at all: every line was empty
+            yield from map(decode, range(len(batches)))
+            return
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            with ThreadPoolExecutor(workers, thread_name_prefix="nmt-search") as pool:
+                # Batches come shortest first: the longest, started last, would leave the other
+                # workers idle at the end.
+                pending = [pool.submit(decode, b) for b in reversed(range(len(batches)))]
+                found = [future.result() for future in reversed(pending)]
+        finally:
+            torch.set_num_threads(threads)
+        yield from found
 
 
 class Translator:
@@ -162,6 +188,9 @@ class Translator:
             scores and some translations change a little.
         languages: a multilingual model's languages and directions (its checkpoint's): then
             `translate` needs `tgt_lang`. None: a model of one direction.
+        workers: with engine="torch" on a CPU, batches decoded side by side, each on one core
+            (see `TorchSearch`); 1 decodes one batch at a time on all of torch's threads.
+            CTranslate2 (engine="ct2") always runs one worker per torch thread.
     """
 
     def __init__(
@@ -175,6 +204,7 @@ class Translator:
         vmap_from: str | os.PathLike | None = None,
         autocast: torch.dtype | None = None,
         languages: Languages | None = None,
+        workers: int = 1,
     ):
         self.languages = languages
         if autocast is not None and (engine != "torch" or quantization is not None):
@@ -184,10 +214,17 @@ class Translator:
         if device is None:
             device = "cuda" if torch.cuda.is_available() else "cpu"
         self.device = torch.device(device)
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
+        if workers > 1 and (engine != "torch" or self.device.type != "cpu"):
+            raise ValueError(
+                "workers decode batches side by side on CPU cores with engine 'torch'; "
+                "CTranslate2 runs one per thread already, and a GPU one batch at a time"
+            )
         self.tokenizer, self.engine = tokenizer, engine
         if engine == "torch":
             self.model = _torch_model(model, self.device, dtype, quantization)
-            self.search: Search = TorchSearch(self.model, self.device, autocast)
+            self.search: Search = TorchSearch(self.model, self.device, autocast, workers)
         elif engine == "ct2":
             if isinstance(model, Ensemble):
                 raise ValueError("an ensemble decodes with engine='torch': CTranslate2 runs one")
@@ -212,6 +249,7 @@ class Translator:
         quantization: str | None = None,
         vmap_from: str | os.PathLike | None = None,
         autocast: torch.dtype | None = None,
+        workers: int = 1,
     ) -> "Translator":
         """Load a checkpoint, the average of several, or the average of a folder's last N.
 
@@ -220,7 +258,7 @@ class Translator:
                 weights are averaged; or, with `average_last`, a folder of checkpoints.
             average_last: average the folder's last N periodic checkpoints (the paper averages 5;
                 never last.ckpt or the best).
-            device, dtype, engine, quantization, vmap_from, autocast: as for `Translator`.
+            device, dtype, engine, quantization, vmap_from, autocast, workers: as for `Translator`.
 
         Raises:
             CheckpointError: a file that is missing, damaged, or not a translator.
@@ -231,8 +269,9 @@ class Translator:
         model, tokenizer = load_translator(resolved)
         languages = saved_languages(resolved[0])
         return cls(
-            model, tokenizer, device, dtype, engine, quantization, vmap_from, autocast, languages
-        )
+            model, tokenizer, device, dtype, engine, quantization, vmap_from, autocast, languages,
+            workers,
+        )  # fmt: skip
 
     @classmethod
     def from_ensemble(
@@ -243,13 +282,14 @@ class Translator:
         dtype: torch.dtype | None = None,
         quantization: str | None = None,
         autocast: torch.dtype | None = None,
+        workers: int = 1,
     ) -> "Translator":
         """Several checkpoints decoding as one model (`Ensemble`), on the torch engine.
 
         Args:
             members: each a .ckpt, or a list of .ckpt files averaged into one member.
             weights: one positive number per member; None weighs them equally.
-            device, dtype, quantization, autocast: as for `Translator`.
+            device, dtype, quantization, autocast, workers: as for `Translator`.
 
         Raises:
             CheckpointError: a member that cannot be loaded, or whose vocabulary differs from
@@ -265,8 +305,9 @@ class Translator:
         ensemble = Ensemble(models, None if weights is None else list(weights))
         languages = saved_languages(paths[0][0])  # the members share the first's vocabulary
         return cls(
-            ensemble, tokenizer, device, dtype, "torch", quantization, None, autocast, languages
-        )
+            ensemble, tokenizer, device, dtype, "torch", quantization, None, autocast, languages,
+            workers,
+        )  # fmt: skip
 
     @classmethod
     def from_folder(
@@ -278,6 +319,7 @@ class Translator:
         quantization: str | None = None,
         vmap_from: str | os.PathLike | None = None,
         autocast: torch.dtype | None = None,
+        workers: int = 1,
     ) -> "Translator":
         """Load a folder written by `nmt-export safetensors`; arguments as for `Translator`.
 
@@ -287,7 +329,10 @@ class Translator:
         from transformer_nmt.export.native import load_safetensors
 
         model, tokenizer = load_safetensors(folder)
-        return cls(model, tokenizer, device, dtype, engine, quantization, vmap_from, autocast)
+        return cls(
+            model, tokenizer, device, dtype, engine, quantization, vmap_from, autocast, None,
+            workers,
+        )  # fmt: skip
 
     def translate(
         self,
