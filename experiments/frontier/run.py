@@ -21,8 +21,22 @@ from pathlib import Path
 
 from experiments.common.machine import cpu_description, load_average
 
-ENGINES = ("ours", "ours-int8", "hf", "ct2-float32", "ct2-int8")
-SAME_PRECISION = {"ours": "ct2-float32", "ours-int8": "ct2-int8"}
+# The -workers rows (a worker per thread, as CTranslate2 runs) are skipped at one thread.
+ENGINES = (
+    "ours",
+    "ours-int8",
+    "ours-workers",
+    "ours-int8-workers",
+    "hf",
+    "ct2-float32",
+    "ct2-int8",
+)
+SAME_PRECISION = {
+    "ours": "ct2-float32",
+    "ours-int8": "ct2-int8",
+    "ours-workers": "ct2-float32",
+    "ours-int8-workers": "ct2-int8",
+}
 
 
 def parameters(checkpoint: str) -> int:
@@ -37,7 +51,7 @@ def table(rows: list[dict], first: str) -> str:
         "| threads | search | model | params | "
         + " | ".join(f"{e} sent/s (BLEU)" for e in ENGINES)
         + " | × first, ours / ours-int8 / ct2-int8 | ct2-int8 × first's ours |"
-        + " ours / ct2, fp32 / int8 |",
+        + " ours / ct2, fp32 / int8 (-workers: fp32 / int8) |",
         "|" + "---|" * (7 + len(ENGINES)),
     ]
     base = {(r["threads"], r["beam"]): r for r in rows if r["model"] == first}
@@ -52,10 +66,12 @@ def table(rows: list[dict], first: str) -> str:
             f"{speed[e]['sentences_per_second'] / b[e]['sentences_per_second']:.2f}"
             for e in ("ours", "ours-int8", "ct2-int8")
         )
-        to_ct2 = " / ".join(
+        ratios = [
             f"{speed[o]['sentences_per_second'] / speed[c]['sentences_per_second']:.2f}"
             for o, c in SAME_PRECISION.items()
-        )
+            if o in speed
+        ]
+        to_ct2 = " / ".join(ratios[:2]) + (f" ({' / '.join(ratios[2:])})" if ratios[2:] else "")
         deployed = speed["ct2-int8"]["sentences_per_second"] / b["ours"]["sentences_per_second"]
         search = "greedy" if r["beam"] == 1 else f"beam {r['beam']}"
         lines.append(
