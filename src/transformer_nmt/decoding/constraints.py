@@ -145,8 +145,7 @@ def constrained_beam_search(
     B, K = src.size(0), beam_size
     src_mask = padding_mask(src, model.config.pad_id)
     max_lens = _max_lengths(model, src_mask, max_len_b).tolist()
-    rows = torch.arange(B, device=src.device).repeat_interleave(K)
-    memory, src_mask = model.encode(src)[rows], src_mask[rows]
+    memory = model.encode(src)  # beam k of sentence b, row b * K + k, reads its row b
     cache = model.new_cache()
     prefixes = torch.full((B * K, 1), bos_id, dtype=torch.long, device=src.device)
     never = _never_ids(model, bos_id, src.device)
@@ -196,7 +195,7 @@ def constrained_beam_search(
         order_t = torch.tensor(order, device=src.device)
         next_ids = torch.tensor(tokens, device=src.device)[:, None]
         prefixes = torch.cat([prefixes[order_t], next_ids], dim=1)
-        cache = model.reorder_cache(cache, order_t, same_source=True)
+        cache = model.reorder_cache(cache, order_t)  # rows move within their sentence
     return _results(finished, fallback, constraints, n_best)
 
 

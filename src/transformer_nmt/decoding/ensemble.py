@@ -107,9 +107,9 @@ class Ensemble(nn.Module):
     def new_cache(self) -> Cache:
         return [member.new_cache() for member in self.members]
 
-    def reorder_cache(self, cache: Cache, order: Tensor, same_source: bool = False) -> Cache:
+    def reorder_cache(self, cache: Cache, order: Tensor, sources: Tensor | None = None) -> Cache:
         return [
-            member.reorder_cache(c, order, same_source)
+            member.reorder_cache(c, order, sources)
             for member, c in zip(self.members, cache, strict=True)
         ]
 

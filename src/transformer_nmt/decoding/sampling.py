@@ -103,9 +103,10 @@ def sample(
     pad_id, n = model.config.pad_id, sampling.n
     B, device = src.size(0), src.device
     rows = torch.arange(B, device=device).repeat_interleave(n)  # sample j of b: row b * n + j
-    src_mask = padding_mask(src, pad_id)[rows]  # (R, 1, 1, S)
-    memory = model.encode(src)[rows]  # (R, S, d)
-    max_lens = _max_lengths(model, src_mask, max_len_b)  # (R,)
+    # A sentence's samples share its memory (row b), which the model reads once for all n.
+    src_mask = padding_mask(src, pad_id)  # (B, 1, 1, S)
+    memory = model.encode(src)  # (B, S, d)
+    max_lens = _max_lengths(model, src_mask, max_len_b)[rows]  # (R,)
     steps = int(max_lens.max())
     uniforms = _uniforms(sampling.seed, indices, n, steps).to(device)  # (R, steps)
     cache = model.new_cache() if use_cache else None

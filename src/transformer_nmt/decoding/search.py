@@ -260,9 +260,10 @@ def beam_search(
     B, K = src.size(0), beam_size
     src_mask = padding_mask(src, pad_id)  # (B, 1, 1, S)
     max_lens = _max_lengths(model, src_mask, max_len_b)  # (B,)
-    # Beam k of sentence b is row b * K + k of every per-row tensor and of the cache.
+    # Beam k of sentence b is row b * K + k of every per-row tensor and of the cache; the beams
+    # share their sentence's memory (row b), which the model reads once for all K.
     rows = torch.arange(B, device=src.device).repeat_interleave(K)  # (B * K,)
-    memory, src_mask = model.encode(src)[rows], src_mask[rows]  # (B * K, S, d_model), (B*K,1,1,S)
+    memory = model.encode(src)  # (B, S, d_model)
     cache = model.new_cache() if use_cache else None
     prefixes = torch.full((B * K, 1), bos_id, dtype=torch.long, device=src.device)  # (R, 1 + t)
     # All K beams start as the same BOS: only the first may expand, or it would be found K times.
@@ -333,9 +334,9 @@ def beam_search(
         # The host knows how many sentences go on, so selecting them needs no sync.
         live_index = torch.nonzero_static(~done, size=len(live))[:, 0]  # (m,) as `live`
         order = (live_index[:, None] * K + next_beams[live_index]).view(-1)  # (m * K,) their beams
-        # Until a sentence leaves, `order` moves rows only among a sentence's beams, whose rows
-        # of everything computed from the source are equal: those need no copy. With one beam a
-        # sentence (greedy) it then moves nothing, and the cache is not copied either.
+        # Until a sentence leaves, `order` moves rows only among a sentence's beams, and what is
+        # computed from the sources stays as it is. With one beam a sentence (greedy) it then
+        # moves nothing, and the cache is not copied either.
         same_source = len(live) == n
         moves = K > 1 or not same_source
         prefixes = torch.cat(
@@ -343,10 +344,10 @@ def beam_search(
         )
         scores = next_scores[live_index]  # (m, K)
         if not same_source:
-            memory, src_mask = memory[order], src_mask[order]
+            memory, src_mask = memory[live_index], src_mask[live_index]
             forced = None if forced is None else forced[order]
         if cache is not None and moves:
-            cache = model.reorder_cache(cache, order, same_source)
+            cache = model.reorder_cache(cache, order, None if same_source else live_index)
         max_lens, num_finished = max_lens[live_index], num_finished[live_index]
         sentences = [sentences[i] for i in live]
         paths = next_paths

@@ -54,6 +54,9 @@ class EncoderDecoder(Protocol):
     ) -> Tensor | tuple[Tensor, Any, Any]:
         """Logits (B, T, V) for target ids; with a cache, only the new ids, and the cache grows.
 
+        memory and src_mask may hold a row per G rows of tgt_in (B / G rows): rows g * G ..
+        g * G + G - 1 read source g, as a sentence's beams or samples do, without G copies.
+
         With need_weights also per-layer lists of decoder self-attention weights (B, h, T, T) and
         encoder-decoder attention weights (B, h, T, S). A family without self-attention returns
         an empty list for it; the RNN's alignment alpha_ij is one layer with one head.
@@ -64,12 +67,14 @@ class EncoderDecoder(Protocol):
         """Empty incremental decoding state for `decode`."""
         ...
 
-    def reorder_cache(self, cache: Cache, order: Tensor, same_source: bool = False) -> Cache:
+    def reorder_cache(self, cache: Cache, order: Tensor, sources: Tensor | None = None) -> Cache:
         """The cache whose batch row i is row order[i]: beam search's one reordering hook.
 
-        same_source=True is the caller's promise that row i reads the same source as row
-        order[i], as when beam search moves rows among one sentence's beams: state computed from
-        the source alone (encoder-decoder keys and values) may then be kept as it is, uncopied.
+        sources: the memory rows the next `decode` reads, `memory[sources]`, as when sentences
+        leave a batch. None is the caller's promise that the memory is unchanged and row i reads
+        the source row order[i] read, as when beam search moves rows among one sentence's beams:
+        state computed from the source alone (encoder-decoder keys and values) may then be kept
+        as it is, uncopied.
         """
         ...
 

@@ -204,11 +204,27 @@ def test_reorder_cache_follows_the_batch():
     cache = model.new_cache()
     model.decode(tgt[:, :4], memory, src_mask, cache)
     order = torch.tensor([2, 0, 0])  # as beam search does: permute and duplicate
-    cache = model.reorder_cache(cache, order)
+    cache = model.reorder_cache(cache, order, order)  # the rows read memory[order] from now on
     assert set(cache) == {"h", "c", "keys"}
     step = model.decode(tgt[order, 4:], memory[order], src_mask[order], cache)
     full = model(src[order], tgt[order])
     torch.testing.assert_close(step[:, 0], full[:, 4], atol=1e-5, rtol=1e-5)
+
+
+def test_rows_sharing_a_sentences_memory_decode_as_with_its_copies():
+    """Beam search's layout: beam k of sentence b is row b * G + k, reading memory row b."""
+    model = make_rnn(cell="lstm")
+    src, tgt = tokens([7, 4]), tokens([5, 3, 5, 4], seed=1, bos=True)  # 2 sentences x 2 rows
+    memory, src_mask = model.encode(src), padding_mask(src, PAD)
+    copies = torch.tensor([0, 0, 1, 1])
+    full = model.decode(tgt, memory[copies], src_mask[copies])
+    torch.testing.assert_close(model.decode(tgt, memory, src_mask), full, atol=1e-5, rtol=1e-5)
+    cache = model.new_cache()
+    model.decode(tgt[:, :3], memory, src_mask, cache)
+    order, sources = torch.tensor([3, 2]), torch.tensor([1])  # sentence 0 leaves
+    cache = model.reorder_cache(cache, order, sources)
+    step = model.decode(tgt[order, 3:4], memory[sources], src_mask[sources], cache)
+    torch.testing.assert_close(step[:, 0], full[order, 3], atol=1e-5, rtol=1e-5)
 
 
 def test_reorder_within_one_source_keeps_its_keys():
@@ -220,7 +236,7 @@ def test_reorder_within_one_source_keeps_its_keys():
     model.decode(tgt[:, :4], memory, src_mask, cache)
     order = torch.tensor([1, 1, 3, 2])
     assert torch.equal(src[order], src)
-    reordered = model.reorder_cache(cache, order, same_source=True)
+    reordered = model.reorder_cache(cache, order)
     assert reordered["keys"] is cache["keys"]  # kept, not copied
     step = model.decode(tgt[order, 4:], memory, src_mask, reordered)  # memory as it was
     full = model(src, tgt[order])

@@ -228,7 +228,7 @@ def test_reorder_cache_follows_the_batch(make_model, make_tokens, device):
     cache = model.new_cache()
     model.decode(tgt[:, :4], memory, src_mask, cache)
     order = torch.tensor([2, 0, 0], device=device)  # as beam search does: permute and duplicate
-    cache = reorder_cache(cache, order)
+    cache = reorder_cache(cache, order, order)  # the rows read memory[order] from now on
     step = model.decode(tgt[order, 4:], memory[order], src_mask[order], cache)
     full = model(src[order], tgt[order])
     torch.testing.assert_close(step[:, 0], full[:, 4], atol=1e-5, rtol=1e-5)
@@ -244,13 +244,39 @@ def test_reorder_within_one_source_keeps_its_keys_and_values(make_model, make_to
     model.decode(tgt[:, :4], memory, src_mask, cache)
     order = torch.tensor([1, 1, 3, 2], device=device)
     assert torch.equal(src[order], src)
-    reordered = model.reorder_cache(cache, order, same_source=True)
+    reordered = model.reorder_cache(cache, order)
     for layer, new_layer in zip(cache, reordered, strict=True):
         assert new_layer["src_attn"]["k"] is layer["src_attn"]["k"]  # kept, not copied
         assert new_layer["src_attn"]["v"] is layer["src_attn"]["v"]
     step = model.decode(tgt[order, 4:], memory, src_mask, reordered)  # memory as it was
     full = model(src, tgt[order])
     torch.testing.assert_close(step[:, 0], full[:, 4], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("overrides", [{}, {"norm_first": True, "decoder_start": 3}])
+def test_rows_sharing_a_sentences_memory_decode_as_with_its_copies(
+    make_model, make_tokens, overrides
+):
+    """Beam search's layout: beam k of sentence b is row b * G + k, reading memory row b."""
+    model, G = make_model(**overrides), 3
+    src = make_tokens([7, 4])
+    tgt = make_tokens([5, 3, 5, 4, 5, 2], seed=1, bos=True)  # 2 sentences x 3 rows
+    memory, src_mask = model.encode(src), padding_mask(src, PAD)
+    copies = torch.arange(2).repeat_interleave(G)
+    full, *weights = model.decode(tgt, memory[copies], src_mask[copies], need_weights=True)
+    shared, *shared_weights = model.decode(tgt, memory, src_mask, need_weights=True)
+    torch.testing.assert_close(shared, full, atol=1e-5, rtol=1e-5)
+    for ours, theirs in zip(shared_weights[1], weights[1], strict=True):  # encoder-decoder
+        torch.testing.assert_close(ours, theirs, atol=1e-6, rtol=1e-5)
+    cache = model.new_cache()
+    model.decode(tgt[:, :3], memory, src_mask, cache)
+    assert cache[0]["src_attn"]["k"].size(0) == 2  # projected once a sentence
+    # Sentence 0 leaves; sentence 1's rows are reordered and read its memory row alone.
+    order, sources = torch.tensor([5, 3, 3]), torch.tensor([1])
+    cache = model.reorder_cache(cache, order, sources)
+    step = model.decode(tgt[order, 3:4], memory[sources], src_mask[sources], cache)
+    expected = model(src[copies][order], tgt[order, :4])[:, 3]
+    torch.testing.assert_close(step[:, 0], expected, atol=1e-5, rtol=1e-5)
 
 
 # --- switches -------------------------------------------------------------------------------

@@ -86,8 +86,9 @@ class RNNAttention(nn.Module):
 
         Args:
             tgt_in: (B, T) target ids starting with BOS; with a cache, only the new ids.
-            memory: (B, S, 2 * hidden_size) annotations from `encode`.
-            src_mask: (B, 1, 1, S), padding_mask(src, pad_id).
+            memory: (B, S, 2 * hidden_size) annotations from `encode`, or a row per G rows of
+                tgt_in (B / G rows), repeated here for its rows.
+            src_mask: (B, 1, 1, S), padding_mask(src, pad_id), with memory's rows.
             cache: from `new_cache()`, updated in place: it holds the decoder state after the
                 last id it has read, so decoding continues from there.
             need_weights: also return [] (no decoder self-attention) and a one-element list of
@@ -96,6 +97,9 @@ class RNNAttention(nn.Module):
         Returns:
             logits (B, T, vocab_size), or (logits, [], [alpha]) if need_weights.
         """
+        if (groups := tgt_in.size(0) // memory.size(0)) > 1:  # a sentence's rows share it
+            memory = memory.repeat_interleave(groups, 0)
+            src_mask = src_mask.repeat_interleave(groups, 0)
         features, weights = self._output_features(tgt_in, memory, src_mask[:, 0, 0], cache)
         logits = self._logits(features)
         return (logits, [], [weights[:, None]]) if need_weights else logits
@@ -121,13 +125,14 @@ class RNNAttention(nn.Module):
         """Empty incremental decoding state to pass to `decode`."""
         return {}
 
-    def reorder_cache(self, cache: Cache, order: Tensor, same_source: bool = False) -> Cache:
+    def reorder_cache(self, cache: Cache, order: Tensor, sources: Tensor | None = None) -> Cache:
         """New cache whose batch row i is row order[i] of `cache`.
 
-        same_source: row i reads the same source as row order[i], so the keys U_a h_j are kept.
+        sources: None, each row reads the source row order[i] read, so the keys U_a h_j (a row's
+        own, as `decode` gives each row its memory) are kept; else they move with the rows too.
         """
         return {
-            name: t if same_source and name == "keys" else t.index_select(0, order)
+            name: t if sources is None and name == "keys" else t.index_select(0, order)
             for name, t in cache.items()
         }
 

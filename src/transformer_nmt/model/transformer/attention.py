@@ -142,15 +142,20 @@ class MultiHeadAttention(nn.Module):
 
         Args:
             x: (B, T_q, d_model), the queries' inputs.
-            memory: (B, T_k, d_model) keys' and values' inputs of encoder-decoder attention.
-            mask: boolean, True = may attend, broadcastable to (B, h, T_q, T_k); None = attend all.
+            memory: (B, T_k, d_model) keys' and values' inputs of encoder-decoder attention; or
+                (B / G, T_k, d_model), rows g * G .. g * G + G - 1 of x reading row g (a
+                sentence's beams or samples): they attend as G * T_q queries of one sequence,
+                so its keys and values are projected, cached and read once, not G times.
+            mask: boolean, True = may attend, broadcastable to (B, h, T_q, T_k) with memory's
+                rows (B / G); None = attend all.
             causal: query i attends to keys 0..i only, without a mask tensor: the fused kernel
                 skips the future instead of reading a (T, T) mask. Needs T_q == T_k; not with mask.
             need_weights: take the explicit softmax path and return the weights (B, h, T_q, T_k);
                 otherwise `self.kernel` runs and the weights are None.
             cache: this module's incremental decoding state, updated in place. Its "k" and "v"
-                (B, h, T, d_k / d_v) are the keys and values so far. Self-attention appends the
-                new ones; encoder-decoder attention projects memory once and then reuses it.
+                (B, h, T, d_k / d_v; memory's rows) are the keys and values so far.
+                Self-attention appends the new ones; encoder-decoder attention projects memory
+                once and then reuses it.
 
         Returns:
             (B, T_q, d_model) output and the weights or None.
@@ -164,7 +169,6 @@ class MultiHeadAttention(nn.Module):
                     v = torch.cat([cache["v"], v], dim=2)
                 cache["k"], cache["v"] = k, v
         else:
-            q = self._split_heads(self.w_q(x))
             if cache is not None and "k" in cache:
                 k, v = cache["k"], cache["v"]
             else:
@@ -172,6 +176,8 @@ class MultiHeadAttention(nn.Module):
                 k, v = self._split_heads(k), self._split_heads(v)
                 if cache is not None:
                     cache["k"], cache["v"] = k, v
+            # (B / G, G * T_q, d_model): a memory row's queries, all its rows' together.
+            q = self._split_heads(self.w_q(x.reshape(k.size(0), -1, x.size(-1))))
         # q (B, h, T_q, d_k), k (B, h, T_k, d_k), v (B, h, T_k, d_v)
         p = self.dropout_p if self.training else 0.0
         if need_weights:
@@ -179,8 +185,10 @@ class MultiHeadAttention(nn.Module):
             out, weights = attention(q, k, v, mask, p)
         else:
             out, weights = scaled_dot_product(q, k, v, mask, causal, self.kernel, p), None
-        B, _, T_q, _ = out.shape
-        out = out.transpose(1, 2).reshape(B, T_q, self.h * self.d_v)  # concatenate the heads
+        rows, T_q = x.shape[:2]
+        out = out.transpose(1, 2).reshape(rows, T_q, self.h * self.d_v)  # heads concatenated
+        if weights is not None and weights.size(0) != rows:  # a memory row's queries, split
+            weights = weights.unflatten(2, (-1, T_q)).transpose(1, 2).flatten(0, 1)
         return self.w_o(out), weights
 
     def _split_heads(self, x: Tensor) -> Tensor:

@@ -157,8 +157,10 @@ class Transformer(nn.Module):
 
         Args:
             tgt_in: (B, T) target ids starting with BOS; with a cache, only the new ids.
-            memory: (B, S, d_model) from `encode`.
-            src_mask: (B, 1, 1, S), padding_mask(src, pad_id).
+            memory: (B, S, d_model) from `encode`; or a row per G rows of tgt_in (B / G, S,
+                d_model), rows g * G .. g * G + G - 1 reading row g: a sentence's beams or
+                samples share its memory, read once (`MultiHeadAttention`).
+            src_mask: (B, 1, 1, S), padding_mask(src, pad_id), with memory's rows.
             cache: from `new_cache()`, updated in place: the new positions' keys and values are
                 appended and positions continue from the cached length. The new ids attend to all
                 cached ones; target padding is not masked here, so search must ignore what a row
@@ -255,9 +257,9 @@ class Transformer(nn.Module):
         """Empty incremental decoding state to pass to `decode`."""
         return [{"self_attn": {}, "src_attn": {}} for _ in self.decoder.layers]
 
-    def reorder_cache(self, cache: Cache, order: Tensor, same_source: bool = False) -> Cache:
+    def reorder_cache(self, cache: Cache, order: Tensor, sources: Tensor | None = None) -> Cache:
         """New cache whose batch row i is row order[i] of `cache`; see `reorder_cache`."""
-        return reorder_cache(cache, order, same_source)
+        return reorder_cache(cache, order, sources)
 
     @staticmethod
     def _cached_length(cache: Cache | None) -> int:
@@ -266,16 +268,17 @@ class Transformer(nn.Module):
         return cache[0]["self_attn"]["k"].size(2)
 
 
-def reorder_cache(cache: Cache, order: Tensor, same_source: bool = False) -> Cache:
+def reorder_cache(cache: Cache, order: Tensor, sources: Tensor | None = None) -> Cache:
     """New cache whose batch row i is row order[i] of `cache`; beam search's one reordering hook.
 
-    same_source: row i reads the same source as row order[i], so the encoder-decoder keys and
-    values, a function of the source alone, are kept as they are instead of copied.
+    sources: the memory rows the next `decode` reads (`memory[sources]`), at which the
+    encoder-decoder keys and values, a function of the memory alone, are kept; None: the memory
+    is unchanged, so they are kept as they are, uncopied.
     """
     return [
         {
             "self_attn": _rows(layer["self_attn"], order),
-            "src_attn": layer["src_attn"] if same_source else _rows(layer["src_attn"], order),
+            "src_attn": layer["src_attn"] if sources is None else _rows(layer["src_attn"], sources),
         }
         for layer in cache
     ]
