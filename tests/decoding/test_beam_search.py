@@ -49,9 +49,9 @@ def test_greedy_copies_the_cache_only_when_a_sentence_leaves(make_model, make_to
     model, src = make_model(), make_tokens([7, 3, 5, 5])
     reorder, rows_kept = model.reorder_cache, []
 
-    def counted(cache, order, same_source=False):
+    def counted(cache, order, sources=None):
         rows_kept.append(len(order))
-        return reorder(cache, order, same_source)
+        return reorder(cache, order, sources)
 
     model.reorder_cache = counted
     # No EOS: rows leave at their source length + 2; the 3's, then both 5's, then the 7's.

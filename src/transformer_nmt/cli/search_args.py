@@ -169,8 +169,8 @@ def add_search_arguments(parser: argparse.ArgumentParser, grid: bool = False) ->
         default=1,
         metavar="N",
         help="with --engine torch on a CPU: decode N batches side by side, each on one core "
-        "(one torch thread), as --engine ct2 always does with one per --threads; faster than "
-        "one batch split over the cores for models this size; output as with --threads 1 "
+        "(one torch thread), as --engine ct2 always does with one per --threads; often faster "
+        "than one batch split over the cores for small models; output as with --threads 1 "
         "(N >= 1; default: 1, one batch at a time on --threads)",
     )
     parser.add_argument(
