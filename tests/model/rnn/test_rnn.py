@@ -205,7 +205,7 @@ def test_reorder_cache_follows_the_batch():
     model.decode(tgt[:, :4], memory, src_mask, cache)
     order = torch.tensor([2, 0, 0])  # as beam search does: permute and duplicate
     cache = model.reorder_cache(cache, order, order)  # the rows read memory[order] from now on
-    assert set(cache) == {"h", "c", "keys"}
+    assert set(cache) == {"h", "c", "keys", "memory", "mask"}
     step = model.decode(tgt[order, 4:], memory[order], src_mask[order], cache)
     full = model(src[order], tgt[order])
     torch.testing.assert_close(step[:, 0], full[:, 4], atol=1e-5, rtol=1e-5)
@@ -237,7 +237,7 @@ def test_reorder_within_one_source_keeps_its_keys():
     order = torch.tensor([1, 1, 3, 2])
     assert torch.equal(src[order], src)
     reordered = model.reorder_cache(cache, order)
-    assert reordered["keys"] is cache["keys"]  # kept, not copied
+    assert all(reordered[name] is cache[name] for name in ("keys", "memory", "mask"))  # kept
     step = model.decode(tgt[order, 4:], memory, src_mask, reordered)  # memory as it was
     full = model(src, tgt[order])
     torch.testing.assert_close(step[:, 0], full[:, 4], atol=1e-5, rtol=1e-5)

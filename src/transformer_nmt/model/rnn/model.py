@@ -17,6 +17,8 @@ from transformer_nmt.model.rnn.encoder import BidirectionalEncoder
 Cache = dict[str, Tensor]
 
 CELLS = {"gru": nn.GRUCell, "lstm": nn.LSTMCell}
+# The cache's state computed from the source alone: beam moves within a sentence keep it.
+FROM_SOURCE = ("keys", "memory", "mask")
 
 
 class RNNAttention(nn.Module):
@@ -87,7 +89,7 @@ class RNNAttention(nn.Module):
         Args:
             tgt_in: (B, T) target ids starting with BOS; with a cache, only the new ids.
             memory: (B, S, 2 * hidden_size) annotations from `encode`, or a row per G rows of
-                tgt_in (B / G rows), repeated here for its rows.
+                tgt_in (B / G rows), repeated for its rows once, as decoding starts.
             src_mask: (B, 1, 1, S), padding_mask(src, pad_id), with memory's rows.
             cache: from `new_cache()`, updated in place: it holds the decoder state after the
                 last id it has read, so decoding continues from there.
@@ -97,9 +99,6 @@ class RNNAttention(nn.Module):
         Returns:
             logits (B, T, vocab_size), or (logits, [], [alpha]) if need_weights.
         """
-        if (groups := tgt_in.size(0) // memory.size(0)) > 1:  # a sentence's rows share it
-            memory = memory.repeat_interleave(groups, 0)
-            src_mask = src_mask.repeat_interleave(groups, 0)
         features, weights = self._output_features(tgt_in, memory, src_mask[:, 0, 0], cache)
         logits = self._logits(features)
         return (logits, [], [weights[:, None]]) if need_weights else logits
@@ -128,19 +127,25 @@ class RNNAttention(nn.Module):
     def reorder_cache(self, cache: Cache, order: Tensor, sources: Tensor | None = None) -> Cache:
         """New cache whose batch row i is row order[i] of `cache`.
 
-        sources: None, each row reads the source row order[i] read, so the keys U_a h_j (a row's
-        own, as `decode` gives each row its memory) are kept; else they move with the rows too.
+        sources: None, each row reads the source row order[i] read, so what the cache holds of
+        the source (a row's own memory, mask and keys U_a h_j) is kept; else it moves with the
+        rows too.
         """
         return {
-            name: t if sources is None and name == "keys" else t.index_select(0, order)
+            name: t if sources is None and name in FROM_SOURCE else t.index_select(0, order)
             for name, t in cache.items()
         }
 
-    def _start(self, memory: Tensor) -> Cache:
-        """The state before the first target id: s_0 = tanh(W_s <-h_1) for every layer."""
+    def _start(self, memory: Tensor, src_mask: Tensor, rows: int) -> Cache:
+        """The state of `rows` rows before the first target id: s_0 = tanh(W_s <-h_1) for every
+        layer, and each row's memory, mask (B, S) and keys; a sentence's rows repeat its own."""
+        if (groups := rows // memory.size(0)) > 1:
+            memory = memory.repeat_interleave(groups, 0)
+            src_mask = src_mask.repeat_interleave(groups, 0)
         B, H = memory.size(0), self.config.hidden_size
         h = torch.tanh(self.init_state(memory[:, 0, H:])).view(B, -1, H)  # (B, L, H)
-        state = {"h": h, "keys": self.attention.keys(memory)}
+        keys = self.attention.keys(memory)
+        state = {"h": h, "keys": keys, "memory": memory, "mask": src_mask}
         if self.config.cell == "lstm":
             state["c"] = torch.zeros_like(h)
         return state
@@ -150,15 +155,17 @@ class RNNAttention(nn.Module):
     ) -> tuple[Tensor, Tensor]:
         """[s_i; E y_{i-1}; c_i] (B, T, H + E + 2H) and alpha (B, T, S), one decoder step per id.
 
-        src_mask: (B, S), True at real source positions.
+        src_mask: (B, S), True at real source positions; memory and src_mask may have a row per
+        G rows of tgt_in, and are read only as decoding starts (then the cache holds them).
         """
         if cache is None:
-            state = self._start(memory)
+            state = self._start(memory, src_mask, tgt_in.size(0))
         else:
             if not cache:
-                cache.update(self._start(memory))
+                cache.update(self._start(memory, src_mask, tgt_in.size(0)))
             state = cache
         h, c, keys = state["h"], state.get("c"), state["keys"]
+        memory, src_mask = state["memory"], state["mask"]
         embedded = self.dropout(self.tgt_embed(tgt_in))  # (B, T, E)
         features, weights = [], []
         for t in range(tgt_in.size(1)):
