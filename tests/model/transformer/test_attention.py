@@ -6,6 +6,7 @@ import torch
 from transformer_nmt.model import Transformer
 from transformer_nmt.model.masks import causal_mask
 from transformer_nmt.model.transformer.attention import (
+    KeyValueCache,
     MultiHeadAttention,
     attention,
     attention_kernel,
@@ -93,10 +94,28 @@ def test_d_k_and_d_v_are_independent_of_d_model_and_h():
 def test_cache_appends_self_attention_keys_and_values(mha):
     x = torch.randn(2, 5, 32)
     full, _ = mha(x, causal=True)
-    cache = {}
+    cache = KeyValueCache()
     steps = [mha(x_t, cache=cache)[0] for x_t in x.split(1, dim=1)]
-    assert cache["k"].shape == (2, 4, 5, 8) and cache["v"].shape == (2, 4, 5, 8)
+    keys, values = cache.view(cache.keys), cache.view(cache.values)
+    assert cache.length == 5 and keys.shape == (2, 4, 5, 8) and values.shape == (2, 4, 5, 8)
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
+    # The keys are the projections of x, each position's written once, in its slot.
+    k = mha.w_qkv(x).split(mha.fused_sizes, dim=-1)[1]
+    torch.testing.assert_close(keys, k.view(2, 5, 4, 8).transpose(1, 2))
+
+
+def test_key_value_cache_grows_and_reorders_its_filled_slots():
+    cache, k = KeyValueCache(), torch.randn(3, 2, 70, 4)  # more positions than a first buffer
+    cache.append(k[:, :, :5], -k[:, :, :5])  # a prefix at once, then one position a step
+    for t in range(5, 70):
+        keys, values = cache.append(k[:, :, t : t + 1], -k[:, :, t : t + 1])
+    assert cache.keys.size(0) >= 70 and torch.equal(keys, k) and torch.equal(values, -k)
+    order = torch.tensor([2, 0, 2, 1])  # as beam search does: permute and duplicate
+    moved = cache.reordered(order)
+    assert torch.equal(moved.view(moved.keys), k[order]) and moved.length == 70
+    assert torch.equal(cache.view(cache.keys), k)  # the original unchanged
+    keys, _ = moved.append(k[order, :, :1], k[order, :, :1])
+    assert torch.equal(keys, torch.cat([k[order], k[order, :, :1]], dim=2))
 
 
 def test_encoder_decoder_cache_projects_memory_once(cross):

@@ -215,7 +215,7 @@ def test_cached_decoding_equals_full_recompute(make_model, make_tokens, override
     chunks = [tgt[:, :3]] + [tgt[:, t : t + 1] for t in range(3, 6)]
     cached = torch.cat([model.decode(chunk, memory, src_mask, cache) for chunk in chunks], dim=1)
     started = model.config.decoder_start is not None  # the cache holds the start token too
-    assert cache[0]["self_attn"]["k"].shape[2] == 6 + started
+    assert cache[0]["self_attn"].length == 6 + started
     real = tgt != PAD  # the cache does not mask target padding; search never reads past EOS
     torch.testing.assert_close(cached[real], full[real], atol=1e-5, rtol=1e-5)
 

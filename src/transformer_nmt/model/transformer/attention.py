@@ -80,6 +80,59 @@ def scaled_dot_product(
     return F.scaled_dot_product_attention(q, k, v, **sdpa)
 
 
+class KeyValueCache:
+    """A self-attention's keys and values so far, for decoding one step at a time.
+
+    They lie time-major in buffers (capacity, B, h, d) that double when full: a step writes its
+    keys and values into the next free slots, where concatenating would copy every earlier one
+    again (O(T) a step, O(T^2) a sentence), and attention reads the filled slots as a
+    (B, h, T, d) view. A reorder (beam search) copies the filled slots once, contiguously.
+    Measured in experiments/frontier/README.md.
+    """
+
+    def __init__(self, keys: Tensor | None = None, values: Tensor | None = None, length: int = 0):
+        self.keys, self.values, self.length = keys, values, length
+
+    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """New positions' k (B, h, T, d_k) and v (B, h, T, d_v) -> all keys and values so far,
+        (B, h, length, d_k) and (B, h, length, d_v) views of the buffers."""
+        end = self.length + k.size(2)
+        if self.keys is None or end > self.keys.size(0):
+            self.keys = self._grown(self.keys, k, end)
+            self.values = self._grown(self.values, v, end)
+        self.keys[self.length : end] = k.permute(2, 0, 1, 3)
+        self.values[self.length : end] = v.permute(2, 0, 1, 3)
+        self.length = end
+        return self.view(self.keys), self.view(self.values)
+
+    def _grown(self, buffer: Tensor | None, new: Tensor, end: int) -> Tensor:
+        capacity = max(2 * end, 32)  # a few doublings cover most sentences
+        B, h, _, d = new.shape
+        grown = new.new_empty(capacity, B, h, d)
+        if buffer is not None:
+            grown[: self.length] = buffer[: self.length]
+        return grown
+
+    def view(self, buffer: Tensor) -> Tensor:
+        """(B, h, length, d): the filled slots of a buffer, batch-major."""
+        return buffer[: self.length].permute(1, 2, 0, 3)
+
+    def reordered(self, order: Tensor) -> "KeyValueCache":
+        """A cache whose batch row i is row `order[i]` of this one; this one is unchanged."""
+        if self.keys is None:
+            return KeyValueCache()
+        copies = []
+        for buffer in (self.keys, self.values):
+            copy = buffer.new_empty(buffer.size(0), order.numel(), *buffer.shape[2:])
+            filled = buffer[: self.length]
+            if filled.requires_grad:  # out= records no gradient
+                copy[: self.length] = filled.index_select(1, order)
+            else:
+                torch.index_select(filled, 1, order, out=copy[: self.length])
+            copies.append(copy)
+        return KeyValueCache(*copies, self.length)
+
+
 class MultiHeadAttention(nn.Module):
     """MultiHead(Q, K, V) = Concat(head_1..head_h) W^O, head_i = Attention(QW^Q_i, KW^K_i, VW^V_i).
 
@@ -136,7 +189,7 @@ class MultiHeadAttention(nn.Module):
         mask: Tensor | None = None,
         causal: bool = False,
         need_weights: bool = False,
-        cache: dict[str, Tensor] | None = None,
+        cache: KeyValueCache | dict[str, Tensor] | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """Attend from x to itself (self-attention) or to memory (encoder-decoder attention).
 
@@ -152,10 +205,10 @@ class MultiHeadAttention(nn.Module):
                 skips the future instead of reading a (T, T) mask. Needs T_q == T_k; not with mask.
             need_weights: take the explicit softmax path and return the weights (B, h, T_q, T_k);
                 otherwise `self.kernel` runs and the weights are None.
-            cache: this module's incremental decoding state, updated in place. Its "k" and "v"
-                (B, h, T, d_k / d_v; memory's rows) are the keys and values so far.
-                Self-attention appends the new ones; encoder-decoder attention projects memory
-                once and then reuses it.
+            cache: this module's incremental decoding state, updated in place: self-attention's
+                `KeyValueCache`, to which it appends the new keys and values; encoder-decoder
+                attention's dict, whose "k" and "v" (memory's rows, h, S, d_k / d_v) it projects
+                from memory once and then reuses.
 
         Returns:
             (B, T_q, d_model) output and the weights or None.
@@ -164,10 +217,7 @@ class MultiHeadAttention(nn.Module):
             q, k, v = self.w_qkv(x).split(self.fused_sizes, dim=-1)
             q, k, v = self._split_heads(q), self._split_heads(k), self._split_heads(v)
             if cache is not None:
-                if "k" in cache:
-                    k = torch.cat([cache["k"], k], dim=2)
-                    v = torch.cat([cache["v"], v], dim=2)
-                cache["k"], cache["v"] = k, v
+                k, v = cache.append(k, v)
         else:
             if cache is not None and "k" in cache:
                 k, v = cache["k"], cache["v"]

@@ -9,7 +9,7 @@ from torch import Tensor, nn
 
 from transformer_nmt.model.embeddings import Embeddings
 from transformer_nmt.model.masks import causal_mask, padding_mask
-from transformer_nmt.model.transformer.attention import MultiHeadAttention
+from transformer_nmt.model.transformer.attention import KeyValueCache, MultiHeadAttention
 from transformer_nmt.model.transformer.config import TransformerConfig
 from transformer_nmt.model.transformer.dropout import Dropout
 from transformer_nmt.model.transformer.layers import DecoderLayer, EncoderLayer
@@ -255,7 +255,7 @@ class Transformer(nn.Module):
 
     def new_cache(self) -> Cache:
         """Empty incremental decoding state to pass to `decode`."""
-        return [{"self_attn": {}, "src_attn": {}} for _ in self.decoder.layers]
+        return [{"self_attn": KeyValueCache(), "src_attn": {}} for _ in self.decoder.layers]
 
     def reorder_cache(self, cache: Cache, order: Tensor, sources: Tensor | None = None) -> Cache:
         """New cache whose batch row i is row order[i] of `cache`; see `reorder_cache`."""
@@ -263,9 +263,7 @@ class Transformer(nn.Module):
 
     @staticmethod
     def _cached_length(cache: Cache | None) -> int:
-        if not cache or "k" not in cache[0]["self_attn"]:
-            return 0
-        return cache[0]["self_attn"]["k"].size(2)
+        return cache[0]["self_attn"].length if cache else 0
 
 
 def reorder_cache(cache: Cache, order: Tensor, sources: Tensor | None = None) -> Cache:
@@ -277,7 +275,7 @@ def reorder_cache(cache: Cache, order: Tensor, sources: Tensor | None = None) ->
     """
     return [
         {
-            "self_attn": _rows(layer["self_attn"], order),
+            "self_attn": layer["self_attn"].reordered(order),
             "src_attn": layer["src_attn"] if sources is None else _rows(layer["src_attn"], sources),
         }
         for layer in cache
