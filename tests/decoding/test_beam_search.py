@@ -62,6 +62,26 @@ def test_greedy_copies_the_cache_only_when_a_sentence_leaves(make_model, make_to
     assert len(rows_kept) == 7 + 2 - 1
 
 
+def test_the_first_step_decodes_one_row_a_sentence(make_model, make_tokens):
+    model, src = make_model(), make_tokens([7, 3, 5])
+    decode, rows = model.decode, []
+
+    def counted(tgt_in, *args, **kwargs):
+        rows.append(tgt_in.size(0))
+        return decode(tgt_in, *args, **kwargs)
+
+    model.decode = counted
+    kwargs = dict(beam_size=3, n_best=3, max_len_b=2)
+    cached = beam_search(model, src, BOS, NEVER, **kwargs)  # the 3 leaves first, at step 5
+    assert rows[:6] == [3, 9, 9, 9, 9, 6]
+    # The same hypotheses as every beam decoding every step, from the uncached prefixes.
+    model.decode = decode
+    uncached = beam_search(model, src, BOS, NEVER, use_cache=False, **kwargs)
+    for ours, theirs in zip(itertools.chain(*cached), itertools.chain(*uncached), strict=True):
+        assert ours.tokens == theirs.tokens
+        assert ours.score == pytest.approx(theirs.score, abs=1e-5)
+
+
 def test_batched_equals_one_sentence_at_a_time_in_input_order(make_model, make_tokens, device):
     model, src = make_model().to(device), make_tokens([3, 7, 5], device=device)
     batched = beam_search(model, src, BOS, EOS, n_best=2, max_len_b=3)

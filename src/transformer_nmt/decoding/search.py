@@ -280,7 +280,15 @@ def beam_search(
     for t in range(int(max_lens.max())):
         n = len(sentences)
         # 2K candidates hold at least K that do not end in EOS: each beam has one EOS candidate.
-        if forced is None or t >= forced.size(1):
+        # At the first step a sentence's K beams are the same BOS, and only the first expands:
+        # one row a sentence goes through the model, and its cache is spread to K rows after
+        # (where one row's ids fill the 2K candidates).
+        one_row = t == 0 and 1 < K and 2 * K <= model.config.vocab_size and forced is None
+        if one_row:
+            logits = _next_logits(model, prefixes[::K], memory, src_mask, cache)
+            V = logits.size(-1)
+            cand_scores, cand_ids = _best_candidates(logits, scores[:, :1], never, 2 * K)
+        elif forced is None or t >= forced.size(1):
             logits = _next_logits(model, prefixes, memory, src_mask, cache)
             V = logits.size(-1)
             cand_scores, cand_ids = _best_candidates(logits, scores, never, 2 * K)  # (n, C)
@@ -347,7 +355,8 @@ def beam_search(
             memory, src_mask = memory[live_index], src_mask[live_index]
             forced = None if forced is None else forced[order]
         if cache is not None and moves:
-            cache = model.reorder_cache(cache, order, None if same_source else live_index)
+            rows_from = order // K if one_row else order  # the cache's rows, one a sentence
+            cache = model.reorder_cache(cache, rows_from, None if same_source else live_index)
         max_lens, num_finished = max_lens[live_index], num_finished[live_index]
         sentences = [sentences[i] for i in live]
         paths = next_paths

@@ -128,11 +128,16 @@ class RNNAttention(nn.Module):
         """New cache whose batch row i is row order[i] of `cache`.
 
         sources: None, each row reads the source row order[i] read, so what the cache holds of
-        the source (a row's own memory, mask and keys U_a h_j) is kept; else it moves with the
-        rows too.
+        the source (a row's own memory, mask and keys U_a h_j) is kept where the rows stay as
+        many (they only move among one sentence's rows, which hold the same); else it moves with
+        the rows too.
         """
         return {
-            name: t if sources is None and name in FROM_SOURCE else t.index_select(0, order)
+            name: (
+                t
+                if sources is None and name in FROM_SOURCE and len(order) == len(t)
+                else t.index_select(0, order)
+            )
             for name, t in cache.items()
         }
 
