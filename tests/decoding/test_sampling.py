@@ -11,6 +11,7 @@ from transformer_nmt.decoding.sampling import Sampling, draw, sample
 from transformer_nmt.model import RNNAttention
 
 VOCAB, PAD, BOS, EOS = 50, 0, 1, 2  # as in conftest's tiny models
+NEVER = -1  # an EOS id the model cannot emit
 
 
 def rnn() -> RNNAttention:
@@ -59,6 +60,24 @@ def test_top_k_one_is_greedy_search(family, make_model, make_tokens, device):
     for row, samples in zip(greedy, tokens(found), strict=True):
         assert samples == [row[: len(samples[0])]] * 3
         assert all(pad == PAD for pad in row[len(samples[0]) :])
+
+
+@pytest.mark.parametrize("family", ["transformer", "rnn_attention"])
+def test_the_first_step_decodes_one_row_a_sentence(family, make_model, make_tokens):
+    model, src = (make_model() if family == "transformer" else rnn()), make_tokens([6, 2, 4])
+    decode, rows = model.decode, []
+
+    def counted(tgt_in, *args, **kwargs):
+        rows.append(tgt_in.size(0))
+        return decode(tgt_in, *args, **kwargs)
+
+    model.decode = counted
+    sampling = Sampling(n=4, temperature=1.5, seed=3)
+    cached = sample(model, src, BOS, NEVER, sampling, indices=[0, 1, 2], max_len_b=3)
+    assert rows == [3] + [12] * 8  # one row a sentence, then its n, to the longest (6 + 3)
+    model.decode = decode  # the cache spread to n rows continues as the whole prefixes do
+    uncached = sample(model, src, BOS, NEVER, sampling, [0, 1, 2], max_len_b=3, use_cache=False)
+    assert tokens(cached) == tokens(uncached)
 
 
 def test_the_same_seed_gives_the_same_samples_in_any_batch(make_model, make_tokens):

@@ -118,7 +118,12 @@ def sample(
     lengths = torch.zeros(B * n, dtype=torch.long, device=device)
     finished = torch.zeros(B * n, dtype=torch.bool, device=device)
     for t in range(steps):
-        log_probs = force(_next_log_probs(model, ys, memory, src_mask, cache, never), forced, t)
+        if t == 0 and n > 1:  # a sentence's n rows are the same BOS: one goes through the model
+            log_probs = _next_log_probs(model, ys[::n], memory, src_mask, cache, never)[rows]
+            cache = None if cache is None else model.reorder_cache(cache, rows)  # to n rows
+        else:
+            log_probs = _next_log_probs(model, ys, memory, src_mask, cache, never)
+        log_probs = force(log_probs, forced, t)
         tokens = draw(log_probs, sampling, uniforms[:, t]).masked_fill(finished, pad_id)  # (R,)
         log_prob += log_probs.gather(1, tokens[:, None])[:, 0].masked_fill(finished, 0.0)
         lengths += (~finished).long()
