@@ -3,6 +3,7 @@ import itertools
 import pytest
 import torch
 
+from helpers.decoded_rows import decoded_rows
 from transformer_nmt.decoding import beam_search, greedy_search, length_penalty, search
 from transformer_nmt.model import Transformer
 
@@ -64,18 +65,11 @@ def test_greedy_copies_the_cache_only_when_a_sentence_leaves(make_model, make_to
 
 def test_the_first_step_decodes_one_row_a_sentence(make_model, make_tokens):
     model, src = make_model(), make_tokens([7, 3, 5])
-    decode, rows = model.decode, []
-
-    def counted(tgt_in, *args, **kwargs):
-        rows.append(tgt_in.size(0))
-        return decode(tgt_in, *args, **kwargs)
-
-    model.decode = counted
     kwargs = dict(beam_size=3, n_best=3, max_len_b=2)
-    cached = beam_search(model, src, BOS, NEVER, **kwargs)  # the 3 leaves first, at step 5
+    with decoded_rows(model) as rows:
+        cached = beam_search(model, src, BOS, NEVER, **kwargs)  # the 3 leaves first, at step 5
     assert rows[:6] == [3, 9, 9, 9, 9, 6]
     # The same hypotheses as every beam decoding every step, from the uncached prefixes.
-    model.decode = decode
     uncached = beam_search(model, src, BOS, NEVER, use_cache=False, **kwargs)
     for ours, theirs in zip(itertools.chain(*cached), itertools.chain(*uncached), strict=True):
         assert ours.tokens == theirs.tokens

@@ -6,6 +6,7 @@ import pytest
 import torch
 from pytest import approx
 
+from helpers.decoded_rows import decoded_rows
 from transformer_nmt.decoding import beam_search, greedy_search
 from transformer_nmt.decoding.sampling import Sampling, draw, sample
 from transformer_nmt.model import RNNAttention
@@ -65,17 +66,11 @@ def test_top_k_one_is_greedy_search(family, make_model, make_tokens, device):
 @pytest.mark.parametrize("family", ["transformer", "rnn_attention"])
 def test_the_first_step_decodes_one_row_a_sentence(family, make_model, make_tokens):
     model, src = (make_model() if family == "transformer" else rnn()), make_tokens([6, 2, 4])
-    decode, rows = model.decode, []
-
-    def counted(tgt_in, *args, **kwargs):
-        rows.append(tgt_in.size(0))
-        return decode(tgt_in, *args, **kwargs)
-
-    model.decode = counted
     sampling = Sampling(n=4, temperature=1.5, seed=3)
-    cached = sample(model, src, BOS, NEVER, sampling, indices=[0, 1, 2], max_len_b=3)
+    with decoded_rows(model) as rows:
+        cached = sample(model, src, BOS, NEVER, sampling, indices=[0, 1, 2], max_len_b=3)
     assert rows == [3] + [12] * 8  # one row a sentence, then its n, to the longest (6 + 3)
-    model.decode = decode  # the cache spread to n rows continues as the whole prefixes do
+    # The cache spread to n rows continues as the whole prefixes do.
     uncached = sample(model, src, BOS, NEVER, sampling, [0, 1, 2], max_len_b=3, use_cache=False)
     assert tokens(cached) == tokens(uncached)
 
