@@ -284,14 +284,11 @@ def beam_search(
         # one row a sentence goes through the model, and its cache is spread to K rows after
         # (where one row's ids fill the 2K candidates).
         one_row = t == 0 and 1 < K and 2 * K <= model.config.vocab_size and forced is None
-        if one_row:
-            logits = _next_logits(model, prefixes[::K], memory, src_mask, cache)
+        if forced is None or t >= forced.size(1):
+            every, beams = (K, 1) if one_row else (1, K)  # each sentence's first beam, or all
+            logits = _next_logits(model, prefixes[::every], memory, src_mask, cache)
             V = logits.size(-1)
-            cand_scores, cand_ids = _best_candidates(logits, scores[:, :1], never, 2 * K)
-        elif forced is None or t >= forced.size(1):
-            logits = _next_logits(model, prefixes, memory, src_mask, cache)
-            V = logits.size(-1)
-            cand_scores, cand_ids = _best_candidates(logits, scores, never, 2 * K)  # (n, C)
+            cand_scores, cand_ids = _best_candidates(logits, scores[:, :beams], never, 2 * K)
         else:  # a prefix forces ids: every candidate's sum, as `force` leaves them
             log_probs = _next_log_probs(model, prefixes, memory, src_mask, cache, never)
             log_probs = force(log_probs, forced, t)
