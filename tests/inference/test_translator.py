@@ -444,3 +444,15 @@ def test_workers_are_refused_where_they_cannot_run(folder):
         Translator.from_checkpoint(path, device="cpu", engine="ct2", workers=2)
     with pytest.raises(ValueError, match="a GPU one batch at a time"):
         Translator.from_checkpoint(path, device="cuda", workers=2)
+
+
+def test_on_a_cpu_the_linear_weights_are_laid_out_transposed_and_translate_the_same(folder):
+    path = folder / "step1.ckpt"
+    translator = Translator.from_checkpoint(path, device="cpu")
+    linears = [m for m in translator.model.modules() if isinstance(m, torch.nn.Linear)]
+    assert linears and all(m.weight.t().is_contiguous() for m in linears)
+    model, tokenizer = load_checkpoint(path)
+    options = dict(beam_size=2, alpha=0.6, max_len_b=5)
+    nonempty = [s for s in INPUTS if s]
+    expected = [hyps[0][0] for hyps in reference(model, tokenizer, nonempty, **options)]
+    assert translator.translate(nonempty, batch_size=2, **options) == expected

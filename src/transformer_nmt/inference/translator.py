@@ -40,6 +40,7 @@ from transformer_nmt.inference.alignment import Alignment
 from transformer_nmt.inference.scoring import TargetScore, check_targets, read_pairs, score_batch
 from transformer_nmt.model import EncoderDecoder
 from transformer_nmt.model.quantization import quantize_int8
+from transformer_nmt.model.weight_layout import transpose_linear_weights
 
 log = logging.getLogger(__name__)
 
@@ -867,9 +868,11 @@ def _torch_model(
     dtype: torch.dtype | None,
     quantization: str | None,
 ) -> EncoderDecoder:
-    """The model our search runs: moved and cast, or a copy with int8 linear layers."""
+    """The model our search runs: moved and cast (on a CPU, its linear weights transposed in
+    memory by `transpose_linear_weights`), or a copy with int8 linear layers."""
     if quantization is None:
-        return model.to(device=device, dtype=dtype).eval()
+        model = model.to(device=device, dtype=dtype).eval()
+        return transpose_linear_weights(model) if device.type == "cpu" else model
     if quantization != "int8":
         raise ValueError(f"engine 'torch' quantizes to 'int8' only, got {quantization!r}")
     # The quantized kernels (fbgemm, x86) are CPU kernels and take float32 activations.
