@@ -5,6 +5,7 @@ import torch
 
 from helpers.decoded_rows import decoded_rows
 from transformer_nmt.decoding import beam_search, greedy_search, length_penalty, search
+from transformer_nmt.decoding.beam_trace import BeamTrace
 from transformer_nmt.model import Transformer
 
 BOS, EOS = 1, 2  # as in conftest's tiny models
@@ -32,6 +33,22 @@ def test_beam_size_one_is_greedy(make_model, make_tokens, overrides, device):
         for row, (best,) in zip(greedy.tolist(), beams, strict=True):
             assert best.tokens == row[: len(best.tokens)], eos_id
             assert all(pad == model.config.pad_id for pad in row[len(best.tokens) :])
+
+
+@pytest.mark.parametrize("prefixes", [None, [[5], [], [4, 6, 7, 3]]])
+def test_one_beam_gives_what_the_whole_beam_bookkeeping_gives(make_model, make_tokens, prefixes):
+    # A trace takes beam search's general path, which keeps every beam's candidates.
+    model, src = make_model(), make_tokens([7, 3, 5])
+    unstopped = greedy_search(model, src, BOS, NEVER, max_len_b=4)
+    for eos_id in (unstopped[0, 1].item(), unstopped[1, 3].item(), NEVER):
+        options = dict(beam_size=1, max_len_b=4, alpha=1.0, target_prefixes=prefixes)
+        fast = beam_search(model, src, BOS, eos_id, **options)
+        general = beam_search(model, src, BOS, eos_id, trace=BeamTrace(), **options)
+        for (ours,), (theirs,) in zip(fast, general, strict=True):
+            assert ours.tokens == theirs.tokens, eos_id
+            assert ours.score == pytest.approx(theirs.score, abs=1e-6)
+            assert ours.normalized == pytest.approx(theirs.normalized, abs=1e-6)
+        assert len({len(h.tokens) for (h,) in fast}) > 1  # rows left the batch at different steps
 
 
 def test_cached_equals_uncached(make_model, make_tokens, device):
