@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from transformer_nmt.model import Transformer
-from transformer_nmt.model.masks import causal_mask
+from transformer_nmt.model.masks import causal_mask, padding_mask
 from transformer_nmt.model.transformer.attention import (
     KeyValueCache,
     MultiHeadAttention,
@@ -180,6 +180,39 @@ def test_every_kernel_equals_the_explicit_softmax_forward_and_backward(kernel, c
 )
 def test_auto_picks_the_kernel_measured_fastest(device_type, dtype, grad, dropout, kernel):
     assert attention_kernel(device_type, dtype, grad, dropout) == kernel
+
+
+@pytest.mark.parametrize(
+    ("device_type", "dtype", "kernel"),
+    [
+        ("cpu", torch.float32, "explicit"),
+        ("cpu", torch.bfloat16, "fused"),
+        ("cuda", torch.float32, "fused"),
+    ],
+)
+def test_decodings_encoder_decoder_attention_is_explicit_in_float32_on_cpus(
+    device_type, dtype, kernel
+):
+    assert attention_kernel(device_type, dtype, False, False, cached_memory=True) == kernel
+
+
+def test_a_decoding_step_runs_the_matmuls_on_the_cached_keys_as_they_lie(make_model, make_tokens):
+    model, src = make_model(), make_tokens([7, 4, 6])  # N=2: 2 decoder layers
+    memory, src_mask = model.encode(src), padding_mask(src, 0)
+    cache, bos = model.new_cache(), torch.full((3, 1), 1)
+    with torch.no_grad():
+        model.decode(bos, memory, src_mask, cache)
+        for layer in cache:  # K^T and V contiguous, the rows kept so when sentences leave
+            assert layer["src_attn"]["k"].shape == (3, 4, 8, 7)
+            assert all(t.is_contiguous() for t in layer["src_attn"].values())
+        cache = model.reorder_cache(cache, torch.tensor([2, 0]), torch.tensor([2, 0]))
+        assert all(t.is_contiguous() for layer in cache for t in layer["src_attn"].values())
+        with torch.profiler.profile() as profile:
+            model.decode(bos[:2], memory[[2, 0]], src_mask[[2, 0]], cache)
+    calls = Counter(event.name for event in profile.events())
+    # Encoder-decoder attention explicit, without copying its keys; self-attention fused.
+    assert calls[FUSED_CPU_OP] == 2 and calls[MATH_OP] == 0 and calls["aten::softmax"] == 2
+    assert calls["aten::clone"] == calls["aten::contiguous"] == 0
 
 
 FUSED_CPU_OP = "aten::_scaled_dot_product_flash_attention_for_cpu"

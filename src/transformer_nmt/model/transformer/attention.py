@@ -19,10 +19,11 @@ def attention(
     dropout_p: drop this share of the weights before they weigh V; the weights returned are the
     ones before dropout.
     """
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, h, T_q, T_k)
+    # In place on the product, which no backward reads: no tensor of scores allocated again.
+    scores = (q @ k.transpose(-2, -1)).div_(math.sqrt(q.size(-1)))  # (B, h, T_q, T_k)
     if mask is not None:
         # -inf, not a large negative number, so masked weights are exactly 0.
-        scores = scores.masked_fill(~mask, float("-inf"))
+        scores.masked_fill_(~mask, float("-inf"))
     # In fp32 under bf16 autocast too: bf16 weights and their gradient kept a toy task's
     # training loss at 0.33 where fp32's reached 0.002 (tests/test_train.py).
     weights = scores.softmax(dim=-1, dtype=torch.float32).to(v.dtype)
@@ -30,13 +31,21 @@ def attention(
     return dropped @ v, weights  # (B, h, T_q, d_v), (B, h, T_q, T_k)
 
 
-def attention_kernel(device_type: str, dtype: torch.dtype, grad: bool, dropout: bool) -> str:
+def attention_kernel(
+    device_type: str, dtype: torch.dtype, grad: bool, dropout: bool, cached_memory: bool = False
+) -> str:
     """The kernel `auto` runs for this device type ("cpu", "cuda"), dtype and direction.
 
     grad: training (forward and backward) rather than inference. dropout: the weights are
-    dropped (`model.attention_dropout`). Measured with experiments/speed/attention_kernels.py;
-    the numbers are in experiments/speed/README.md.
+    dropped (`model.attention_dropout`). cached_memory: a decoding step's encoder-decoder
+    attention, whose keys and values `MultiHeadAttention` cached laid out for matmuls.
+    Measured with experiments/speed/attention_kernels.py; the numbers are in
+    experiments/speed/README.md (decoding's in experiments/frontier/README.md).
     """
+    if device_type == "cpu" and dtype == torch.float32 and cached_memory:
+        # Two batched matmuls over the cached K^T and V beat the fused kernel's GEMMs a head,
+        # several times over with a sentence's beams as its queries.
+        return "explicit"
     if device_type == "cpu" and dropout:
         # SDPA drops weights with its math backend and one Bernoulli draw per weight on CPUs;
         # the explicit path takes the cheaper mask (dropout.py) and runs faster.
@@ -58,6 +67,7 @@ def scaled_dot_product(
     causal: bool,
     kernel: str,
     dropout_p: float = 0.0,
+    cached_memory: bool = False,
 ) -> Tensor:
     """softmax(Q K^T / sqrt(d_k)) V by one of `config.ATTENTION_KERNELS`; the same function each.
 
@@ -65,11 +75,11 @@ def scaled_dot_product(
     attention kernel), "math" the same restricted to its math backend, "explicit" `attention`,
     "auto" the one `attention_kernel` picks. q (B, h, T_q, d_k), k (B, h, T_k, d_k),
     v (B, h, T_k, d_v), mask and causal as for MultiHeadAttention, dropout_p the share of
-    weights dropped -> (B, h, T_q, d_v).
+    weights dropped, cached_memory as for `attention_kernel` -> (B, h, T_q, d_v).
     """
     if kernel == "auto":
         training = torch.is_grad_enabled() and q.requires_grad  # a backward will follow
-        kernel = attention_kernel(q.device.type, q.dtype, training, dropout_p > 0)
+        kernel = attention_kernel(q.device.type, q.dtype, training, dropout_p > 0, cached_memory)
     if kernel == "explicit":
         mask = causal_mask(q.size(2), q.device) if causal else mask
         return attention(q, k, v, mask, dropout_p)[0]
@@ -207,8 +217,8 @@ class MultiHeadAttention(nn.Module):
                 otherwise `self.kernel` runs and the weights are None.
             cache: this module's incremental decoding state, updated in place: self-attention's
                 `KeyValueCache`, to which it appends the new keys and values; encoder-decoder
-                attention's dict, whose "k" and "v" (memory's rows, h, S, d_k / d_v) it projects
-                from memory once and then reuses.
+                attention's dict, whose "k" (memory's rows, h, d_k, S: the keys transposed) and
+                "v" (memory's rows, h, S, d_v) it projects from memory once and then reuses.
 
         Returns:
             (B, T_q, d_model) output and the weights or None.
@@ -220,12 +230,15 @@ class MultiHeadAttention(nn.Module):
                 k, v = cache.append(k, v)
         else:
             if cache is not None and "k" in cache:
-                k, v = cache["k"], cache["v"]
+                k, v = cache["k"].transpose(-2, -1), cache["v"]
             else:
                 k, v = self.w_kv(memory).split(self.fused_sizes, dim=-1)
                 k, v = self._split_heads(k), self._split_heads(v)
                 if cache is not None:
-                    cache["k"], cache["v"] = k, v
+                    # K^T and V contiguous, as every later step's matmuls read them; K^T is
+                    # what the cache holds, so that selecting its rows keeps it so.
+                    cache["k"], cache["v"] = k.transpose(-2, -1).contiguous(), v.contiguous()
+                    k, v = cache["k"].transpose(-2, -1), cache["v"]
             # (B / G, G * T_q, d_model): a memory row's queries, all its rows' together.
             q = self._split_heads(self.w_q(x.reshape(k.size(0), -1, x.size(-1))))
         # q (B, h, T_q, d_k), k (B, h, T_k, d_k), v (B, h, T_k, d_v)
@@ -234,7 +247,9 @@ class MultiHeadAttention(nn.Module):
             mask = causal_mask(q.size(2), q.device) if causal else mask
             out, weights = attention(q, k, v, mask, p)
         else:
-            out, weights = scaled_dot_product(q, k, v, mask, causal, self.kernel, p), None
+            cached_memory = not self.self_attention and cache is not None
+            out = scaled_dot_product(q, k, v, mask, causal, self.kernel, p, cached_memory)
+            weights = None
         rows, T_q = x.shape[:2]
         out = out.transpose(1, 2).reshape(rows, T_q, self.h * self.d_v)  # heads concatenated
         if weights is not None and weights.size(0) != rows:  # a memory row's queries, split

@@ -25,8 +25,8 @@ POSITIONS = {
     "fairseq": FairseqSinusoidalPositions,
 }
 
-# One dict per decoder layer, holding one dict per attention module ("self_attn", "src_attn") with
-# that module's keys "k" and values "v", (B, h, T, d_k) and (B, h, T, d_v).
+# One dict per decoder layer: "self_attn", that attention's `KeyValueCache`, and "src_attn", the
+# encoder-decoder attention's keys transposed "k" (B, h, d_k, S) and values "v" (B, h, S, d_v).
 Cache = list[dict[str, dict[str, Tensor]]]
 
 
