@@ -377,22 +377,25 @@ def _one_beam(
     """`beam_search` with one beam: its hypotheses, without its per-beam bookkeeping.
 
     A sentence's one beam takes its best id each step and leaves the batch when that id is EOS
-    or the sentence reaches its maximum length. Nothing is read on the host but which rows end
-    (one transfer a step) and the ids and scores of those that do, where beam search reads every
-    beam's candidates every step and walks them in Python, which took a fifth of a greedy
-    translation (experiments/frontier/README.md).
+    or the sentence reaches its maximum length, its ids and score written to output tensors on
+    the device. The host reads how many rows end a step (one read) and the outputs at the end;
+    beam search reads every beam's candidates every step and walks them in Python, which took a
+    fifth of a greedy translation (experiments/frontier/README.md).
     """
+    B, device = src.size(0), src.device
     src_mask = padding_mask(src, model.config.pad_id)  # (B, 1, 1, S)
     max_lens = _max_lengths(model, src_mask, max_len_b)  # (B,)
     memory = model.encode(src)
     cache = model.new_cache() if use_cache else None
-    prefixes = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
-    scores = torch.zeros(src.size(0), 1, device=src.device)  # (n, 1) log-probabilities
-    never = _never_ids(model, bos_id, src.device)
-    forced = forced_ids(target_prefixes, src.device)
-    sentences = torch.arange(src.size(0), device=src.device)  # each row's input index
-    finished: list[list[Hypothesis]] = [[] for _ in range(src.size(0))]
-    for t in range(int(max_lens.max())):
+    prefixes = torch.full((B, 1), bos_id, dtype=torch.long, device=device)  # (n, 1 + t)
+    scores = torch.zeros(B, 1, device=device)  # (n, 1) log-probabilities
+    never = _never_ids(model, bos_id, device)
+    forced = forced_ids(target_prefixes, device)
+    sentences = torch.arange(B, device=device)  # each row's input index
+    steps = int(max_lens.max())
+    # Each sentence's ids, their number (0: none ended, see below) and its score, as it ended.
+    outputs = torch.zeros(B, 2 + steps, dtype=torch.float64, device=device)  # exact for ids
+    for t in range(steps):
         if forced is None or t >= forced.size(1):
             logits = _next_logits(model, prefixes, memory, src_mask, cache)
             scores, tokens = _best_candidates(logits, scores, never, 1)  # (n, 1) each
@@ -402,23 +405,25 @@ def _one_beam(
         prefixes = torch.cat([prefixes, tokens], dim=1)
         # As beam search: an end whose score is -inf (no id was possible) is no hypothesis.
         ends = ((tokens[:, 0] == eos_id) | (t + 1 >= max_lens)) & scores[:, 0].isfinite()
-        ended = torch.nonzero(ends)[:, 0]  # the step's one device-to-host transfer
-        if not len(ended):
+        n, ending = ends.size(0), int(ends.sum())  # the step's one device-to-host read
+        if not ending:
             continue
-        ids, ended_scores = prefixes[ended, 1:].tolist(), scores[ended, 0].tolist()
-        for sentence, tokens_i, score in zip(
-            sentences[ended].tolist(), ids, ended_scores, strict=True
-        ):
-            finished[sentence].append(scored(tokens_i, score, alpha, penalty))
-        live = torch.nonzero(~ends)[:, 0]
-        if not len(live):
+        ended = torch.nonzero_static(ends, size=ending)[:, 0]
+        outputs[sentences[ended], 0] = t + 1.0
+        outputs[sentences[ended], 1] = scores[ended, 0].double()
+        outputs[sentences[ended], 2 : 3 + t] = prefixes[ended, 1:].double()
+        if ending == n:
             break
+        live = torch.nonzero_static(~ends, size=n - ending)[:, 0]
         prefixes, scores, sentences = prefixes[live], scores[live], sentences[live]
         memory, src_mask, max_lens = memory[live], src_mask[live], max_lens[live]
         forced = None if forced is None else forced[live]
         if cache is not None:
             cache = model.reorder_cache(cache, live, live)
-    return finished
+    return [
+        [scored([int(i) for i in ids[: int(length)]], score, alpha, penalty)] if length else []
+        for length, score, *ids in outputs.tolist()
+    ]
 
 
 def scored(tokens: list[int], score: float, alpha: float, penalty: str) -> Hypothesis:
