@@ -277,11 +277,13 @@ def beam_search(
     forced = None if forced is None else forced[rows]  # (B * K, P)
     # How many hypotheses each sentence has finished, on the device so that `done` stays there.
     num_finished = torch.zeros(B, dtype=torch.long, device=src.device)  # (n,), at most K
-    sentences = list(range(B))  # the input index of each sentence still searching
-    finished: list[list[Hypothesis]] = [[] for _ in range(B)]
-    paths: list[list[int]] = [[] for _ in range(B * K)]  # host copy of prefixes[:, 1:]
-    for t in range(int(max_lens.max())):
-        n = len(sentences)
+    sentences = torch.arange(B, device=src.device)  # the input index of each sentence searching
+    steps = int(max_lens.max())
+    # Each sentence's finished hypotheses in the order found, written on the device as they end
+    # and read once at the end: a hypothesis' length (0: none), score and ids.
+    found = torch.zeros(B, K, 2 + steps, dtype=torch.float64, device=src.device)  # exact ids
+    n = B
+    for t in range(steps):
         # 2K candidates hold at least K that do not end in EOS: each beam has one EOS candidate.
         # At the first step a sentence's K beams are the same BOS, and only the first expands:
         # one row a sentence goes through the model, and its cache is spread to K rows after
@@ -302,6 +304,9 @@ def beam_search(
         at_max = t + 1 >= max_lens  # (n,)
         ends = (cand_tokens == eos_id) | at_max[:, None]  # (n, C)
         to_finish = ends[:, :K] & cand_scores[:, :K].isfinite()  # (n, K)
+        # A sentence keeps the first K it finishes: slot = hypotheses before + rank among these.
+        slots = num_finished[:, None] + to_finish.cumsum(dim=1) - 1  # (n, K)
+        kept_finished = to_finish & (slots < K)
         num_finished = (num_finished + to_finish.sum(dim=1)).clamp(max=K)
         done = at_max | (num_finished == K)  # (n,)
         # The K best candidates that go on, in score order: those that did not end come first.
@@ -313,54 +318,47 @@ def beam_search(
         if trace is not None:
             lp = length_penalty(t + 1, alpha, penalty)
             trace.record(
-                sentences, cand_scores, cand_tokens, cand_beams, to_finish, go_on.indices, done, lp
-            )
-
-        # The step's one device-to-host transfer: everything the bookkeeping below reads.
-        host = _to_host(
-            cand_scores[:, :K], cand_tokens[:, :K], cand_beams[:, :K], to_finish,
-            next_beams, next_tokens, done[:, None].expand(n, K),  # done repeated to fit (n, K)
-        )  # fmt: skip
-        live, next_paths = [], []  # positions of the sentences that go on, their beams' ids
-        for i, row in enumerate(host):
-            log_probs_i, tokens_i, beams_i, finish_i, next_beams_i, next_tokens_i, done_i = row
-            hypotheses = finished[sentences[i]]
-            candidates_i = zip(log_probs_i, tokens_i, beams_i, finish_i, strict=True)
-            for log_prob, token, beam, ends_here in candidates_i:
-                if ends_here and len(hypotheses) < K:
-                    ids = paths[i * K + int(beam)] + [int(token)]
-                    hypotheses.append(scored(ids, log_prob, alpha, penalty))
-            if not done_i[0]:
-                live.append(i)
-                next_paths += [
-                    paths[i * K + int(b)] + [int(token)]
-                    for b, token in zip(next_beams_i, next_tokens_i, strict=True)
-                ]
-        if not live:
+                sentences.tolist(), cand_scores, cand_tokens, cand_beams, to_finish,
+                go_on.indices, done, lp,
+            )  # fmt: skip
+        # The step's one device-to-host read: how many hypotheses end, how many sentences go on.
+        ending, m = torch.stack([kept_finished.sum(), n - done.sum()]).tolist()
+        if ending:
+            i, c = torch.nonzero_static(kept_finished, size=ending).unbind(1)
+            where = sentences[i], slots[i, c]
+            found[where + (0,)] = t + 1.0
+            found[where + (1,)] = cand_scores[i, c].double()
+            beams_rows = i * K + cand_beams[i, c]  # the rows of the beams they extend
+            found[where + (slice(2, 2 + t),)] = prefixes[beams_rows, 1:].double()
+            found[where + (2 + t,)] = cand_tokens[i, c].double()
+        if not m:
             break
 
         # The host knows how many sentences go on, so selecting them needs no sync.
-        live_index = torch.nonzero_static(~done, size=len(live))[:, 0]  # (m,) as `live`
+        live_index = torch.nonzero_static(~done, size=m)[:, 0]  # (m,)
         order = (live_index[:, None] * K + next_beams[live_index]).view(-1)  # (m * K,) their beams
         # Until a sentence leaves, `order` moves rows only among a sentence's beams, and what is
-        # computed from the sources stays as it is. With one beam a sentence (greedy) it then
-        # moves nothing, and the cache is not copied either.
-        same_source = len(live) == n
-        moves = K > 1 or not same_source
-        prefixes = torch.cat(
-            [prefixes[order] if moves else prefixes, next_tokens[live_index].view(-1, 1)], dim=1
-        )
+        # computed from the sources stays as it is.
+        same_source = m == n
+        prefixes = torch.cat([prefixes[order], next_tokens[live_index].view(-1, 1)], dim=1)
         scores = next_scores[live_index]  # (m, K)
         if not same_source:
             memory, src_mask = memory[live_index], src_mask[live_index]
             forced = None if forced is None else forced[order]
-        if cache is not None and moves:
+        if cache is not None:
             rows_from = order // K if one_row else order  # the cache's rows, one a sentence
             cache = model.reorder_cache(cache, rows_from, None if same_source else live_index)
         max_lens, num_finished = max_lens[live_index], num_finished[live_index]
-        sentences = [sentences[i] for i in live]
-        paths = next_paths
-    return [ranked(h)[:n_best] for h in finished]
+        sentences = sentences[live_index]
+        n = m
+    return [
+        ranked([
+            scored([int(i) for i in ids[: int(length)]], score, alpha, penalty)
+            for length, score, *ids in hypotheses
+            if length
+        ])[:n_best]
+        for hypotheses in found.tolist()
+    ]  # fmt: skip
 
 
 def _one_beam(
@@ -434,8 +432,3 @@ def scored(tokens: list[int], score: float, alpha: float, penalty: str) -> Hypot
 def ranked(hypotheses: list[Hypothesis]) -> list[Hypothesis]:
     """Best first by normalized score, the first found first among equals."""
     return sorted(hypotheses, key=lambda h: h.normalized, reverse=True)
-
-
-def _to_host(*columns: Tensor) -> list[list[list[float]]]:
-    """(n, K) tensors -> per row, one list per tensor, in one copy; ids are exact in float64."""
-    return torch.stack([column.double() for column in columns], dim=1).tolist()
