@@ -7,25 +7,17 @@ import torch
 from torch import nn
 from torch.ao.nn.quantized.dynamic import Linear as DynamicQuantizedLinear
 
-from transformer_nmt.model import RNNAttention
+from helpers.tiny_models import FAMILIES
 from transformer_nmt.model.quantization import quantize_int8
-
-# A tiny RNN (tests/model/test_rnn.py's sizes) beside conftest's tiny Transformer.
-RNN = dict(vocab_size=50, pad_id=0, embed_dim=16, hidden_size=24, dropout=0.0)
 
 
 def linear_names(model: nn.Module, kind: type) -> set[str]:
     return {name for name, m in model.named_modules() if type(m) is kind}
 
 
-@pytest.mark.parametrize("family", ["transformer", "student", "rnn"])
-def test_every_linear_layer_is_quantized_and_the_original_kept(make_model, make_tokens, family):
-    models = {
-        "transformer": make_model,
-        "student": lambda: make_model(N_enc=3, N_dec=1, d_ff_dec=16),
-        "rnn": lambda: RNNAttention(**RNN).eval(),
-    }
-    model = models[family]()
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_linear_layer_is_quantized_and_the_original_kept(make_family, make_tokens, family):
+    model = make_family(family)
     before = {k: t.clone() for k, t in model.state_dict().items()}
     quantized = quantize_int8(model)
     linears = linear_names(model, nn.Linear)

@@ -4,22 +4,15 @@ import pytest
 import torch
 from torch import nn
 
-from transformer_nmt.model import RNNAttention
+from helpers.tiny_models import FAMILIES
 from transformer_nmt.model.weight_layout import transpose_linear_weights
 
-RNN = dict(vocab_size=50, pad_id=0, embed_dim=16, hidden_size=24, dropout=0.0)
 
-
-@pytest.mark.parametrize("family", ["transformer", "student", "rnn"])
+@pytest.mark.parametrize("family", FAMILIES)
 def test_every_linear_weight_is_transposed_in_place_and_computes_the_same(
-    make_model, make_tokens, family
+    make_family, make_tokens, family
 ):
-    models = {
-        "transformer": make_model,
-        "student": lambda: make_model(N_enc=3, N_dec=1, d_ff_dec=16),
-        "rnn": lambda: RNNAttention(**RNN).eval(),
-    }
-    model = models[family]()
+    model = make_family(family)
     before = {k: t.clone() for k, t in model.state_dict().items()}
     parameters = list(model.parameters())
     src, tgt = make_tokens([7, 4, 6]), make_tokens([5, 5, 5], seed=1, bos=True)
