@@ -372,13 +372,13 @@ def _one_beam(
     use_cache: bool,
     target_prefixes: list[list[int]] | None,
 ) -> list[list[Hypothesis]]:
-    """`beam_search` with one beam: its hypotheses, without its per-beam bookkeeping.
+    """`beam_search` with one beam: the same hypotheses, without the bookkeeping of K beams.
 
-    A sentence's one beam takes its best id each step and leaves the batch when that id is EOS
-    or the sentence reaches its maximum length, its ids and score written to output tensors on
-    the device. The host reads how many rows end a step (one read) and the outputs at the end;
-    beam search reads every beam's candidates every step and walks them in Python, which took a
-    fifth of a greedy translation (experiments/frontier/README.md).
+    A sentence's beam takes its best id each step and leaves the batch when that id is EOS or
+    the sentence reaches its maximum length, its ids and score written to output tensors on the
+    device; the host reads how many rows end a step and the outputs at the end. The general
+    path's 2K candidates a sentence, their ranking and slots are work one beam does without
+    (1.05x a greedy translation, experiments/frontier/README.md).
     """
     B, device = src.size(0), src.device
     src_mask = padding_mask(src, model.config.pad_id)  # (B, 1, 1, S)
