@@ -21,8 +21,12 @@ def checkpoint(tmp_path_factory):
     return write_checkpoint(tmp_path_factory.mktemp("ckpt") / "last.ckpt", tokenizer, seed=3)
 
 
-def test_the_folder_gives_the_model_back_with_its_ties(checkpoint, tmp_path):
+@pytest.mark.parametrize("source", ["checkpoint", "translator"])
+def test_the_folder_gives_the_model_back_with_its_ties(checkpoint, tmp_path, source):
     model, tokenizer = load_checkpoint(checkpoint)
+    if source == "translator":  # a CPU Translator's model: linear weights laid out transposed
+        model = Translator(model, tokenizer, device="cpu").model
+        assert not model.generator.weight.is_contiguous()
     save_safetensors(model, tokenizer, tmp_path)
     loaded, loaded_tokenizer = load_safetensors(tmp_path)
     assert loaded.state_dict().keys() == model.state_dict().keys()

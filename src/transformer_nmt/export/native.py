@@ -5,11 +5,13 @@ safetensors is plain tensors behind a JSON header, the format model hubs prefer.
 stored once and tied again on loading. Every model family is stored as it is: its config names it.
 """
 
+import copy
 import json
 import os
 from pathlib import Path
 
 import safetensors.torch
+import torch
 
 from transformer_nmt.data.tokenizer import PAD_ID, SubwordTokenizer
 from transformer_nmt.data.tokenizer_kinds import tokenizer_from_str
@@ -27,6 +29,13 @@ def save_safetensors(
     """Write `out/`: model.safetensors, config.json (the model config) and tokenizer.json."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    if not all(p.is_contiguous() for p in model.parameters()):
+        # safetensors stores (and finds ties among) contiguous tensors only; a CPU Translator's
+        # linear weights are laid out transposed (`transpose_linear_weights`). A copy keeps ties.
+        model = copy.deepcopy(model)
+        with torch.no_grad():
+            for parameter in model.parameters():
+                parameter.set_(parameter.contiguous())
     safetensors.torch.save_model(model, str(out / "model.safetensors"), metadata={"format": "pt"})
     config = {"format": FORMAT, "format_version": FORMAT_VERSION, "model": model.config.to_dict()}
     write_atomically(out / "config.json", json.dumps(config, indent=2) + "\n")
