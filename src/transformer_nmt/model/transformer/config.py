@@ -55,7 +55,8 @@ class TransformerConfig(DataclassConfig):
             et al., 2020), so every layer starts as the identity. Excludes norm_first.
         attention_kernel: how attention is computed where its weights are not asked for; a
             speed setting only, every kernel computes the same function. "auto" picks the kernel
-            measured fastest for the device, dtype and direction (training or inference);
+            measured fastest for the device, dtype and direction (training, inference, or a
+            decoding step's encoder-decoder attention over its cached keys);
             "fused", "math" or "explicit" force one (see `attention.scaled_dot_product`).
     """
 
