@@ -279,9 +279,7 @@ def beam_search(
     num_finished = torch.zeros(B, dtype=torch.long, device=src.device)  # (n,), at most K
     sentences = torch.arange(B, device=src.device)  # the input index of each sentence searching
     steps = int(max_lens.max())
-    # Each sentence's finished hypotheses in the order found, written on the device as they end
-    # and read once at the end: a hypothesis' length (0: none), score and ids.
-    found = torch.zeros(B, K, 2 + steps, dtype=torch.float64, device=src.device)  # exact ids
+    found = _found(B, K, steps, src.device)  # each sentence's hypotheses, in the order found
     n = B
     for t in range(steps):
         # 2K candidates hold at least K that do not end in EOS: each beam has one EOS candidate.
@@ -325,12 +323,9 @@ def beam_search(
         ending, m = torch.stack([kept_finished.sum(), n - done.sum()]).tolist()
         if ending:
             i, c = torch.nonzero_static(kept_finished, size=ending).unbind(1)
-            where = sentences[i], slots[i, c]
-            found[where + (0,)] = t + 1.0
-            found[where + (1,)] = cand_scores[i, c].double()
             beams_rows = i * K + cand_beams[i, c]  # the rows of the beams they extend
-            found[where + (slice(2, 2 + t),)] = prefixes[beams_rows, 1:].double()
-            found[where + (2 + t,)] = cand_tokens[i, c].double()
+            ids = torch.cat([prefixes[beams_rows, 1:], cand_tokens[i, c, None]], dim=1)
+            _write(found, (sentences[i], slots[i, c]), cand_scores[i, c], ids)
         if not m:
             break
 
@@ -351,14 +346,7 @@ def beam_search(
         max_lens, num_finished = max_lens[live_index], num_finished[live_index]
         sentences = sentences[live_index]
         n = m
-    return [
-        ranked([
-            scored([int(i) for i in ids[: int(length)]], score, alpha, penalty)
-            for length, score, *ids in hypotheses
-            if length
-        ])[:n_best]
-        for hypotheses in found.tolist()
-    ]  # fmt: skip
+    return [ranked(_read(rows, alpha, penalty))[:n_best] for rows in found.tolist()]
 
 
 def _one_beam(
@@ -391,8 +379,7 @@ def _one_beam(
     forced = forced_ids(target_prefixes, device)
     sentences = torch.arange(B, device=device)  # each row's input index
     steps = int(max_lens.max())
-    # Each sentence's ids, their number (0: none ended, see below) and its score, as it ended.
-    outputs = torch.zeros(B, 2 + steps, dtype=torch.float64, device=device)  # exact for ids
+    found = _found(B, 1, steps, device)  # each sentence's hypothesis, once it ends
     for t in range(steps):
         if forced is None or t >= forced.size(1):
             logits = _next_logits(model, prefixes, memory, src_mask, cache)
@@ -407,9 +394,7 @@ def _one_beam(
         if not ending:
             continue
         ended = torch.nonzero_static(ends, size=ending)[:, 0]
-        outputs[sentences[ended], 0] = t + 1.0
-        outputs[sentences[ended], 1] = scores[ended, 0].double()
-        outputs[sentences[ended], 2 : 3 + t] = prefixes[ended, 1:].double()
+        _write(found, (sentences[ended], 0), scores[ended, 0], prefixes[ended, 1:])
         if ending == n:
             break
         live = torch.nonzero_static(~ends, size=n - ending)[:, 0]
@@ -418,9 +403,29 @@ def _one_beam(
         forced = None if forced is None else forced[live]
         if cache is not None:
             cache = model.reorder_cache(cache, live, live)
+    return [_read(rows, alpha, penalty) for rows in found.tolist()]
+
+
+def _found(B: int, K: int, steps: int, device: torch.device) -> Tensor:
+    """(B, K, 2 + steps): up to K finished hypotheses a sentence, written on the device as they
+    end and read once at the end; each row its length (0: none), score and ids (float64 holds
+    ids exactly)."""
+    return torch.zeros(B, K, 2 + steps, dtype=torch.float64, device=device)
+
+
+def _write(found: Tensor, where: tuple[Tensor, Tensor | int], scores: Tensor, ids: Tensor) -> None:
+    """Hypotheses of scores (m,) and ids (m, length) into `found` at (sentence, slot) `where`."""
+    found[(*where, 0)] = ids.size(1)
+    found[(*where, 1)] = scores.double()
+    found[(*where, slice(2, 2 + ids.size(1)))] = ids.double()
+
+
+def _read(rows: list[list[float]], alpha: float, penalty: str) -> list[Hypothesis]:
+    """One sentence's rows of `_found`, read on the host: its hypotheses, in the order found."""
     return [
-        [scored([int(i) for i in ids[: int(length)]], score, alpha, penalty)] if length else []
-        for length, score, *ids in outputs.tolist()
+        scored([int(i) for i in ids[: int(length)]], score, alpha, penalty)
+        for length, score, *ids in rows
+        if length
     ]
 
 
