@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from experiments.common.machine import cpu_name, load_average
+from experiments.frontier import timing
 
 
 def worker(args: argparse.Namespace) -> None:
@@ -34,10 +35,7 @@ def worker(args: argparse.Namespace) -> None:
     torch.set_num_threads(args.threads)
     sources = [line.strip() for line in read_lines(args.src)]
     translator = Translator.from_checkpoint(args.checkpoint)
-    options = dict(
-        beam_size=args.beam_size, alpha=1.0, penalty="fairseq", max_len_b=50,
-        batch_size=args.batch_size,
-    )  # fmt: skip
+    options = timing.search(args)
     translator.translate(sources, **options)  # one-off costs: thread pools, allocator growth
     print(json.dumps({"ready": len(sources)}), flush=True)
     for line in sys.stdin:
@@ -48,14 +46,9 @@ def worker(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("checkpoint")
-    parser.add_argument("--src", type=Path, required=True)
+    parser = timing.parser(__doc__, beam_size=4)
     parser.add_argument("--before", type=Path, help="the tree timed first in even chunks")
     parser.add_argument("--after", type=Path)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--beam-size", type=int, default=4)
-    parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--chunk", type=int, default=250, help="sentences a timed pass")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)

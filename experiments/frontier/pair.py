@@ -10,25 +10,19 @@ sees the same machine. Run it under two commits (a worktree each) and compare th
 A/B of our engine with CTranslate2 as the fixed yardstick.
 """
 
-import argparse
 import statistics
 import time
-from pathlib import Path
 
 import torch
 
 from experiments.common.machine import cpu_name, load_average
+from experiments.frontier import timing
 from transformer_nmt import Translator
 from transformer_nmt.data.bitext import read_lines
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("checkpoint")
-    parser.add_argument("--src", type=Path, required=True)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--beam-size", type=int, default=4)
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser = timing.parser(__doc__, beam_size=4)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--quantization", choices=["int8"], help="both engines in int8")
     args = parser.parse_args()
@@ -40,10 +34,7 @@ def main() -> None:
             args.checkpoint, engine="ct2", quantization=args.quantization or "float32"
         ),
     }
-    options = dict(
-        beam_size=args.beam_size, alpha=1.0, penalty="fairseq", max_len_b=50,
-        batch_size=args.batch_size,
-    )  # fmt: skip
+    options = timing.search(args)
 
     def speed(name: str) -> tuple[float, list[str]]:
         start = time.perf_counter()

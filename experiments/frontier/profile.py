@@ -10,15 +10,14 @@ Time outside every operator (Python: the search's bookkeeping, tokenizing) is wa
 profiler less the operators' self time.
 """
 
-import argparse
 import functools
 import time
 from collections import defaultdict
-from pathlib import Path
 
 import torch
 
 from experiments.common.machine import cpu_name, load_average
+from experiments.frontier import timing
 from transformer_nmt import Translator
 from transformer_nmt.data.bitext import read_lines
 
@@ -35,13 +34,8 @@ def ranged(name: str, method):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("checkpoint")
-    parser.add_argument("--src", type=Path, required=True)
+    parser = timing.parser(__doc__, beam_size=1)
     parser.add_argument("--sentences", type=int, default=256)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--beam-size", type=int, default=1)
-    parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--rows", type=int, default=8, help="operators listed by self time")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -51,10 +45,7 @@ def main() -> None:
     vocabulary = model.config.vocab_size
     model.encode = ranged("encoder", model.encode)
     model.decode = ranged("decoder step", model.decode)
-    translate = functools.partial(
-        translator.translate, beam_size=args.beam_size, alpha=1.0, penalty="fairseq",
-        max_len_b=50, batch_size=args.batch_size,
-    )  # fmt: skip
+    translate = functools.partial(translator.translate, **timing.search(args))
     translate(sources)  # one-off costs: thread pools, allocator growth
     start = time.perf_counter()
     translate(sources)
