@@ -15,8 +15,7 @@ def transpose_linear_weights(model: nn.Module) -> nn.Module:
     """
     with torch.no_grad():
         for module in model.modules():
-            weight = getattr(module, "weight", None)
             # A weight seen twice (tied between two layers) is transposed once.
-            if isinstance(module, nn.Linear) and weight.is_contiguous() and weight.dim() == 2:
-                weight.set_(weight.t().contiguous().t())
+            if isinstance(module, nn.Linear) and module.weight.is_contiguous():
+                module.weight.set_(module.weight.t().contiguous().t())
     return model
